@@ -1,0 +1,102 @@
+// Status and Result<T>: errors as values at every fencekit library boundary.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace fencekit {
+
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,  // the caller sent something malformed; retrying will not help
+  kStaleToken,       // a fenced write carried a token below the highest accepted one
+  kNotFound,
+  kBusy,         // the lock is held by someone else
+  kTimeout,      // a deadline passed
+  kNotHeld,      // the lease expired or belongs to another owner
+  kUnavailable,  // a service could not be reached; retrying later may help
+  kIoError,      // storage failed; the outcome of the operation is not acknowledged
+  kInternal,
+};
+
+std::string_view StatusCodeName(StatusCode code);
+
+// A success or an error code with a message saying what was wrong and what to do.
+// Thread safety: immutable after construction; safe to share.
+class [[nodiscard]] Status {
+ public:
+  Status() = default;  // OK
+
+  static Status Ok() { return Status(); }
+  static Status InvalidArgument(std::string msg) { return {StatusCode::kInvalidArgument, msg}; }
+  // `highest` is the highest token the store had accepted for the lock.
+  static Status StaleToken(std::string msg, std::int64_t highest) {
+    Status s(StatusCode::kStaleToken, std::move(msg));
+    s.highest_token_ = highest;
+    return s;
+  }
+  static Status NotFound(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
+  static Status Busy(std::string msg) { return {StatusCode::kBusy, std::move(msg)}; }
+  static Status Timeout(std::string msg) { return {StatusCode::kTimeout, std::move(msg)}; }
+  static Status NotHeld(std::string msg) { return {StatusCode::kNotHeld, std::move(msg)}; }
+  static Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
+  static Status IoError(std::string msg) { return {StatusCode::kIoError, std::move(msg)}; }
+  static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  bool IsInvalidArgument() const { return code_ == StatusCode::kInvalidArgument; }
+  bool IsStaleToken() const { return code_ == StatusCode::kStaleToken; }
+  bool IsNotFound() const { return code_ == StatusCode::kNotFound; }
+  bool IsBusy() const { return code_ == StatusCode::kBusy; }
+  bool IsTimeout() const { return code_ == StatusCode::kTimeout; }
+  bool IsNotHeld() const { return code_ == StatusCode::kNotHeld; }
+  bool IsUnavailable() const { return code_ == StatusCode::kUnavailable; }
+  bool IsIoError() const { return code_ == StatusCode::kIoError; }
+
+  // For kStaleToken: the highest token accepted for the lock when the write was refused.
+  std::optional<std::int64_t> highest_token() const { return highest_token_; }
+
+  // "stale_token: <message>"; "ok" when ok().
+  std::string ToString() const;
+
+ private:
+  Status(StatusCode code, std::string msg) : code_(code), message_(std::move(msg)) {}
+
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+  std::optional<std::int64_t> highest_token_;
+};
+
+// A value or an error Status. REQUIRES: an error Result is built from a non-OK Status.
+// Thread safety: as T.
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}            // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}     // NOLINT: implicit by design
+
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  // The error, or OK when a value is held.
+  Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
+
+  // REQUIRES: ok().
+  T& value() & { return std::get<T>(v_); }
+  const T& value() const& { return std::get<T>(v_); }
+  T&& value() && { return std::get<T>(std::move(v_)); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+}  // namespace fencekit

@@ -1,0 +1,56 @@
+#include "fencekit/common/clock.h"
+
+#include <thread>
+
+namespace fencekit {
+namespace {
+
+class RealClock final : public Clock {
+ public:
+  std::chrono::steady_clock::time_point Now() const override {
+    return std::chrono::steady_clock::now();
+  }
+  std::chrono::system_clock::time_point WallNow() const override {
+    return std::chrono::system_clock::now();
+  }
+  void SleepUntil(std::chrono::steady_clock::time_point until) override {
+    std::this_thread::sleep_until(until);
+  }
+};
+
+}  // namespace
+
+Clock* Clock::Real() {
+  static RealClock* clock = new RealClock();
+  return clock;
+}
+
+FakeClock::FakeClock()
+    : now_(std::chrono::steady_clock::time_point() + std::chrono::hours(1)),
+      wall_now_(std::chrono::system_clock::time_point() + std::chrono::hours(24 * 365 * 50)) {}
+
+std::chrono::steady_clock::time_point FakeClock::Now() const {
+  std::lock_guard lock(mu_);
+  return now_;
+}
+
+std::chrono::system_clock::time_point FakeClock::WallNow() const {
+  std::lock_guard lock(mu_);
+  return wall_now_;
+}
+
+void FakeClock::SleepUntil(std::chrono::steady_clock::time_point until) {
+  std::lock_guard lock(mu_);
+  if (until > now_) {
+    wall_now_ += std::chrono::duration_cast<std::chrono::system_clock::duration>(until - now_);
+    now_ = until;
+  }
+}
+
+void FakeClock::Advance(std::chrono::steady_clock::duration d) {
+  std::lock_guard lock(mu_);
+  now_ += d;
+  wall_now_ += std::chrono::duration_cast<std::chrono::system_clock::duration>(d);
+}
+
+}  // namespace fencekit

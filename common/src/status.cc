@@ -1,0 +1,29 @@
+#include "fencekit/common/status.h"
+
+namespace fencekit {
+
+std::string_view StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "ok";
+    case StatusCode::kInvalidArgument: return "invalid_argument";
+    case StatusCode::kStaleToken: return "stale_token";
+    case StatusCode::kNotFound: return "not_found";
+    case StatusCode::kBusy: return "busy";
+    case StatusCode::kTimeout: return "timeout";
+    case StatusCode::kNotHeld: return "not_held";
+    case StatusCode::kUnavailable: return "unavailable";
+    case StatusCode::kIoError: return "io_error";
+    case StatusCode::kInternal: return "internal";
+  }
+  return "unknown";
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "ok";
+  std::string out(StatusCodeName(code_));
+  out += ": ";
+  out += message_;
+  return out;
+}
+
+}  // namespace fencekit

@@ -1,0 +1,141 @@
+// FencedStore: a key-value store that refuses writes carrying a stale fencing token.
+//
+// Per lock name (a "fence") the store keeps the highest token it has accepted. A write (put or
+// delete) names (lock, token, key) and is accepted iff token >= highest for that lock
+// (token > highest in strict mode); then highest := token. The check, the write, the fence
+// advance and the history record happen in one SQLite transaction, and a write is acknowledged
+// only once that transaction is durable.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fencekit/common/clock.h"
+#include "fencekit/common/status.h"
+#include "fencekit/common/token.h"
+
+namespace fencekit {
+
+enum class Durability {
+  // WAL + synchronous=FULL: an acknowledged write survives a crash or power loss.
+  kFull,
+  // WAL + synchronous=NORMAL: survives a process crash, but may lose the last acknowledged
+  // writes on power loss.
+  kNormal,
+};
+
+struct StoreOptions {
+  // --- Affects behaviour ---
+  // Path of the SQLite database file. Created if missing.
+  std::string path;
+  // Default kFull. See Durability.
+  Durability durability = Durability::kFull;
+  // When true, a write needs token > highest (exactly one write per grant). Default false:
+  // token >= highest, so one holder may write many times under one grant.
+  bool strict = false;
+  // Number of most recent decisions kept in the history table. 0 disables the history.
+  std::size_t history_limit = 10000;
+  // Largest accepted key and lock name, in bytes.
+  std::size_t max_key_bytes = 1024;
+  // Time source for history records. Null means Clock::Real(). Not owned.
+  Clock* clock = nullptr;
+  // SQLite VFS name; empty for the default. Used by tests to inject I/O faults.
+  std::string sqlite_vfs;
+
+  // --- Affects performance ---
+  // Most writes committed in one transaction (group commit). 1 commits each write on its own.
+  std::size_t max_batch = 256;
+};
+
+// The request for one fenced write.
+struct WriteRequest {
+  enum class Kind { kPut, kDelete };
+  Kind kind = Kind::kPut;
+  std::string lock;
+  FencingToken token;
+  std::string key;
+  std::string value;  // ignored for kDelete
+};
+
+// What an accepted write did.
+struct WriteReceipt {
+  std::string key;
+  std::string lock;
+  FencingToken token;
+  // Put: the key's version after the write (1 when created). Delete: the deleted version, or 0
+  // when the key did not exist.
+  std::int64_t version = 0;
+  bool created = false;  // put only: the key did not exist before
+};
+
+struct StoredObject {
+  std::string value;
+  std::string lock;
+  FencingToken token;  // the token of the write that stored this value
+  std::int64_t version = 0;
+};
+
+struct Decision {
+  std::int64_t seq = 0;  // commit order
+  std::chrono::system_clock::time_point time;
+  std::string op;  // "put" or "delete"
+  std::string lock;
+  std::int64_t token = 0;
+  std::string key;
+  bool accepted = false;
+  std::int64_t highest = 0;  // the fence after the decision
+};
+
+// Counters since Open. Safe to read while writes run.
+struct StoreStats {
+  std::uint64_t accepted = 0;
+  std::uint64_t refused_stale = 0;
+  std::uint64_t failed = 0;   // writes failed by a storage error (never acknowledged)
+  std::uint64_t commits = 0;  // transactions committed
+  // batch_size_buckets[i] = commits whose batch size was in (2^(i-1), 2^i]; the last bucket
+  // also counts every larger batch.
+  std::vector<std::uint64_t> batch_size_buckets;
+};
+
+// Thread safety: safe for concurrent use by any number of threads. Writes from all threads are
+// funnelled to one writer thread that commits them in batches (group commit).
+class FencedStore {
+ public:
+  using WriteCallback = std::function<void(Result<WriteReceipt>)>;
+
+  // Opens or creates the database and migrates its schema forward. Fails with a clear message
+  // when the file is not a fencekit store or was written by a newer version.
+  static Result<std::unique_ptr<FencedStore>> Open(StoreOptions options);
+
+  // Finishes every queued write, then closes the database.
+  virtual ~FencedStore() = default;
+
+  // Queues a write; `done` runs on the writer thread once the write is durably accepted, or
+  // refused (kStaleToken, with the highest token), or failed (kInvalidArgument, kIoError).
+  // `done` must not block: hand the result to another executor.
+  virtual void Submit(WriteRequest request, WriteCallback done) = 0;
+
+  // Blocking forms of Submit.
+  Result<WriteReceipt> Put(std::string_view lock, FencingToken token, std::string_view key,
+                           std::string_view value);
+  Result<WriteReceipt> Delete(std::string_view lock, FencingToken token, std::string_view key);
+
+  // Reads are not fenced. kNotFound when absent.
+  virtual Result<StoredObject> Get(std::string_view key) = 0;
+  // The highest accepted token for `lock`, or nullopt when it never accepted a write.
+  virtual Result<std::optional<FencingToken>> Highest(std::string_view lock) = 0;
+  // Up to `limit` most recent decisions, oldest first.
+  virtual Result<std::vector<Decision>> History(std::size_t limit) = 0;
+  virtual StoreStats Stats() const = 0;
+
+  // Finishes queued writes and closes the database; later writes fail with kUnavailable.
+  virtual Status Close() = 0;
+};
+
+}  // namespace fencekit

@@ -1,0 +1,48 @@
+// Server: `fenced`, the HTTP front of a FencedStore. No Beast or Asio types appear here.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fencekit/common/status.h"
+
+namespace fencekit {
+
+class FencedStore;
+
+struct ServerOptions {
+  // Address to listen on; port 0 picks a free port (see Server::port()).
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8080;
+  // I/O threads. 0 means one per core.
+  unsigned threads = 0;
+  // Largest request body; larger ones get 413.
+  std::size_t max_body_bytes = 1 << 20;
+  // Largest request header block; larger ones get 431.
+  std::size_t max_header_bytes = 16 << 10;
+  // A connection that sends nothing (or too slowly) for this long is closed.
+  std::chrono::milliseconds read_timeout{30'000};
+  // On Stop(), in-flight requests get this long to finish before connections are cut.
+  std::chrono::milliseconds drain_timeout{10'000};
+};
+
+// Thread safety: Start/Stop/Wait may be called from any thread; Stop is also safe from a
+// signal-handling thread. The store must outlive the server.
+class Server {
+ public:
+  // Binds and starts serving on background threads. The store is not owned.
+  static Result<std::unique_ptr<Server>> Start(ServerOptions options, FencedStore* store);
+  virtual ~Server() = default;  // Stops and waits.
+
+  // The bound port (useful with port 0).
+  virtual std::uint16_t port() const = 0;
+  // Stops accepting, lets in-flight requests finish (up to drain_timeout), closes idle
+  // connections. Returns at once; Wait() blocks until done.
+  virtual void Stop() = 0;
+  virtual void Wait() = 0;
+};
+
+}  // namespace fencekit

@@ -1,0 +1,59 @@
+// StoreClient: the C++ client of a `fenced` server. No Beast or Asio types appear here.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "fencekit/common/status.h"
+#include "fencekit/common/token.h"
+
+namespace fencekit {
+
+struct StoreClientOptions {
+  // Connect, send and receive each have this long.
+  std::chrono::milliseconds timeout{5'000};
+};
+
+struct WriteResponse {
+  std::string key;
+  std::string lock;
+  FencingToken token;
+  // Put: the version written (1 when created). Delete: the deleted version, 0 if absent.
+  std::int64_t version = 0;
+  bool created = false;  // put only: 201 Created rather than 200
+};
+
+struct GetResponse {
+  std::string value;
+  std::string lock;
+  FencingToken token;  // the token of the write that stored this value
+  std::int64_t version = 0;
+};
+
+// Errors: kStaleToken (409; highest_token() holds the store's fence), kInvalidArgument (the
+// request was refused as malformed: 400, 413, 428, 431), kNotFound, kUnavailable (cannot
+// connect, timed out, or 5xx).
+// Thread safety: not safe for concurrent use; use one client per thread. It keeps one
+// keep-alive connection and reconnects when it breaks.
+class StoreClient {
+ public:
+  // `base_url` like "http://127.0.0.1:8080". kInvalidArgument when it is not an http URL.
+  static Result<std::unique_ptr<StoreClient>> Open(std::string_view base_url,
+                                                   StoreClientOptions options = {});
+  virtual ~StoreClient() = default;
+
+  // `lock` empty means the key itself.
+  virtual Result<WriteResponse> Put(std::string_view lock, FencingToken token, std::string_view key,
+                                  std::string_view value) = 0;
+  virtual Result<WriteResponse> Delete(std::string_view lock, FencingToken token,
+                                     std::string_view key) = 0;
+  virtual Result<GetResponse> Get(std::string_view key) = 0;
+  // The store's highest accepted token for `lock`; nullopt when none was accepted yet.
+  virtual Result<std::optional<FencingToken>> Highest(std::string_view lock) = 0;
+};
+
+}  // namespace fencekit

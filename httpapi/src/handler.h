@@ -1,0 +1,45 @@
+// Handler: the HTTP semantics of fenced (routing, validation, status codes), separate from
+// sockets so it can be tested and read on its own.
+#pragma once
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <functional>
+#include <string_view>
+
+#include "metrics.h"
+
+namespace fencekit {
+
+class FencedStore;
+
+using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
+using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
+
+// Thread safety: safe for concurrent use; the store and metrics must outlive it.
+class Handler {
+ public:
+  using Respond = std::function<void(HttpResponse)>;
+
+  Handler(FencedStore* store, Metrics* metrics) : store_(store), metrics_(metrics) {}
+
+  // Answers `req` through `respond`, exactly once: synchronously for reads and refusals, from
+  // the store's writer thread for writes.
+  void Handle(HttpRequest&& req, Respond respond);
+
+  // A JSON error response {"error": code, "message": message}.
+  static HttpResponse Error(boost::beast::http::status status, std::string_view code,
+                            std::string_view message, unsigned version, bool keep_alive);
+
+ private:
+  void HandleObject(HttpRequest&& req, std::string key, Respond& respond);
+  void HandleFence(const HttpRequest& req, std::string lock, Respond& respond);
+
+  FencedStore* store_;
+  Metrics* metrics_;
+};
+
+// Text safe to put in JSON: `bytes` itself when it is valid UTF-8, else its percent-encoding.
+std::string JsonSafeText(std::string_view bytes, bool* was_encoded = nullptr);
+
+}  // namespace fencekit

@@ -1,0 +1,86 @@
+#include "metrics.h"
+
+#include <cstdio>
+
+#include "fencekit/fencedstore/store.h"
+
+namespace fencekit {
+namespace {
+
+constexpr std::string_view kReasonLabels[] = {
+    "stale_token", "missing_token",     "invalid_token", "bad_key",
+    "body_too_large", "headers_too_large", "storage_error", "malformed_request"};
+static_assert(std::size(kReasonLabels) == static_cast<std::size_t>(RefusalReason::kCount));
+
+void Append(std::string& out, const char* fmt, auto... args) {
+  char buf[256];
+  int n = std::snprintf(buf, sizeof buf, fmt, args...);
+  out.append(buf, static_cast<std::size_t>(n));
+}
+
+}  // namespace
+
+void Metrics::ObserveLatency(std::chrono::steady_clock::duration d) {
+  double secs = std::chrono::duration<double>(d).count();
+  std::size_t i = 0;
+  while (i < kLatencyBounds.size() && secs > kLatencyBounds[i]) ++i;
+  latency_buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  latency_count_.fetch_add(1, std::memory_order_relaxed);
+  latency_sum_ns_.fetch_add(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()),
+      std::memory_order_relaxed);
+}
+
+std::string Metrics::Render(const StoreStats& store) const {
+  std::string out;
+  out += "# HELP fenced_writes_accepted_total Fenced writes (puts and deletes) durably accepted.\n";
+  out += "# TYPE fenced_writes_accepted_total counter\n";
+  Append(out, "fenced_writes_accepted_total %llu\n",
+         static_cast<unsigned long long>(accepted_.load(std::memory_order_relaxed)));
+  out += "# HELP fenced_writes_refused_total Writes refused or failed, by reason.\n";
+  out += "# TYPE fenced_writes_refused_total counter\n";
+  for (std::size_t i = 0; i < refused_.size(); ++i) {
+    Append(out, "fenced_writes_refused_total{reason=\"%s\"} %llu\n", kReasonLabels[i].data(),
+           static_cast<unsigned long long>(refused_[i].load(std::memory_order_relaxed)));
+  }
+  out += "# HELP fenced_request_duration_seconds Time from a complete request to its response.\n";
+  out += "# TYPE fenced_request_duration_seconds histogram\n";
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < latency_buckets_.size(); ++i) {
+    cumulative += latency_buckets_[i].load(std::memory_order_relaxed);
+    if (i < kLatencyBounds.size()) {
+      Append(out, "fenced_request_duration_seconds_bucket{le=\"%g\"} %llu\n", kLatencyBounds[i],
+             static_cast<unsigned long long>(cumulative));
+    } else {
+      Append(out, "fenced_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+             static_cast<unsigned long long>(cumulative));
+    }
+  }
+  Append(out, "fenced_request_duration_seconds_sum %.9f\n",
+         static_cast<double>(latency_sum_ns_.load(std::memory_order_relaxed)) / 1e9);
+  Append(out, "fenced_request_duration_seconds_count %llu\n",
+         static_cast<unsigned long long>(latency_count_.load(std::memory_order_relaxed)));
+  out += "# HELP fenced_commit_batch_size Writes per group-commit transaction.\n";
+  out += "# TYPE fenced_commit_batch_size histogram\n";
+  cumulative = 0;
+  for (std::size_t i = 0; i < store.batch_size_buckets.size(); ++i) {
+    cumulative += store.batch_size_buckets[i];
+    if (i + 1 < store.batch_size_buckets.size()) {
+      Append(out, "fenced_commit_batch_size_bucket{le=\"%llu\"} %llu\n", 1ULL << i,
+             static_cast<unsigned long long>(cumulative));
+    } else {
+      Append(out, "fenced_commit_batch_size_bucket{le=\"+Inf\"} %llu\n",
+             static_cast<unsigned long long>(cumulative));
+    }
+  }
+  Append(out, "fenced_commit_batch_size_count %llu\n",
+         static_cast<unsigned long long>(store.commits));
+  Append(out, "fenced_commit_batch_size_sum %llu\n",
+         static_cast<unsigned long long>(store.accepted + store.refused_stale));
+  out += "# HELP fenced_commits_total Group-commit transactions committed.\n";
+  out += "# TYPE fenced_commits_total counter\n";
+  Append(out, "fenced_commits_total %llu\n", static_cast<unsigned long long>(store.commits));
+  return out;
+}
+
+}  // namespace fencekit

@@ -1,0 +1,50 @@
+// Metrics: counters and histograms for GET /metrics, in Prometheus text format.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace fencekit {
+
+struct StoreStats;
+
+// Why a write was refused or failed, as the `reason` label of fenced_writes_refused_total.
+enum class RefusalReason {
+  kStaleToken,
+  kMissingToken,
+  kInvalidToken,
+  kBadKey,
+  kBodyTooLarge,
+  kHeadersTooLarge,
+  kStorageError,
+  kMalformed,  // not parseable as HTTP
+  kCount,
+};
+
+// Thread safety: every method is safe for concurrent use (relaxed atomics).
+class Metrics {
+ public:
+  void CountAccepted() { accepted_.fetch_add(1, std::memory_order_relaxed); }
+  void CountRefused(RefusalReason r) {
+    refused_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+  }
+  void ObserveLatency(std::chrono::steady_clock::duration d);
+  // The whole exposition, with the store's commit statistics appended.
+  std::string Render(const StoreStats& store) const;
+
+ private:
+  static constexpr std::array<double, 12> kLatencyBounds = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0};
+  std::atomic<std::uint64_t> accepted_{0};
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(RefusalReason::kCount)>
+      refused_{};
+  std::array<std::atomic<std::uint64_t>, kLatencyBounds.size() + 1> latency_buckets_{};
+  std::atomic<std::uint64_t> latency_count_{0};
+  std::atomic<std::uint64_t> latency_sum_ns_{0};
+};
+
+}  // namespace fencekit

@@ -1,0 +1,340 @@
+// The fenced server: an acceptor and one Session per connection, on a pool of I/O threads.
+// Each connection is served on its own strand; requests on one connection are answered in
+// order (pipelined requests wait in the read buffer until the previous response is written).
+#include "fencekit/httpapi/server.h"
+
+#include <atomic>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "fencekit/fencedstore/store.h"
+#include "handler.h"
+
+namespace fencekit {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+class ServerImpl;
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, ServerImpl* server);
+  ~Session();
+  void Start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+  }
+  // Called on server stop: an idle connection is closed now, a busy one after its response.
+  void OnServerStop() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->stopping_ = true;
+      if (self->idle_) self->Close();
+    });
+  }
+
+ private:
+  void ReadHeader();
+  void OnHeader(beast::error_code ec);
+  void ReadBody();
+  void OnBody(beast::error_code ec);
+  void Write(HttpResponse res);
+  void OnWrite(bool keep_alive, beast::error_code ec);
+  // Answers a request whose body was not (fully) read, then closes the connection.
+  void RefuseAndClose(http::status status, std::string_view code, RefusalReason reason,
+                      std::string message);
+  void Close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  ServerImpl* server_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::chrono::steady_clock::time_point started_;
+  bool idle_ = false;      // waiting for a new request with nothing buffered
+  bool stopping_ = false;  // the server is stopping: close after the current response
+};
+
+class ServerImpl final : public Server {
+ public:
+  ServerImpl(ServerOptions options, FencedStore* store)
+      : options_(std::move(options)),
+        store_(store),
+        handler_(store, &metrics_),
+        acceptor_(net::make_strand(ioc_)),
+        drain_timer_(ioc_) {}
+
+  ~ServerImpl() override {
+    Stop();
+    Wait();
+  }
+
+  Status Bind() {
+    beast::error_code ec;
+    auto address = net::ip::make_address(options_.host, ec);
+    if (ec) {
+      return Status::InvalidArgument("listen address \"" + options_.host +
+                                     "\" is not an IP address; use e.g. 127.0.0.1 or 0.0.0.0");
+    }
+    tcp::endpoint endpoint(address, options_.port);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Status::Unavailable("cannot listen on " + options_.host + ":" +
+                                 std::to_string(options_.port) + ": " + ec.message() +
+                                 "; pick another --listen address or stop the other process");
+    }
+    port_ = acceptor_.local_endpoint().port();
+    return Status::Ok();
+  }
+
+  void Run() {
+    Accept();
+    unsigned n = options_.threads != 0 ? options_.threads
+                                       : std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { ioc_.run(); });
+  }
+
+  std::uint16_t port() const override { return port_; }
+
+  void Stop() override {
+    if (stop_requested_.exchange(true)) return;
+    net::post(acceptor_.get_executor(), [this] {
+      beast::error_code ec;
+      acceptor_.close(ec);
+      drain_deadline_ = std::chrono::steady_clock::now() + options_.drain_timeout;
+      std::vector<std::shared_ptr<Session>> sessions;
+      {
+        std::lock_guard lock(sessions_mu_);
+        // A session whose destructor is waiting for sessions_mu_ yields null here.
+        for (Session* raw : sessions_) {
+          if (auto s = raw->weak_from_this().lock()) sessions.push_back(std::move(s));
+        }
+      }
+      for (auto& s : sessions) s->OnServerStop();
+      WatchDrain();
+    });
+  }
+
+  void Wait() override {
+    std::lock_guard lock(wait_mu_);
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+  const ServerOptions& options() const { return options_; }
+  Handler& handler() { return handler_; }
+  Metrics& metrics() { return metrics_; }
+  bool stopping() const { return stop_requested_.load(); }
+
+  void Register(Session* s) {
+    std::lock_guard lock(sessions_mu_);
+    sessions_.insert(s);
+  }
+  void Unregister(Session* s) {
+    std::lock_guard lock(sessions_mu_);
+    sessions_.erase(s);
+  }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec,
+                                                          tcp::socket socket) {
+      if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+      if (ec) {
+        // Typically out of file descriptors: back off instead of spinning, keep serving.
+        std::cerr << "fenced: accept failed: " << ec.message() << "; retrying in 50ms\n";
+        auto timer = std::make_shared<net::steady_timer>(acceptor_.get_executor(),
+                                                         std::chrono::milliseconds(50));
+        timer->async_wait([this, timer](beast::error_code) { Accept(); });
+        return;
+      }
+      socket.set_option(tcp::no_delay(true), ec);
+      auto session = std::make_shared<Session>(std::move(socket), this);
+      Register(session.get());
+      session->Start();
+      Accept();
+    });
+  }
+
+  void WatchDrain() {
+    std::size_t live = 0;
+    {
+      std::lock_guard lock(sessions_mu_);
+      live = sessions_.size();
+    }
+    if (live == 0) return;  // nothing left: the threads run out of work and return
+    if (std::chrono::steady_clock::now() >= drain_deadline_) {
+      std::cerr << "fenced: drain timeout; cutting " << live
+                << " connection(s) with requests still in flight\n";
+      ioc_.stop();
+      return;
+    }
+    drain_timer_.expires_after(std::chrono::milliseconds(5));
+    drain_timer_.async_wait([this](beast::error_code) { WatchDrain(); });
+  }
+
+  ServerOptions options_;
+  FencedStore* store_;
+  Metrics metrics_;
+  Handler handler_;
+  net::io_context ioc_;
+  tcp::acceptor acceptor_;
+  net::steady_timer drain_timer_;
+  std::chrono::steady_clock::time_point drain_deadline_;
+  std::uint16_t port_ = 0;
+  std::vector<std::thread> threads_;
+  std::mutex wait_mu_;
+  std::atomic<bool> stop_requested_{false};
+  std::mutex sessions_mu_;
+  std::unordered_set<Session*> sessions_;  // GUARDED_BY(sessions_mu_)
+};
+
+Session::Session(tcp::socket socket, ServerImpl* server)
+    : stream_(std::move(socket)), server_(server) {}
+
+Session::~Session() { server_->Unregister(this); }
+
+void Session::ReadHeader() {
+  if (stopping_ || server_->stopping()) {
+    stopping_ = true;
+    if (buffer_.size() == 0) return Close();
+  }
+  parser_.emplace();
+  parser_->header_limit(static_cast<std::uint32_t>(server_->options().max_header_bytes));
+  parser_->body_limit(server_->options().max_body_bytes);
+  idle_ = buffer_.size() == 0;
+  stream_.expires_after(server_->options().read_timeout);
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                            self->OnHeader(ec);
+                          });
+}
+
+void Session::OnHeader(beast::error_code ec) {
+  idle_ = false;
+  started_ = std::chrono::steady_clock::now();
+  if (ec == http::error::header_limit) {
+    return RefuseAndClose(http::status::request_header_fields_too_large, "headers_too_large",
+                          RefusalReason::kHeadersTooLarge,
+                          "the request headers are larger than the server's limit of " +
+                              std::to_string(server_->options().max_header_bytes) +
+                              " bytes; send fewer or shorter headers");
+  }
+  if (ec) {
+    if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
+        ec != net::error::operation_aborted && ec != net::error::connection_reset &&
+        ec != net::error::eof) {
+      // A malformed request line or header: say so, then close.
+      return RefuseAndClose(http::status::bad_request, "bad_request", RefusalReason::kMalformed,
+                            "the request could not be parsed as HTTP/1.1 (" + ec.message() + ")");
+    }
+    return Close();
+  }
+  auto& req = parser_->get();
+  auto length = parser_->content_length();
+  if (length && *length > server_->options().max_body_bytes) {
+    return RefuseAndClose(http::status::payload_too_large, "body_too_large",
+                          RefusalReason::kBodyTooLarge,
+                          "the body is " + std::to_string(*length) +
+                              " bytes; the server's limit is " +
+                              std::to_string(server_->options().max_body_bytes) +
+                              " bytes (fenced --max-body)");
+  }
+  if (beast::iequals(req[http::field::expect], "100-continue") && !parser_->is_done()) {
+    auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
+                                                                   req.version());
+    return http::async_write(stream_, *cont,
+                             [self = shared_from_this(), cont](beast::error_code ec, std::size_t) {
+                               if (ec) return self->Close();
+                               self->ReadBody();
+                             });
+  }
+  ReadBody();
+}
+
+void Session::ReadBody() {
+  stream_.expires_after(server_->options().read_timeout);
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                     self->OnBody(ec);
+                   });
+}
+
+void Session::OnBody(beast::error_code ec) {
+  if (ec == http::error::body_limit) {
+    return RefuseAndClose(http::status::payload_too_large, "body_too_large",
+                          RefusalReason::kBodyTooLarge,
+                          "the body is larger than the server's limit of " +
+                              std::to_string(server_->options().max_body_bytes) +
+                              " bytes (fenced --max-body)");
+  }
+  if (ec) return Close();
+  stream_.expires_never();
+  server_->handler().Handle(parser_->release(), [self = shared_from_this()](HttpResponse res) {
+    // The store answers writes on its writer thread: hop back to this connection's strand.
+    net::post(self->stream_.get_executor(),
+              [self, res = std::move(res)]() mutable { self->Write(std::move(res)); });
+  });
+}
+
+void Session::Write(HttpResponse res) {
+  if (stopping_ || server_->stopping()) res.keep_alive(false);
+  auto shared = std::make_shared<HttpResponse>(std::move(res));
+  bool keep_alive = shared->keep_alive();
+  http::async_write(stream_, *shared,
+                    [self = shared_from_this(), shared, keep_alive](beast::error_code ec,
+                                                                    std::size_t) {
+                      self->OnWrite(keep_alive, ec);
+                    });
+}
+
+void Session::OnWrite(bool keep_alive, beast::error_code ec) {
+  server_->metrics().ObserveLatency(std::chrono::steady_clock::now() - started_);
+  if (ec || !keep_alive) return Close();
+  ReadHeader();
+}
+
+void Session::RefuseAndClose(http::status status, std::string_view code, RefusalReason reason,
+                             std::string message) {
+  server_->metrics().CountRefused(reason);
+  unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
+  Write(Handler::Error(status, code, message, version, /*keep_alive=*/false));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::Start(ServerOptions options, FencedStore* store) {
+  if (store == nullptr) return Status::InvalidArgument("Server::Start needs a store");
+  auto server = std::make_unique<ServerImpl>(std::move(options), store);
+  if (auto s = server->Bind(); !s.ok()) return s;
+  server->Run();
+  return std::unique_ptr<Server>(std::move(server));
+}
+
+}  // namespace fencekit

@@ -1,0 +1,249 @@
+#include "fencekit/httpapi/store_client.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+#include <boost/url/encode.hpp>
+#include <boost/url/parse.hpp>
+#include <boost/url/rfc/unreserved_chars.hpp>
+#include <optional>
+
+namespace fencekit {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace json = boost::json;
+using tcp = net::ip::tcp;
+
+class HttpStoreClient final : public StoreClient {
+ public:
+  HttpStoreClient(std::string host, std::string port, StoreClientOptions options)
+      : host_(std::move(host)), port_(std::move(port)), options_(options) {}
+
+  Result<WriteResponse> Put(std::string_view lock, FencingToken token, std::string_view key,
+                            std::string_view value) override {
+    return Write(http::verb::put, lock, token, key, value);
+  }
+  Result<WriteResponse> Delete(std::string_view lock, FencingToken token,
+                               std::string_view key) override {
+    return Write(http::verb::delete_, lock, token, key, {});
+  }
+
+  Result<GetResponse> Get(std::string_view key) override {
+    auto res = Exchange(http::verb::get, ObjectPath(key), {}, {}, {});
+    if (!res.ok()) return res.status();
+    if (res->result() != http::status::ok) return ErrorFrom(*res, "reading \"" + std::string(key) + "\"");
+    GetResponse out{res->body(), std::string(res->operator[]("Fencing-Lock")),
+                    FencingToken::FromInt(1).value(), 0};
+    auto token = FencingToken::Parse(res->operator[]("Fencing-Token"));
+    if (!token.ok()) return Status::Unavailable("the store sent a bad Fencing-Token header");
+    out.token = *token;
+    out.version = std::atoll(std::string(res->operator[]("Object-Version")).c_str());
+    return out;
+  }
+
+  Result<std::optional<FencingToken>> Highest(std::string_view lock) override {
+    auto res = Exchange(http::verb::get,
+                        "/v1/fences/" + boost::urls::encode(lock, boost::urls::unreserved_chars),
+                        {}, {}, {});
+    if (!res.ok()) return res.status();
+    if (res->result() != http::status::ok) return ErrorFrom(*res, "reading a fence");
+    auto body = ParseJson(res->body());
+    if (!body.ok()) return body.status();
+    auto* highest = body->as_object().if_contains("highest");
+    if (highest == nullptr || !highest->is_int64()) {
+      return Status::Unavailable("the store's fence reply has no \"highest\" number");
+    }
+    if (highest->as_int64() == 0) return std::optional<FencingToken>();
+    auto t = FencingToken::FromInt(highest->as_int64());
+    if (!t.ok()) return t.status();
+    return std::optional<FencingToken>(*t);
+  }
+
+ private:
+  static std::string ObjectPath(std::string_view key) {
+    return "/v1/objects/" + boost::urls::encode(key, boost::urls::unreserved_chars);
+  }
+
+  std::string Where() const { return "store http://" + host_ + ":" + port_; }
+
+  Result<WriteResponse> Write(http::verb verb, std::string_view lock, FencingToken token,
+                              std::string_view key, std::string_view value) {
+    if (lock.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos) {
+      return Status::InvalidArgument("lock name contains CR, LF or NUL, which cannot be sent in "
+                                     "an HTTP header; choose another lock name");
+    }
+    auto res = Exchange(verb, ObjectPath(key), lock, token.ToString(), value);
+    if (!res.ok()) return res.status();
+    auto code = res->result();
+    if (code != http::status::ok && code != http::status::created) {
+      return ErrorFrom(*res, std::string(verb == http::verb::put ? "writing" : "deleting") +
+                                 " \"" + std::string(key) + "\" with token " + token.ToString());
+    }
+    auto body = ParseJson(res->body());
+    if (!body.ok()) return body.status();
+    const auto& o = body->as_object();
+    WriteResponse out{std::string(key), lock.empty() ? std::string(key) : std::string(lock), token,
+                      0, code == http::status::created};
+    if (auto* v = o.if_contains("version"); v != nullptr && v->is_int64()) {
+      out.version = v->as_int64();
+    }
+    return out;
+  }
+
+  Result<json::value> ParseJson(const std::string& body) {
+    boost::system::error_code ec;
+    json::value v = json::parse(body, ec);
+    if (ec || !v.is_object()) {
+      return Status::Unavailable(Where() + " sent a reply that is not a JSON object");
+    }
+    return v;
+  }
+
+  Status ErrorFrom(const http::response<http::string_body>& res, const std::string& doing) {
+    std::string message;
+    boost::system::error_code ec;
+    json::value v = json::parse(res.body(), ec);
+    if (!ec && v.is_object()) {
+      if (auto* m = v.as_object().if_contains("message"); m != nullptr && m->is_string()) {
+        message = std::string(m->as_string());
+      }
+    }
+    if (message.empty()) message = "HTTP " + std::to_string(res.result_int());
+    std::string full = Where() + " refused " + doing + ": " + message;
+    switch (res.result()) {
+      case http::status::conflict: {
+        std::int64_t highest = std::atoll(std::string(res["Fencing-Highest"]).c_str());
+        return Status::StaleToken(full, highest);
+      }
+      case http::status::not_found:
+        return Status::NotFound(full);
+      case http::status::bad_request:
+      case http::status::precondition_required:
+      case http::status::payload_too_large:
+      case http::status::request_header_fields_too_large:
+      case http::status::method_not_allowed:
+        return Status::InvalidArgument(full);
+      default:
+        return Status::Unavailable(full);
+    }
+  }
+
+  // Runs the queued async operations until done or the deadline passes.
+  void RunFor(std::chrono::milliseconds limit) {
+    ioc_.restart();
+    ioc_.run_for(limit + std::chrono::milliseconds(100));
+  }
+
+  Status Connect() {
+    stream_.reset();
+    tcp::resolver resolver(ioc_);
+    boost::system::error_code ec;
+    auto endpoints = resolver.resolve(host_, port_, ec);
+    if (ec) return Status::Unavailable("cannot resolve " + Where() + ": " + ec.message());
+    stream_.emplace(ioc_);
+    stream_->expires_after(options_.timeout);
+    stream_->async_connect(endpoints, [&](boost::system::error_code e, const tcp::endpoint&) {
+      ec = e;
+    });
+    RunFor(options_.timeout);
+    if (ec) {
+      stream_.reset();
+      return Status::Unavailable("cannot connect to " + Where() + ": " + ec.message() +
+                                 "; is fenced running there?");
+    }
+    stream_->socket().set_option(tcp::no_delay(true), ec);
+    return Status::Ok();
+  }
+
+  Result<http::response<http::string_body>> Exchange(http::verb verb, std::string target,
+                                                     std::string_view lock,
+                                                     std::string_view token,
+                                                     std::string_view body) {
+    http::request<http::string_body> req(verb, target, 11);
+    req.set(http::field::host, host_ + ":" + port_);
+    if (!token.empty()) req.set("Fencing-Token", token);
+    if (!lock.empty()) req.set("Fencing-Lock", lock);
+    if (verb == http::verb::put) {
+      req.body() = std::string(body);
+      req.set(http::field::content_type, "application/octet-stream");
+    }
+    req.keep_alive(true);
+    req.prepare_payload();
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      bool reused = stream_.has_value();
+      if (!reused) {
+        if (auto s = Connect(); !s.ok()) return s;
+      }
+      boost::system::error_code ec;
+      bool got_reply_bytes = false;
+      http::response<http::string_body> res;
+      http::response_parser<http::string_body> parser;
+      parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+      stream_->expires_after(options_.timeout);
+      http::async_write(*stream_, req, [&](boost::system::error_code e, std::size_t) {
+        ec = e;
+        if (ec) return;
+        stream_->expires_after(options_.timeout);
+        http::async_read(*stream_, buffer_, parser, [&](boost::system::error_code e2, std::size_t n) {
+          ec = e2;
+          got_reply_bytes = n > 0 || parser.got_some();
+        });
+      });
+      RunFor(options_.timeout * 2);
+      if (!ec && !parser.is_done()) ec = beast::error::timeout;
+      if (ec) {
+        stream_.reset();
+        buffer_.clear();
+        // A reused keep-alive connection may have been closed by the server while idle;
+        // retry once on a new connection, but only if the server said nothing at all.
+        if (reused && !got_reply_bytes && ec != beast::error::timeout) continue;
+        return Status::Unavailable("no reply from " + Where() + ": " + ec.message());
+      }
+      res = parser.release();
+      if (!res.keep_alive()) {
+        stream_.reset();
+        buffer_.clear();
+      }
+      return res;
+    }
+    return Status::Unavailable("no reply from " + Where());
+  }
+
+  std::string host_, port_;
+  StoreClientOptions options_;
+  net::io_context ioc_;
+  std::optional<beast::tcp_stream> stream_;
+  beast::flat_buffer buffer_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<StoreClient>> StoreClient::Open(std::string_view base_url,
+                                                       StoreClientOptions options) {
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument("store URL \"" + std::string(base_url) + "\" is invalid: " +
+                                   std::string(why) + "; use e.g. http://127.0.0.1:8080");
+  };
+  auto url = boost::urls::parse_uri(base_url);
+  if (!url) return bad("it is not a URL");
+  if (url->scheme() != "http") return bad("only http:// is supported");
+  if (url->host().empty()) return bad("it names no host");
+  if (!url->path().empty() && url->path() != "/") return bad("it must not have a path");
+  std::string port = url->has_port() ? std::string(url->port()) : "80";
+  return std::unique_ptr<StoreClient>(
+      new HttpStoreClient(std::string(url->host_address()),
+                          port, options));
+}
+
+}  // namespace fencekit

@@ -1,0 +1,150 @@
+// fenced: the fenced storage service. See docs/http-api.md.
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <boost/program_options.hpp>
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+
+#include "fencekit/common/units.h"
+#include "fencekit/fencedstore/store.h"
+#include "fencekit/httpapi/server.h"
+
+namespace po = boost::program_options;
+using namespace fencekit;
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::cerr << "fenced: " << message << "\n";
+  return 2;
+}
+
+// "host:port" or "[v6]:port".
+bool ParseListen(const std::string& text, std::string& host, std::uint16_t& port) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon + 1 == text.size()) return false;
+  host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::string_view p(text.data() + colon + 1, text.size() - colon - 1);
+  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+  return ec == std::errc() && end == p.data() + p.size() && !host.empty();
+}
+
+void RaiseFileLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string listen, db, durability, max_body, max_header, read_timeout, drain_timeout;
+  unsigned threads = 0;
+  std::size_t max_batch = 0, history = 0;
+  po::options_description desc(
+      "fenced: an HTTP key-value store that refuses writes carrying a stale fencing token.\n\n"
+      "Usage: fenced [options]\n\nOptions");
+  desc.add_options()
+      ("help,h", "print this help and exit")
+      ("listen", po::value(&listen)->default_value("127.0.0.1:8080"),
+       "address to serve on, HOST:PORT (port 0 picks a free port)")
+      ("db", po::value(&db)->default_value("./fenced.db"),
+       "SQLite database file (created if missing)")
+      ("durability", po::value(&durability)->default_value("full"),
+       "full: a write is acknowledged only once fsynced (WAL, synchronous=FULL); normal: "
+       "synchronous=NORMAL, which may lose the last acknowledged writes on power loss")
+      ("strict", po::bool_switch(),
+       "require token > highest (one write per grant) instead of token >= highest")
+      ("threads", po::value(&threads)->default_value(0), "I/O threads (0 = one per core)")
+      ("max-body", po::value(&max_body)->default_value("1MiB"),
+       "largest request body; larger ones get 413")
+      ("max-header", po::value(&max_header)->default_value("16KiB"),
+       "largest request header block; larger ones get 431")
+      ("read-timeout", po::value(&read_timeout)->default_value("30s"),
+       "close a connection that sends nothing for this long")
+      ("drain-timeout", po::value(&drain_timeout)->default_value("10s"),
+       "on SIGINT/SIGTERM, how long in-flight requests may take to finish")
+      ("max-batch", po::value(&max_batch)->default_value(256),
+       "most writes per group-commit transaction (1 disables group commit)")
+      ("history", po::value(&history)->default_value(10000),
+       "decisions kept in the audit history (0 disables it)");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    return Fail(std::string(e.what()) + "; see fenced --help");
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+
+  ServerOptions server_options;
+  if (!ParseListen(listen, server_options.host, server_options.port)) {
+    return Fail("--listen \"" + listen + "\" is invalid; use HOST:PORT, e.g. 127.0.0.1:8080");
+  }
+  server_options.threads = threads;
+  auto body = ParseSize(max_body);
+  auto header = ParseSize(max_header);
+  auto rt = ParseDuration(read_timeout);
+  auto dt = ParseDuration(drain_timeout);
+  for (const Status& s : {body.status(), header.status(), rt.status(), dt.status()}) {
+    if (!s.ok()) return Fail(s.message());
+  }
+  server_options.max_body_bytes = *body;
+  server_options.max_header_bytes = *header;
+  server_options.read_timeout = *rt;
+  server_options.drain_timeout = *dt;
+
+  StoreOptions store_options;
+  store_options.path = db;
+  if (durability == "full") {
+    store_options.durability = Durability::kFull;
+  } else if (durability == "normal") {
+    store_options.durability = Durability::kNormal;
+  } else {
+    return Fail("--durability \"" + durability + "\" is invalid; use full or normal");
+  }
+  store_options.strict = vm["strict"].as<bool>();
+  store_options.max_batch = max_batch == 0 ? 1 : max_batch;
+  store_options.history_limit = history;
+
+  // Block the stop signals in every thread; the main thread waits for them with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  RaiseFileLimit();
+
+  auto store = FencedStore::Open(store_options);
+  if (!store.ok()) return Fail(store.status().message());
+  auto server = Server::Start(server_options, store->get());
+  if (!server.ok()) return Fail(server.status().message());
+
+  std::string shown_host = server_options.host.find(':') != std::string::npos
+                               ? "[" + server_options.host + "]"
+                               : server_options.host;
+  std::cout << "fenced: listening on http://" << shown_host << ":" << (*server)->port()
+            << " (db " << db << ", durability " << durability
+            << (store_options.strict ? ", strict" : "") << ")" << std::endl;
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::cout << "fenced: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
+            << " received; finishing in-flight requests" << std::endl;
+  (*server)->Stop();
+  (*server)->Wait();
+  server->reset();
+  if (auto s = (*store)->Close(); !s.ok()) return Fail("closing the database: " + s.message());
+  std::cout << "fenced: stopped cleanly" << std::endl;
+  return 0;
+}
