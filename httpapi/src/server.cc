@@ -239,6 +239,13 @@ void Session::ReadHeader() {
 void Session::OnHeader(beast::error_code ec) {
   idle_ = false;
   started_ = std::chrono::steady_clock::now();
+  if (ec == http::error::body_limit) {  // the declared Content-Length is over the limit
+    return RefuseAndClose(http::status::payload_too_large, "body_too_large",
+                          RefusalReason::kBodyTooLarge,
+                          "the body is larger than the server's limit of " +
+                              std::to_string(server_->options().max_body_bytes) +
+                              " bytes (fenced --max-body)");
+  }
   if (ec == http::error::header_limit) {
     return RefuseAndClose(http::status::request_header_fields_too_large, "headers_too_large",
                           RefusalReason::kHeadersTooLarge,

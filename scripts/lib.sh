@@ -1,0 +1,40 @@
+# Shared by scripts/demo, scripts/test and scripts/bench: install what is missing, then build.
+# Sourced, not run.
+set -euo pipefail
+
+FENCEKIT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="$FENCEKIT_ROOT/build/release"
+
+# Debian 12 packages the build and the tests need.
+FENCEKIT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-program-options1.81-dev
+  libsqlite3-dev libgtest-dev libgmock-dev libbenchmark-dev
+  curl
+)
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# ensure_packages PKG...: installs the packages that are not installed yet.
+ensure_packages() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "== installing: ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null
+  fi
+}
+
+build() {
+  cd "$FENCEKIT_ROOT"
+  if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+    cmake --preset release >/dev/null
+  fi
+  cmake --build --preset release -j "$(nproc)"
+}

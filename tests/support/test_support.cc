@@ -1,0 +1,205 @@
+#include "test_support.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace fencekit::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/fencekit-test-XXXXXX";
+  char* made = mkdtemp(tmpl.data());
+  if (made == nullptr) ADD_FAILURE() << "mkdtemp failed";
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+RawConnection::RawConnection(std::uint16_t port) {
+  fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ADD_FAILURE() << "connect to port " << port << " failed: " << strerror(errno);
+    close(fd_);
+    fd_ = -1;
+    return;
+  }
+  int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+RawConnection::~RawConnection() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void RawConnection::Send(std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n <= 0) {
+      ADD_FAILURE() << "send failed: " << strerror(errno);
+      return;
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+bool RawConnection::Fill(std::chrono::milliseconds timeout) {
+  pollfd p{fd_, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+  char buf[65536];
+  ssize_t n = recv(fd_, buf, sizeof buf, 0);
+  if (n <= 0) return false;
+  buffer_.append(buf, static_cast<std::size_t>(n));
+  return true;
+}
+
+RawResponse RawConnection::Read(std::chrono::milliseconds timeout, bool return_interim) {
+  RawResponse r;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()));
+  };
+  std::size_t end;
+  while ((end = buffer_.find("\r\n\r\n")) == std::string::npos) {
+    if (!Fill(left())) return r;
+  }
+  std::istringstream head(buffer_.substr(0, end));
+  std::string line;
+  std::getline(head, line);
+  if (line.size() < 12) return r;
+  r.status = std::atoi(line.c_str() + 9);
+  while (std::getline(head, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    r.headers[name] = value;
+  }
+  buffer_.erase(0, end + 4);
+  if (r.status / 100 == 1) return return_interim ? r : Read(left());
+  std::size_t length = std::strtoull(r.header("content-length").c_str(), nullptr, 10);
+  while (buffer_.size() < length) {
+    if (!Fill(left())) {
+      r.status = 0;
+      return r;
+    }
+  }
+  r.body = buffer_.substr(0, length);
+  buffer_.erase(0, length);
+  return r;
+}
+
+bool RawConnection::ClosedByPeer(std::chrono::milliseconds timeout) {
+  pollfd p{fd_, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+  char buf[4096];
+  ssize_t n = recv(fd_, buf, sizeof buf, 0);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+std::string Request(std::string_view method, std::string_view target,
+                    const std::vector<std::pair<std::string, std::string>>& headers,
+                    std::string_view body) {
+  std::string out = std::string(method) + " " + std::string(target) + " HTTP/1.1\r\n";
+  out += "Host: 127.0.0.1\r\n";
+  for (const auto& [name, value] : headers) out += name + ": " + value + "\r\n";
+  if (!body.empty() || method == "PUT") {
+    out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  }
+  out += "\r\n";
+  out += body;
+  return out;
+}
+
+std::string FencedBinary() { return FENCED_BINARY; }
+
+FencedProcess::FencedProcess(const std::string& db, std::vector<std::string> args) {
+  static std::atomic<int> instances{0};
+  output_path_ = db + ".fenced-output." + std::to_string(++instances);
+  std::vector<std::string> argv = {FencedBinary(), "--listen", "127.0.0.1:0", "--db", db};
+  argv.insert(argv.end(), args.begin(), args.end());
+  pid_ = fork();
+  if (pid_ == 0) {
+    int fd = open(output_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  // Wait for the "listening on" line: an event, not a fixed sleep.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::string out = Output();
+    auto at = out.rfind("listening on http://127.0.0.1:");
+    if (at != std::string::npos) {
+      port_ = static_cast<std::uint16_t>(
+          std::atoi(out.c_str() + at + std::string_view("listening on http://127.0.0.1:").size()));
+      return;
+    }
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      ADD_FAILURE() << "fenced exited before listening:\n" << out;
+      pid_ = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ADD_FAILURE() << "fenced did not start listening within 20s:\n" << Output();
+}
+
+FencedProcess::~FencedProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+void FencedProcess::Kill(int signal) {
+  if (pid_ > 0) kill(pid_, signal);
+}
+
+int FencedProcess::Wait() {
+  int status = 0;
+  if (pid_ > 0) waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+std::string FencedProcess::Output() const {
+  std::ifstream in(output_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace fencekit::testing

@@ -1,0 +1,88 @@
+// Helpers shared by the tests: temporary folders, a raw HTTP/1.1 client over a POSIX socket
+// (so tests can send exactly the bytes they want), and a `fenced` child process.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fencekit::testing {
+
+// A fresh folder under $TMPDIR, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string File(std::string_view name) const { return path_ + "/" + std::string(name); }
+
+ private:
+  std::string path_;
+};
+
+struct RawResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names lower-cased; last one wins
+  std::string body;
+  std::string header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? std::string() : it->second;
+  }
+};
+
+// One TCP connection to 127.0.0.1:port. Every call fails the current test (ADD_FAILURE) on
+// I/O errors instead of throwing.
+class RawConnection {
+ public:
+  explicit RawConnection(std::uint16_t port);
+  ~RawConnection();
+  bool connected() const { return fd_ >= 0; }
+  void Send(std::string_view bytes);
+  // Reads one response; status 0 when the connection closed or timed out first. Interim
+  // (1xx) responses are skipped unless `return_interim`.
+  RawResponse Read(std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                   bool return_interim = false);
+  // True when the server closed the connection (reads EOF) within `timeout`.
+  bool ClosedByPeer(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+ private:
+  bool Fill(std::chrono::milliseconds timeout);
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+// Formats one request; adds Host and Content-Length.
+std::string Request(std::string_view method, std::string_view target,
+                    const std::vector<std::pair<std::string, std::string>>& headers = {},
+                    std::string_view body = {});
+
+// A `fenced` process started from the build tree, listening on a free loopback port.
+class FencedProcess {
+ public:
+  // `args` are appended after --listen 127.0.0.1:0 --db <db>.
+  FencedProcess(const std::string& db, std::vector<std::string> args = {});
+  ~FencedProcess();  // SIGKILLs it if still running
+  std::uint16_t port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  pid_t pid() const { return pid_; }
+  void Kill(int signal);
+  // Waits for exit and returns the raw wait status.
+  int Wait();
+  // Everything the process printed so far.
+  std::string Output() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::string output_path_;
+  std::uint16_t port_ = 0;
+};
+
+// Path of the fenced binary built beside the tests (set by CMake).
+std::string FencedBinary();
+
+}  // namespace fencekit::testing
