@@ -12,7 +12,7 @@
 #include <mutex>
 #include <thread>
 
-#include "sqlite_util.h"
+#include "sqlite/sqlite_util.h"
 
 namespace fencekit {
 namespace {

@@ -1,4 +1,4 @@
-#include "sqlite_util.h"
+#include "sqlite/sqlite_util.h"
 
 namespace fencekit::sqlite {
 

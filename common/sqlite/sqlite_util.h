@@ -1,4 +1,4 @@
-// Thin RAII helpers over the SQLite C API, private to fencedstore.
+// Thin RAII helpers over the SQLite C API, shared privately by fencedstore and lockclient.
 #pragma once
 
 #include <sqlite3.h>
