@@ -18,6 +18,9 @@ class FencingToken {
   static constexpr std::int64_t kMin = 1;
   static constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 
+  // The lowest token, 1.
+  FencingToken() = default;
+
   // kInvalidArgument when `value` is outside kMin..kMax.
   static Result<FencingToken> FromInt(std::int64_t value);
   // Strict decimal: ASCII digits only (no sign, spaces, hex or exponent), value in kMin..kMax.
@@ -30,7 +33,7 @@ class FencingToken {
 
  private:
   explicit FencingToken(std::int64_t v) : value_(v) {}
-  std::int64_t value_;
+  std::int64_t value_ = kMin;
 };
 
 }  // namespace fencekit

@@ -1,0 +1,19 @@
+// Writes to a fenced store under a held lock: the lease's token goes with every write, and a
+// stale-token answer (409) marks the lease lost, as Kafka fences an old producer.
+#pragma once
+
+#include <string_view>
+
+#include "fencekit/httpapi/store_client.h"
+#include "fencekit/lockclient/lock_client.h"
+
+namespace fencekit {
+
+// Puts `value` under `key`, fenced by `held`'s lock and token. kNotHeld without writing when
+// the lease is already known lost. kStaleToken (and the lease is marked lost) when the store
+// has accepted a newer token for the lock.
+Result<WriteResponse> FencedPut(StoreClient& store, HeldLock& held, std::string_view key,
+                                std::string_view value);
+Result<WriteResponse> FencedDelete(StoreClient& store, HeldLock& held, std::string_view key);
+
+}  // namespace fencekit

@@ -1,0 +1,151 @@
+// LockClient: leases with fencing tokens from a lock service named by a URI.
+//
+//   sqlite:///path/locks.db   embedded, one machine, several processes (the default)
+//   redis://host:port[/db]    one Redis node
+//
+// A lease's token is greater than every token granted before it for the same lock (see
+// docs/lock-client.md for what each backend guarantees, and when it cannot).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "fencekit/common/clock.h"
+#include "fencekit/common/status.h"
+#include "fencekit/common/token.h"
+
+namespace fencekit {
+
+class LockBackend;
+
+// A lock grant.
+struct Lease {
+  std::string lock;
+  std::string owner;  // 128 random bits from the OS CSPRNG, hex; unique per grant
+  FencingToken token;
+  std::chrono::milliseconds ttl{0};
+  // On the client's monotonic clock: start + ttl - elapsed - drift. Past it, the lock service
+  // may have granted the lock to someone else.
+  std::chrono::steady_clock::time_point valid_until;
+};
+
+struct LockInfo {
+  std::string lock;
+  bool held = false;
+  std::string owner;                       // when held
+  std::optional<FencingToken> token;       // when held
+  std::chrono::milliseconds remaining{0};  // when held: time left on the service's clock
+  std::optional<FencingToken> last_token;  // the last token granted, held or not
+};
+
+struct LockOptions {
+  // --- Affects behaviour ---
+  // Lease length asked of the service.
+  std::chrono::milliseconds ttl{10'000};
+  // Validity is shortened by drift = ttl * drift_factor + drift_min (clock drift allowance).
+  double drift_factor = 0.01;
+  std::chrono::milliseconds drift_min{2};
+  // Time source. Null means Clock::Real(). Not owned.
+  Clock* clock = nullptr;
+
+  // --- Affects performance ---
+  // Each request to the service has this long (connect, send, reply).
+  std::chrono::milliseconds op_timeout{1'000};
+  // Retries of a busy or unavailable service: jittered exponential backoff in this range.
+  std::chrono::milliseconds retry_min{2};
+  std::chrono::milliseconds retry_max{200};
+  // Connections kept open to a network service.
+  int pool_size = 4;
+};
+
+// Thread safety: safe for concurrent use by several threads.
+class LockClient {
+ public:
+  // `uri` as above. kInvalidArgument for a malformed or unknown URI; kUnavailable when the
+  // service cannot be reached.
+  static Result<std::unique_ptr<LockClient>> Open(std::string_view uri, LockOptions options = {});
+  ~LockClient();
+
+  // One attempt. kBusy (with the holder's remaining time in the message) when held.
+  Result<Lease> TryAcquire(std::string_view lock);
+  Result<Lease> TryAcquire(std::string_view lock, std::chrono::milliseconds ttl);
+  // Waits until granted or `deadline` passes (kTimeout). Waiters are woken by a release
+  // (Redis: a signal list; SQLite: in-process notification, else polling with backoff).
+  Result<Lease> Acquire(std::string_view lock, std::chrono::steady_clock::time_point deadline);
+  Result<Lease> Acquire(std::string_view lock, std::chrono::steady_clock::time_point deadline,
+                        std::chrono::milliseconds ttl);
+  // Resets the lease's ttl if `lease.owner` still holds it, and moves valid_until.
+  // kNotHeld when it expired or another owner holds the lock.
+  Status Extend(Lease& lease, std::chrono::milliseconds ttl);
+  Status Extend(Lease& lease) { return Extend(lease, lease.ttl); }
+  // kNotHeld when it expired or another owner holds the lock (nothing is released then).
+  Status Release(const Lease& lease);
+  Result<LockInfo> Inspect(std::string_view lock);
+
+  // "redis://127.0.0.1:6379/0" etc., for messages.
+  const std::string& service() const;
+  const LockOptions& options() const { return options_; }
+  Clock* clock() const { return clock_; }
+
+ private:
+  LockClient(std::unique_ptr<LockBackend> backend, LockOptions options);
+  // One attempt with a given owner; on kBusy sets *holder_remaining.
+  Result<Lease> Grant(std::string_view lock, std::chrono::milliseconds ttl,
+                      const std::string& owner, std::chrono::milliseconds* holder_remaining);
+  std::chrono::steady_clock::duration Drift(std::chrono::milliseconds ttl) const;
+  std::chrono::milliseconds Backoff(int attempt);
+
+  std::unique_ptr<LockBackend> backend_;
+  LockOptions options_;
+  Clock* clock_;
+};
+
+// A held lock: releases it when destroyed, optionally renews it in the background, and tells
+// when it is lost. Thread safety: safe for concurrent use.
+class HeldLock {
+ public:
+  using LostCallback = std::function<void(const Lease&, const Status& why)>;
+
+  struct Options {
+    // Extend at ttl/3 on a background thread until released or lost.
+    bool auto_renew = false;
+    // Runs once, on the renewal thread or the caller's, when the lease is found lost: an extend
+    // refused, validity ran out before an extend succeeded, or a store refused its token.
+    LostCallback on_lost;
+  };
+
+  // Acquires `lock` (waiting until `deadline`) and holds it.
+  static Result<std::unique_ptr<HeldLock>> Acquire(LockClient& client, std::string_view lock,
+                                                   std::chrono::steady_clock::time_point deadline,
+                                                   Options options);
+  // Holds an already granted lease.
+  HeldLock(LockClient& client, Lease lease, Options options);
+  ~HeldLock();  // stops renewal and releases (errors ignored: use Release() to see them)
+
+  // The current lease (valid_until moves with each renewal).
+  Lease lease() const;
+  // True once the lease is known lost. A lost lease is never re-acquired silently.
+  bool lost() const;
+  // The reason, once lost().
+  Status lost_reason() const;
+  // Marks the lease lost (fires on_lost once); e.g. after a store answered 409 to its token.
+  void MarkLost(const Status& why);
+  // Extends once now.
+  Status Extend();
+  // Stops renewal and releases. kNotHeld when it was already lost.
+  Status Release();
+  // Number of successful renewals so far.
+  std::uint64_t renewals() const;
+
+ private:
+  struct State;
+  void RenewLoop();
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace fencekit

@@ -1,0 +1,45 @@
+// LockBackend: what a lock service must provide; LockClient adds owners, validity, retries and
+// waiting on top. Private to lockclient.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "fencekit/common/status.h"
+#include "fencekit/common/token.h"
+#include "fencekit/lockclient/lock_client.h"
+
+namespace fencekit {
+
+// Thread safety: implementations are safe for concurrent use.
+class LockBackend {
+ public:
+  virtual ~LockBackend() = default;
+
+  // Grants `lock` to `owner` for `ttl` when it is free, with a token above every earlier one.
+  // When `owner` already holds it (a retry after a lost reply), returns the same token.
+  // kBusy when another owner holds it; then *holder_remaining is its time left.
+  virtual Result<FencingToken> TryAcquire(std::string_view lock, std::string_view owner,
+                                          std::chrono::milliseconds ttl,
+                                          std::chrono::milliseconds* holder_remaining) = 0;
+  // kNotHeld, saying whether the lease expired or another owner holds the lock.
+  virtual Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
+                        std::chrono::milliseconds ttl) = 0;
+  virtual Status Release(std::string_view lock, std::string_view owner, FencingToken token) = 0;
+  virtual Result<LockInfo> Inspect(std::string_view lock) = 0;
+  // Returns when `lock` may have been released, or after at most `max_wait`.
+  virtual void WaitForRelease(std::string_view lock, std::chrono::milliseconds max_wait) = 0;
+  virtual const std::string& service() const = 0;
+};
+
+Result<std::unique_ptr<LockBackend>> OpenSqliteBackend(std::string_view uri,
+                                                       const LockOptions& options);
+Result<std::unique_ptr<LockBackend>> OpenRedisBackend(std::string_view uri,
+                                                      const LockOptions& options);
+
+// "lock \"name\" on SERVICE": how every message names its subject.
+std::string Subject(std::string_view lock, std::string_view service);
+
+}  // namespace fencekit

@@ -1,0 +1,327 @@
+#include "fencekit/lockclient/lock_client.h"
+
+#include <sys/random.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "backend.h"
+
+namespace fencekit {
+namespace {
+
+using std::chrono::milliseconds;
+
+Result<std::string> NewOwner() {
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::Internal("getrandom failed: cannot make an owner id");
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+std::string FormatMs(milliseconds d) { return std::to_string(d.count()) + "ms"; }
+
+Status ValidateLockName(std::string_view lock) {
+  if (lock.empty()) return Status::InvalidArgument("lock name is empty; name the lock");
+  if (lock.size() > 1024) {
+    return Status::InvalidArgument("lock name is " + std::to_string(lock.size()) +
+                                   " bytes long; the limit is 1024 bytes");
+  }
+  if (lock.find('\0') != std::string_view::npos) {
+    return Status::InvalidArgument("lock name contains a NUL byte; remove it");
+  }
+  return Status::Ok();
+}
+
+Status ValidateTtl(std::string_view lock, milliseconds ttl) {
+  if (ttl < milliseconds(10)) {
+    return Status::InvalidArgument("ttl " + FormatMs(ttl) + " for lock \"" + std::string(lock) +
+                                   "\" is too short; use at least 10ms");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string Subject(std::string_view lock, std::string_view service) {
+  return "lock \"" + std::string(lock) + "\" on " + std::string(service);
+}
+
+Result<std::unique_ptr<LockClient>> LockClient::Open(std::string_view uri, LockOptions options) {
+  Result<std::unique_ptr<LockBackend>> backend = Status::InvalidArgument("");
+  if (uri.starts_with("sqlite://")) {
+    backend = OpenSqliteBackend(uri, options);
+  } else if (uri.starts_with("redis://")) {
+    backend = OpenRedisBackend(uri, options);
+  } else {
+    return Status::InvalidArgument("lock service URI \"" + std::string(uri) +
+                                   "\" is not supported; use sqlite:///path/locks.db or "
+                                   "redis://host:port[/db]");
+  }
+  if (!backend.ok()) return backend.status();
+  return std::unique_ptr<LockClient>(new LockClient(std::move(backend).value(), options));
+}
+
+LockClient::LockClient(std::unique_ptr<LockBackend> backend, LockOptions options)
+    : backend_(std::move(backend)),
+      options_(options),
+      clock_(options.clock != nullptr ? options.clock : Clock::Real()) {}
+
+LockClient::~LockClient() = default;
+
+const std::string& LockClient::service() const { return backend_->service(); }
+
+milliseconds LockClient::Backoff(int attempt) {
+  thread_local std::minstd_rand rng(std::random_device{}());
+  auto base = options_.retry_min * (1LL << std::min(attempt, 16));
+  base = std::min<milliseconds>(base, options_.retry_max);
+  // Full jitter in [base/2, base], so contenders do not retry in lockstep.
+  auto half = base.count() / 2;
+  return milliseconds(half + static_cast<long long>(rng() % (base.count() - half + 1)));
+}
+
+Result<Lease> LockClient::Grant(std::string_view lock, milliseconds ttl, const std::string& owner,
+                                milliseconds* holder_remaining) {
+  auto start = clock_->Now();
+  auto token = backend_->TryAcquire(lock, owner, ttl, holder_remaining);
+  if (!token.ok()) {
+    if (token.status().IsBusy()) {
+      return Status::Busy(Subject(lock, service()) + " is held by another owner for another " +
+                          FormatMs(*holder_remaining));
+    }
+    return token.status();
+  }
+  auto elapsed = clock_->Now() - start;
+  return Lease{std::string(lock), owner, *token, ttl, start + ttl - elapsed - Drift(ttl)};
+}
+
+std::chrono::steady_clock::duration LockClient::Drift(milliseconds ttl) const {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double, std::milli>(ttl.count() * options_.drift_factor)) +
+         options_.drift_min;
+}
+
+Result<Lease> LockClient::TryAcquire(std::string_view lock) { return TryAcquire(lock, options_.ttl); }
+
+Result<Lease> LockClient::TryAcquire(std::string_view lock, milliseconds ttl) {
+  if (auto s = ValidateLockName(lock); !s.ok()) return s;
+  if (auto s = ValidateTtl(lock, ttl); !s.ok()) return s;
+  auto owner = NewOwner();
+  if (!owner.ok()) return owner.status();
+  // One retry of an unreachable service, with the same owner: the service returns the same
+  // token if the first attempt was granted but its reply lost.
+  milliseconds holder_remaining{0};
+  auto r = Grant(lock, ttl, *owner, &holder_remaining);
+  if (!r.ok() && r.status().IsUnavailable()) {
+    clock_->SleepFor(Backoff(0));
+    r = Grant(lock, ttl, *owner, &holder_remaining);
+  }
+  return r;
+}
+
+Result<Lease> LockClient::Acquire(std::string_view lock,
+                                  std::chrono::steady_clock::time_point deadline) {
+  return Acquire(lock, deadline, options_.ttl);
+}
+
+Result<Lease> LockClient::Acquire(std::string_view lock,
+                                  std::chrono::steady_clock::time_point deadline, milliseconds ttl) {
+  if (auto s = ValidateLockName(lock); !s.ok()) return s;
+  if (auto s = ValidateTtl(lock, ttl); !s.ok()) return s;
+  auto owner = NewOwner();
+  if (!owner.ok()) return owner.status();
+  auto began = clock_->Now();
+  Status last;
+  for (int attempt = 0;; ++attempt) {
+    milliseconds holder_remaining{0};
+    auto r = Grant(lock, ttl, *owner, &holder_remaining);
+    if (r.ok()) return r;
+    last = r.status();
+    if (!last.IsBusy() && !last.IsUnavailable()) return last;
+    auto now = clock_->Now();
+    if (now >= deadline) break;
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - now) + milliseconds(1);
+    if (last.IsBusy()) {
+      // Sleep until a release signal, the holder's expiry, or the deadline.
+      backend_->WaitForRelease(lock, std::min(left, holder_remaining + milliseconds(1)));
+    } else {
+      clock_->SleepFor(std::min(left, Backoff(attempt)));
+    }
+  }
+  auto waited = std::chrono::duration_cast<milliseconds>(clock_->Now() - began);
+  if (last.IsUnavailable()) {
+    return Status::Unavailable(last.message() + " (gave up after " + FormatMs(waited) + ")");
+  }
+  return Status::Timeout(Subject(lock, service()) + " is still held by another owner after " +
+                         FormatMs(waited) + " of waiting; retry later or wait longer");
+}
+
+Status LockClient::Extend(Lease& lease, milliseconds ttl) {
+  if (auto s = ValidateTtl(lease.lock, ttl); !s.ok()) return s;
+  auto start = clock_->Now();
+  Status s = backend_->Extend(lease.lock, lease.owner, lease.token, ttl);
+  if (!s.ok()) return s;
+  lease.ttl = ttl;
+  lease.valid_until = start + ttl - (clock_->Now() - start) - Drift(ttl);
+  return Status::Ok();
+}
+
+Status LockClient::Release(const Lease& lease) {
+  return backend_->Release(lease.lock, lease.owner, lease.token);
+}
+
+Result<LockInfo> LockClient::Inspect(std::string_view lock) {
+  if (auto s = ValidateLockName(lock); !s.ok()) return s;
+  return backend_->Inspect(lock);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HeldLock
+
+struct HeldLock::State {
+  LockClient* client;
+  Options options;
+  std::mutex mu;
+  std::condition_variable cv;
+  Lease lease;                         // GUARDED_BY(mu)
+  bool lost = false;                   // GUARDED_BY(mu)
+  Status lost_reason;                  // GUARDED_BY(mu)
+  bool stopping = false;               // GUARDED_BY(mu)
+  bool released = false;               // GUARDED_BY(mu)
+  std::atomic<std::uint64_t> renewals{0};
+  std::thread renewer;
+};
+
+Result<std::unique_ptr<HeldLock>> HeldLock::Acquire(LockClient& client, std::string_view lock,
+                                                    std::chrono::steady_clock::time_point deadline,
+                                                    Options options) {
+  auto lease = client.Acquire(lock, deadline);
+  if (!lease.ok()) return lease.status();
+  return std::make_unique<HeldLock>(client, std::move(lease).value(), std::move(options));
+}
+
+HeldLock::HeldLock(LockClient& client, Lease lease, Options options)
+    : state_(std::make_shared<State>()) {
+  state_->client = &client;
+  state_->options = std::move(options);
+  state_->lease = std::move(lease);
+  if (state_->options.auto_renew) state_->renewer = std::thread([this] { RenewLoop(); });
+}
+
+HeldLock::~HeldLock() { (void)Release(); }
+
+Lease HeldLock::lease() const {
+  std::lock_guard lock(state_->mu);
+  return state_->lease;
+}
+
+bool HeldLock::lost() const {
+  std::lock_guard lock(state_->mu);
+  return state_->lost;
+}
+
+Status HeldLock::lost_reason() const {
+  std::lock_guard lock(state_->mu);
+  return state_->lost_reason;
+}
+
+std::uint64_t HeldLock::renewals() const { return state_->renewals.load(); }
+
+void HeldLock::MarkLost(const Status& why) {
+  Lease lease;
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->lost || state_->released) return;
+    state_->lost = true;
+    state_->lost_reason = why;
+    lease = state_->lease;
+  }
+  state_->cv.notify_all();
+  if (state_->options.on_lost) state_->options.on_lost(lease, why);
+}
+
+Status HeldLock::Extend() {
+  Lease lease;
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->lost) return Status::NotHeld(state_->lost_reason.message());
+    lease = state_->lease;
+  }
+  Status s = state_->client->Extend(lease);
+  if (s.ok()) {
+    std::lock_guard lock(state_->mu);
+    state_->lease.valid_until = lease.valid_until;
+    state_->renewals.fetch_add(1);
+  } else if (s.IsNotHeld()) {
+    MarkLost(s);
+  }
+  return s;
+}
+
+void HeldLock::RenewLoop() {
+  Clock* clock = state_->client->clock();
+  for (;;) {
+    std::chrono::steady_clock::time_point valid_until;
+    std::chrono::milliseconds interval;
+    {
+      std::unique_lock lock(state_->mu);
+      interval = std::max(std::chrono::milliseconds(1), state_->lease.ttl / 3);
+      // Real time paces the loop; a fake clock in tests only moves validity.
+      state_->cv.wait_for(lock, interval, [&] { return state_->stopping || state_->lost; });
+      if (state_->stopping || state_->lost) return;
+      valid_until = state_->lease.valid_until;
+    }
+    Status s = Extend();
+    if (s.ok()) continue;
+    if (s.IsNotHeld()) return;  // Extend() marked it lost
+    // Transient failure: keep trying until validity runs out, then give up loudly.
+    if (clock->Now() >= valid_until) {
+      MarkLost(Status::NotHeld("could not renew " +
+                               Subject(lease().lock, state_->client->service()) +
+                               " before its validity ran out: " + s.message()));
+      return;
+    }
+  }
+}
+
+Status HeldLock::Release() {
+  Lease lease;
+  bool was_lost;
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->released) return Status::Ok();
+    state_->released = true;
+    state_->stopping = true;
+    was_lost = state_->lost;
+    lease = state_->lease;
+  }
+  state_->cv.notify_all();
+  if (state_->renewer.joinable()) {
+    if (state_->renewer.get_id() == std::this_thread::get_id()) {
+      state_->renewer.detach();  // released from on_lost: the loop returns by itself
+    } else {
+      state_->renewer.join();
+    }
+  }
+  Status s = state_->client->Release(lease);
+  if (was_lost && s.ok()) return Status::NotHeld(lost_reason().message());
+  return s;
+}
+
+}  // namespace fencekit

@@ -1,0 +1,398 @@
+// The Redis lock service: one node, hiredis, Lua scripts run with EVALSHA.
+//
+// Keys per lock share the hash tag {name}: fencekit:{name}:lock holds "owner:token" with a PX
+// expiry; fencekit:{name}:token is the never-expiring counter; fencekit:{name}:signal is the
+// list a release pushes to, so a waiter blocked in BLPOP wakes at once.
+#include <hiredis/hiredis.h>
+
+#include <boost/url/parse.hpp>
+#include <charconv>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "backend.h"
+
+namespace fencekit {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Grants when free; a retry by the same owner gets its token back. Never lets the counter
+// produce a token at or below ARGV[3], the highest this client has seen for the lock: if the
+// counter was lost (Redis restarted empty, key evicted or deleted) tokens still go up for this
+// client, and the reply says the counter was behind.
+// Reply: {1, token, floored} or {0, holder_pttl}.
+constexpr const char* kAcquireScript = R"lua(
+local v = redis.call('get', KEYS[1])
+if v then
+  local sep = string.find(v, ':', 1, true)
+  if sep and string.sub(v, 1, sep - 1) == ARGV[1] then
+    return {1, tonumber(string.sub(v, sep + 1)), 0}
+  end
+  return {0, redis.call('pttl', KEYS[1])}
+end
+local t = redis.call('incr', KEYS[2])
+local floor = tonumber(ARGV[3])
+local floored = 0
+if t <= floor then
+  t = floor + 1
+  floored = 1
+  redis.call('set', KEYS[2], t)
+end
+redis.call('set', KEYS[1], ARGV[1] .. ':' .. t, 'PX', ARGV[2])
+return {1, t, floored}
+)lua";
+
+// Reply: 1 released, -1 no such key (expired), -2 held by another owner (then also its value).
+constexpr const char* kReleaseScript = R"lua(
+local v = redis.call('get', KEYS[1])
+if not v then return {-1} end
+if v ~= ARGV[1] then return {-2, v} end
+redis.call('del', KEYS[1])
+redis.call('del', KEYS[2])
+redis.call('lpush', KEYS[2], 1)
+redis.call('pexpire', KEYS[2], ARGV[2])
+return {1}
+)lua";
+
+// Reply: 1 extended, -1 expired, -2 held by another owner (then also its value).
+constexpr const char* kExtendScript = R"lua(
+local v = redis.call('get', KEYS[1])
+if not v then return {-1} end
+if v ~= ARGV[1] then return {-2, v} end
+redis.call('pexpire', KEYS[1], ARGV[2])
+return {1}
+)lua";
+
+// Reply: {value or false, pttl, counter or false}.
+constexpr const char* kInspectScript = R"lua(
+return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2])}
+)lua";
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+struct ContextDeleter {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+using Context = std::unique_ptr<redisContext, ContextDeleter>;
+
+timeval ToTimeval(milliseconds d) {
+  return timeval{static_cast<time_t>(d.count() / 1000),
+                 static_cast<suseconds_t>((d.count() % 1000) * 1000)};
+}
+
+std::string Key(std::string_view lock, std::string_view kind) {
+  std::string k = "fencekit:{";
+  k += lock;
+  k += "}:";
+  k += kind;
+  return k;
+}
+
+std::int64_t TokenOf(std::string_view value) {
+  auto sep = value.find(':');
+  std::int64_t t = 0;
+  if (sep != std::string_view::npos) {
+    std::from_chars(value.data() + sep + 1, value.data() + value.size(), t);
+  }
+  return t;
+}
+
+class RedisBackend final : public LockBackend {
+ public:
+  RedisBackend(std::string host, int port, int db, std::string password,
+               const LockOptions& options)
+      : host_(std::move(host)),
+        port_(port),
+        db_(db),
+        password_(std::move(password)),
+        options_(options),
+        service_("redis://" + host_ + ":" + std::to_string(port_) + "/" + std::to_string(db_)) {}
+
+  Result<FencingToken> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
+                                  milliseconds* holder_remaining) override {
+    std::int64_t floor = 0;
+    {
+      std::lock_guard guard(seen_mu_);
+      if (auto it = seen_.find(std::string(lock)); it != seen_.end()) floor = it->second;
+    }
+    std::string ttl_ms = std::to_string(ttl.count()), floor_s = std::to_string(floor);
+    auto reply = Eval(kAcquire, {Key(lock, "lock"), Key(lock, "token")},
+                      {owner, ttl_ms, floor_s}, lock);
+    if (!reply.ok()) return reply.status();
+    redisReply* r = reply->get();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) return BadReply(lock);
+    if (r->element[0]->integer == 0) {
+      *holder_remaining = milliseconds(std::max<long long>(0, r->element[1]->integer));
+      return Status::Busy(Subject(lock, service_) + " is held");
+    }
+    std::int64_t token = r->element[1]->integer;
+    if (r->elements > 2 && r->element[2]->integer == 1) counter_behind_.fetch_add(1);
+    {
+      std::lock_guard guard(seen_mu_);
+      auto& seen = seen_[std::string(lock)];
+      seen = std::max(seen, token);
+    }
+    return FencingToken::FromInt(token);
+  }
+
+  Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
+                milliseconds ttl) override {
+    return OwnerChecked(kExtend, lock, owner, token, ttl, "extend");
+  }
+
+  Status Release(std::string_view lock, std::string_view owner, FencingToken token) override {
+    return OwnerChecked(kRelease, lock, owner, token, options_.ttl, "release");
+  }
+
+  Result<LockInfo> Inspect(std::string_view lock) override {
+    auto reply = Eval(kInspect, {Key(lock, "lock"), Key(lock, "token")}, {}, lock);
+    if (!reply.ok()) return reply.status();
+    redisReply* r = reply->get();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) return BadReply(lock);
+    LockInfo info;
+    info.lock = std::string(lock);
+    if (r->element[0]->type == REDIS_REPLY_STRING) {
+      std::string_view v(r->element[0]->str, r->element[0]->len);
+      info.held = true;
+      info.owner = std::string(v.substr(0, v.find(':')));
+      if (auto t = FencingToken::FromInt(TokenOf(v)); t.ok()) info.token = *t;
+      info.remaining = milliseconds(std::max<long long>(0, r->element[1]->integer));
+    }
+    if (r->element[2]->type == REDIS_REPLY_STRING) {
+      std::int64_t last = std::atoll(std::string(r->element[2]->str, r->element[2]->len).c_str());
+      if (auto t = FencingToken::FromInt(last); t.ok()) info.last_token = *t;
+    }
+    return info;
+  }
+
+  void WaitForRelease(std::string_view lock, milliseconds max_wait) override {
+    if (max_wait <= milliseconds(0)) return;
+    auto ctx = Take();
+    if (!ctx.ok()) return;
+    Context c = std::move(ctx).value();
+    // The socket timeout must outlast the blocking wait.
+    redisSetTimeout(c.get(), ToTimeval(max_wait + options_.op_timeout));
+    std::string key = Key(lock, "signal");
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.3f",
+                  std::max(0.001, static_cast<double>(max_wait.count()) / 1000.0));
+    const char* argv[] = {"BLPOP", key.c_str(), secs};
+    std::size_t lens[] = {5, key.size(), std::strlen(secs)};
+    Reply r(static_cast<redisReply*>(redisCommandArgv(c.get(), 3, argv, lens)));
+    redisSetTimeout(c.get(), ToTimeval(options_.op_timeout));
+    Give(std::move(c));
+  }
+
+  const std::string& service() const override { return service_; }
+
+  Status Connect() {
+    auto c = Take();
+    if (!c.ok()) return c.status();
+    Give(std::move(c).value());
+    return Status::Ok();
+  }
+
+ private:
+  enum ScriptId { kAcquire, kRelease, kExtend, kInspect, kScriptCount };
+  static constexpr const char* kScripts[kScriptCount] = {kAcquireScript, kReleaseScript,
+                                                         kExtendScript, kInspectScript};
+
+  Status OwnerChecked(ScriptId id, std::string_view lock, std::string_view owner,
+                      FencingToken token, milliseconds ttl, std::string_view what) {
+    std::string value = std::string(owner) + ":" + token.ToString();
+    std::string ttl_ms = std::to_string(ttl.count());
+    std::vector<std::string> keys = {Key(lock, "lock")};
+    if (id == kRelease) keys.push_back(Key(lock, "signal"));
+    auto reply = Eval(id, keys, {value, ttl_ms}, lock);
+    if (!reply.ok()) return reply.status();
+    redisReply* r = reply->get();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) return BadReply(lock);
+    switch (r->element[0]->integer) {
+      case 1:
+        return Status::Ok();
+      case -1:
+        return Status::NotHeld("cannot " + std::string(what) + " " + Subject(lock, service_) +
+                               ": the lease expired (the key is gone); acquire again");
+      default: {
+        std::string other = r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING
+                                ? std::string(r->element[1]->str, r->element[1]->len)
+                                : std::string();
+        return Status::NotHeld("cannot " + std::string(what) + " " + Subject(lock, service_) +
+                               ": it is held by another owner (token " +
+                               std::to_string(TokenOf(other)) + "); this lease is lost");
+      }
+    }
+  }
+
+  Status BadReply(std::string_view lock) {
+    return Status::Unavailable("unexpected reply from " + service_ + " for lock \"" +
+                               std::string(lock) + "\"");
+  }
+
+  Result<Context> Take() {
+    {
+      std::lock_guard guard(pool_mu_);
+      if (!idle_.empty()) {
+        Context c = std::move(idle_.back());
+        idle_.pop_back();
+        return c;
+      }
+    }
+    timeval tv = ToTimeval(options_.op_timeout);
+    Context c(redisConnectWithTimeout(host_.c_str(), port_, tv));
+    if (c == nullptr || c->err) {
+      return Status::Unavailable("cannot connect to " + service_ + ": " +
+                                 (c ? c->errstr : "out of memory") +
+                                 "; is redis-server running there?");
+    }
+    redisSetTimeout(c.get(), tv);
+    redisEnableKeepAlive(c.get());
+    if (!password_.empty()) {
+      Reply r(static_cast<redisReply*>(redisCommand(c.get(), "AUTH %b", password_.data(),
+                                                    password_.size())));
+      if (!r || r->type == REDIS_REPLY_ERROR) {
+        return Status::Unavailable("authentication to " + service_ + " failed");
+      }
+    }
+    if (db_ != 0) {
+      Reply r(static_cast<redisReply*>(redisCommand(c.get(), "SELECT %d", db_)));
+      if (!r || r->type == REDIS_REPLY_ERROR) {
+        return Status::InvalidArgument("cannot select database " + std::to_string(db_) +
+                                       " on " + service_);
+      }
+    }
+    return c;
+  }
+
+  void Give(Context c) {
+    if (c->err) return;  // broken: drop it, the next Take reconnects
+    std::lock_guard guard(pool_mu_);
+    if (static_cast<int>(idle_.size()) < std::max(1, options_.pool_size)) {
+      idle_.push_back(std::move(c));
+    }
+  }
+
+  // Runs a script by EVALSHA (EVAL when its SHA is not known yet or the server lost it).
+  // Retries once on a fresh connection when a pooled one turns out to be broken (e.g. Redis
+  // restarted); the scripts are written so that a repeat is harmless.
+  Result<Reply> Eval(ScriptId id, const std::vector<std::string>& keys,
+                     const std::vector<std::string_view>& args, std::string_view lock) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      bool pooled;
+      {
+        std::lock_guard guard(pool_mu_);
+        pooled = !idle_.empty();
+      }
+      auto ctx = Take();
+      if (!ctx.ok()) return ctx.status();
+      Context c = std::move(ctx).value();
+      std::string sha;
+      {
+        std::lock_guard guard(pool_mu_);
+        sha = shas_[id];
+      }
+      std::string nkeys = std::to_string(keys.size());
+      std::vector<const char*> argv;
+      std::vector<std::size_t> lens;
+      auto push = [&](std::string_view s) {
+        argv.push_back(s.data());
+        lens.push_back(s.size());
+      };
+      push(sha.empty() ? "EVAL" : "EVALSHA");
+      push(sha.empty() ? std::string_view(kScripts[id]) : std::string_view(sha));
+      push(nkeys);
+      for (const auto& k : keys) push(k);
+      for (const auto& a : args) push(a);
+      Reply r(static_cast<redisReply*>(
+          redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
+      if (!r) {
+        std::string err = c->errstr;
+        if (pooled && attempt == 0) continue;  // c is dropped; retry on a new connection
+        return Status::Unavailable("no reply from " + service_ + " for lock \"" +
+                                   std::string(lock) + "\": " + err);
+      }
+      if (r->type == REDIS_REPLY_ERROR) {
+        std::string_view err(r->str, r->len);
+        if (err.starts_with("NOSCRIPT")) {
+          {
+            std::lock_guard guard(pool_mu_);
+            shas_[id].clear();  // EVAL reloads it into the server's cache
+          }
+          Give(std::move(c));
+          --attempt;
+          continue;
+        }
+        Give(std::move(c));
+        return Status::Unavailable(service_ + " refused the request for lock \"" +
+                                   std::string(lock) + "\": " + std::string(err));
+      }
+      if (sha.empty()) LearnSha(c.get(), id);
+      Give(std::move(c));
+      return r;
+    }
+    return Status::Unavailable("no reply from " + service_);
+  }
+
+  void LearnSha(redisContext* c, ScriptId id) {
+    const char* argv[] = {"SCRIPT", "LOAD", kScripts[id]};
+    std::size_t lens[] = {6, 4, std::strlen(kScripts[id])};
+    Reply r(static_cast<redisReply*>(redisCommandArgv(c, 3, argv, lens)));
+    if (r && r->type == REDIS_REPLY_STRING) {
+      std::lock_guard guard(pool_mu_);
+      shas_[id] = std::string(r->str, r->len);
+    }
+  }
+
+  std::string host_;
+  int port_;
+  int db_;
+  std::string password_;
+  LockOptions options_;
+  std::string service_;
+
+  std::mutex pool_mu_;
+  std::vector<Context> idle_;           // GUARDED_BY(pool_mu_)
+  std::string shas_[kScriptCount];      // GUARDED_BY(pool_mu_)
+
+  std::mutex seen_mu_;
+  std::map<std::string, std::int64_t> seen_;  // GUARDED_BY(seen_mu_): highest token per lock
+  std::atomic<std::uint64_t> counter_behind_{0};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<LockBackend>> OpenRedisBackend(std::string_view uri,
+                                                      const LockOptions& options) {
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument("lock service URI \"" + std::string(uri) + "\" is invalid: " +
+                                   std::string(why) + "; use redis://host:port[/db]");
+  };
+  auto url = boost::urls::parse_uri(uri);
+  if (!url) return bad("it is not a URI");
+  if (url->host().empty()) return bad("it names no host");
+  int port = 6379;
+  if (url->has_port()) {
+    if (url->port_number() == 0) return bad("the port is not a number from 1 to 65535");
+    port = url->port_number();
+  }
+  int db = 0;
+  std::string path = url->path();
+  if (!path.empty() && path != "/") {
+    std::string_view digits = std::string_view(path).substr(1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), db);
+    if (ec != std::errc() || end != digits.data() + digits.size() || db < 0) {
+      return bad("the database must be a number, e.g. /0");
+    }
+  }
+  std::string password = url->has_password() ? std::string(url->password()) : std::string();
+  auto backend = std::make_unique<RedisBackend>(std::string(url->host_address()), port, db,
+                                                password, options);
+  return std::unique_ptr<LockBackend>(std::move(backend));
+}
+
+}  // namespace fencekit

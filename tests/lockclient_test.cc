@@ -1,0 +1,399 @@
+// One behavioural suite for every lock backend: the embedded SQLite service and a real
+// redis-server started by the test. Later backends join by adding a Backend value.
+#include "fencekit/lockclient/lock_client.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "fencekit/fencedstore/store.h"
+#include "fencekit/httpapi/server.h"
+#include "fencekit/httpapi/store_client.h"
+#include "fencekit/lockclient/fenced_writes.h"
+#include "support/redis_server.h"
+#include "support/test_support.h"
+
+namespace fencekit {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::RedisServer;
+using testing::TempDir;
+
+enum class Backend { kSqlite, kRedis };
+
+std::string Name(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param == Backend::kSqlite ? "Sqlite" : "Redis";
+}
+
+auto Soon(std::chrono::milliseconds d) { return std::chrono::steady_clock::now() + d; }
+
+// Waits for `pred` with a bound: an event, not a fixed sleep.
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds bound = 10s) {
+  auto deadline = Soon(bound);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+class LockBackendTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Backend::kRedis) {
+      redis_ = std::make_unique<RedisServer>();
+      uri_ = redis_->uri();
+    } else {
+      uri_ = "sqlite://" + dir_.File("locks.db");
+    }
+    client_ = Open();
+  }
+
+  std::unique_ptr<LockClient> Open(LockOptions options = {}) {
+    auto c = LockClient::Open(uri_, options);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  // Removes the lock's key behind the holder's back.
+  void DeleteLockKey(const std::string& lock) {
+    if (redis_) {
+      ASSERT_EQ(redis_->Command({"DEL", "fencekit:{" + lock + "}:lock"}), 1);
+      return;
+    }
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.File("locks.db").c_str(), &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    std::string sql = "DELETE FROM locks WHERE name = CAST('" + lock + "' AS BLOB)";
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    EXPECT_EQ(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<RedisServer> redis_;
+  std::string uri_;
+  std::unique_ptr<LockClient> client_;
+};
+
+TEST_P(LockBackendTest, GrantsLeaseWithOwnerTokenAndValidity) {
+  auto before = std::chrono::steady_clock::now();
+  auto lease = client_->TryAcquire("job", 5s);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_EQ(lease->lock, "job");
+  EXPECT_EQ(lease->owner.size(), 32u);
+  EXPECT_EQ(lease->owner.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_GE(lease->token.value(), 1);
+  // valid_until = start + ttl - elapsed - drift, drift = 1% of ttl + 2ms = 52ms.
+  EXPECT_LE(lease->valid_until, before + 5s - 52ms + 1ms);
+  EXPECT_GT(lease->valid_until, before + 4s);
+  auto other = client_->TryAcquire("job", 5s);
+  EXPECT_NE(other.status().message().find(client_->service()), std::string::npos);
+  EXPECT_TRUE(other.status().IsBusy()) << other.status().ToString();
+  EXPECT_TRUE(client_->Release(*lease).ok());
+  EXPECT_TRUE(client_->TryAcquire("job").ok());
+}
+
+TEST_P(LockBackendTest, OwnersAreUniquePerGrant) {
+  auto a = client_->TryAcquire("a");
+  auto b = client_->TryAcquire("b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->owner, b->owner);
+}
+
+TEST_P(LockBackendTest, MutualExclusionAndIncreasingTokensUnderEightThreads) {
+  constexpr int kThreads = 8, kRounds = 40;
+  std::atomic<int> inside{0}, overlaps{0};
+  std::mutex mu;
+  std::vector<std::int64_t> tokens;  // in grant order: appended inside the critical section
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      auto client = Open({.ttl = 10s});
+      for (int i = 0; i < kRounds; ++i) {
+        auto lease = client->Acquire("counter", Soon(60s));
+        ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        {
+          std::lock_guard lock(mu);
+          tokens.push_back(lease->token.value());
+        }
+        std::this_thread::yield();
+        inside.fetch_sub(1);
+        ASSERT_TRUE(client->Release(*lease).ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  ASSERT_EQ(tokens.size(), static_cast<std::size_t>(kThreads * kRounds));
+  for (std::size_t i = 1; i < tokens.size(); ++i) {
+    ASSERT_GT(tokens[i], tokens[i - 1]) << "grant " << i;
+  }
+}
+
+TEST_P(LockBackendTest, ExpiryFreesDeadHoldersLock) {
+  auto dead = client_->TryAcquire("job", 200ms);  // never released: its holder "crashed"
+  ASSERT_TRUE(dead.ok());
+  auto other = Open();
+  EXPECT_TRUE(other->TryAcquire("job").status().IsBusy());
+  auto next = other->Acquire("job", Soon(10s));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_GT(next->token, dead->token);
+}
+
+TEST_P(LockBackendTest, ReleaseAndExtendAreOwnerChecked) {
+  auto lease = client_->TryAcquire("job", 10s);
+  ASSERT_TRUE(lease.ok());
+  Lease forged = *lease;
+  forged.owner = std::string(32, 'f');
+  Status s = client_->Release(forged);
+  EXPECT_TRUE(s.IsNotHeld()) << s.ToString();
+  EXPECT_NE(s.message().find("another owner"), std::string::npos) << s.message();
+  EXPECT_TRUE(client_->Extend(forged, 10s).IsNotHeld());
+  auto info = client_->Inspect("job");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->owner, lease->owner);
+  EXPECT_EQ(info->token, lease->token);
+  EXPECT_GT(info->remaining, 5s);
+  EXPECT_TRUE(client_->Extend(*lease, 20s).ok());
+  EXPECT_GT(client_->Inspect("job")->remaining, 15s);
+  ASSERT_TRUE(client_->Release(*lease).ok());
+  s = client_->Release(*lease);
+  EXPECT_TRUE(s.IsNotHeld());
+  EXPECT_NE(s.message().find("expired"), std::string::npos) << s.message();
+  EXPECT_TRUE(client_->Extend(*lease, 10s).IsNotHeld());
+  EXPECT_FALSE(client_->Inspect("job")->held);
+  EXPECT_EQ(client_->Inspect("job")->last_token, lease->token);
+}
+
+TEST_P(LockBackendTest, ExpiredHoldersReleaseDoesNotFreeTheNextHolder) {
+  auto old = client_->TryAcquire("job", 100ms);
+  ASSERT_TRUE(old.ok());
+  auto next = client_->Acquire("job", Soon(10s), 10s);
+  ASSERT_TRUE(next.ok());
+  Status s = client_->Release(*old);
+  EXPECT_TRUE(s.IsNotHeld());
+  EXPECT_NE(s.message().find("another owner"), std::string::npos) << s.message();
+  EXPECT_EQ(client_->Inspect("job")->owner, next->owner);
+}
+
+TEST_P(LockBackendTest, WaiterIsWokenPromptlyByRelease) {
+  auto lease = client_->TryAcquire("job", 30s);
+  ASSERT_TRUE(lease.ok());
+  std::atomic<bool> tried{false};
+  std::promise<std::chrono::steady_clock::time_point> acquired_at;
+  std::thread waiter([&] {
+    auto client = Open();
+    EXPECT_TRUE(client->TryAcquire("job").status().IsBusy());
+    tried = true;
+    auto got = client->Acquire("job", Soon(30s));
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    acquired_at.set_value(std::chrono::steady_clock::now());
+  });
+  ASSERT_TRUE(WaitFor([&] { return tried.load(); }));
+  std::this_thread::sleep_for(50ms);  // let the waiter block (not part of any assertion)
+  auto released_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(client_->Release(*lease).ok());
+  auto woke = acquired_at.get_future().get() - released_at;
+  waiter.join();
+  // Without a wake-up it would wait for the 30 s lease to expire.
+  EXPECT_LT(woke, 200ms) << "woken after "
+                         << std::chrono::duration_cast<std::chrono::milliseconds>(woke).count()
+                         << "ms";
+}
+
+TEST_P(LockBackendTest, AcquireTimesOutWithClearError) {
+  auto lease = client_->TryAcquire("job", 30s);
+  ASSERT_TRUE(lease.ok());
+  auto r = Open()->Acquire("job", Soon(100ms));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsTimeout()) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("\"job\""), std::string::npos);
+}
+
+TEST_P(LockBackendTest, RenewalKeepsLeaseAliveAcrossSeveralTtls) {
+  auto lease = client_->TryAcquire("job", 900ms);
+  ASSERT_TRUE(lease.ok());
+  HeldLock held(*client_, *lease, {.auto_renew = true});
+  // 10 renewals at ttl/3 cover more than three TTLs.
+  ASSERT_TRUE(WaitFor([&] { return held.renewals() >= 10 || held.lost(); }, 30s));
+  ASSERT_FALSE(held.lost()) << held.lost_reason().ToString();
+  auto info = client_->Inspect("job");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->owner, lease->owner);
+  EXPECT_TRUE(Open()->TryAcquire("job").status().IsBusy());
+  EXPECT_TRUE(held.Release().ok());
+  EXPECT_FALSE(client_->Inspect("job")->held);
+}
+
+TEST_P(LockBackendTest, LostLeaseCallbackFiresWhenKeyIsDeleted) {
+  auto lease = client_->TryAcquire("job", 300ms);
+  ASSERT_TRUE(lease.ok());
+  std::promise<Status> why;
+  HeldLock held(*client_, *lease, {.auto_renew = true, .on_lost = [&](const Lease&, const Status& s) {
+                                     why.set_value(s);
+                                   }});
+  DeleteLockKey("job");
+  auto f = why.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready) << "on_lost never fired";
+  Status s = f.get();
+  EXPECT_TRUE(s.IsNotHeld()) << s.ToString();
+  EXPECT_TRUE(held.lost());
+  EXPECT_TRUE(held.Release().IsNotHeld());
+}
+
+TEST_P(LockBackendTest, StoreRefusalMarksLeaseLost) {
+  auto store = FencedStore::Open({.path = dir_.File("store.db")});
+  ASSERT_TRUE(store.ok());
+  auto server = Server::Start({.port = 0, .threads = 1}, store->get());
+  ASSERT_TRUE(server.ok());
+  auto store_client = StoreClient::Open("http://127.0.0.1:" + std::to_string((*server)->port()));
+  ASSERT_TRUE(store_client.ok());
+
+  auto old_lease = client_->TryAcquire("job", 100ms);
+  ASSERT_TRUE(old_lease.ok());
+  std::atomic<int> lost_calls{0};
+  HeldLock old_holder(*client_, *old_lease, {.on_lost = [&](const Lease&, const Status&) {
+                                               ++lost_calls;
+                                             }});
+  auto new_lease = client_->Acquire("job", Soon(10s), 10s);  // after the old one expired
+  ASSERT_TRUE(new_lease.ok());
+  HeldLock new_holder(*client_, *new_lease, {});
+  ASSERT_TRUE(FencedPut(**store_client, new_holder, "report", "new").ok());
+  auto r = FencedPut(**store_client, old_holder, "report", "old");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsStaleToken()) << r.status().ToString();
+  EXPECT_TRUE(old_holder.lost());
+  EXPECT_EQ(lost_calls.load(), 1);
+  EXPECT_TRUE(FencedPut(**store_client, old_holder, "report", "old").status().IsNotHeld());
+  EXPECT_EQ((*store_client)->Get("report")->value, "new");
+}
+
+TEST_P(LockBackendTest, RejectsBadArguments) {
+  EXPECT_TRUE(client_->TryAcquire("").status().IsInvalidArgument());
+  EXPECT_TRUE(client_->TryAcquire("job", 1ms).status().IsInvalidArgument());
+  EXPECT_TRUE(client_->TryAcquire(std::string(2000, 'x')).status().IsInvalidArgument());
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LockBackendTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kRedis), Name);
+
+// --- Backend-specific behaviour ---
+
+TEST(SqliteLockTest, CounterSurvivesReopen) {
+  TempDir dir;
+  std::string uri = "sqlite://" + dir.File("locks.db");
+  std::int64_t last = 0;
+  {
+    auto client = LockClient::Open(uri).value();
+    for (int i = 0; i < 5; ++i) {
+      auto l = client->TryAcquire("job");
+      ASSERT_TRUE(l.ok());
+      last = l->token.value();
+      ASSERT_TRUE(client->Release(*l).ok());
+    }
+  }
+  auto client = LockClient::Open(uri).value();
+  EXPECT_GT(client->TryAcquire("job")->token.value(), last);
+}
+
+TEST(SqliteLockTest, ExpiryFollowsTheInjectedClock) {
+  TempDir dir;
+  FakeClock clock;
+  auto client = LockClient::Open("sqlite://" + dir.File("locks.db"), {.clock = &clock}).value();
+  auto lease = client->TryAcquire("job", 10s);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(lease->valid_until, clock.Now() + 10s - 102ms);  // drift = 100ms + 2ms
+  clock.Advance(9s);
+  EXPECT_TRUE(client->TryAcquire("job").status().IsBusy());
+  clock.Advance(2s);
+  auto next = client->TryAcquire("job");
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_GT(next->token, lease->token);
+}
+
+TEST(SqliteLockTest, RejectsForeignDatabaseAndBadUri) {
+  TempDir dir;
+  std::string path = dir.File("other.db");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_exec(db, "CREATE TABLE t(x)", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  EXPECT_TRUE(LockClient::Open("sqlite://" + path).status().IsInvalidArgument());
+  EXPECT_TRUE(LockClient::Open("sqlite://").status().IsInvalidArgument());
+  EXPECT_TRUE(LockClient::Open("zookeeper://x").status().IsInvalidArgument());
+}
+
+TEST(RedisLockTest, RestartedEmptyTokensStillIncreaseForThisClientAndStoreRefusesOthers) {
+  RedisServer redis;
+  TempDir dir;
+  auto client = LockClient::Open(redis.uri()).value();
+  std::int64_t before = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto l = client->TryAcquire("job");
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    before = l->token.value();
+    ASSERT_TRUE(client->Release(*l).ok());
+  }
+  auto store = FencedStore::Open({.path = dir.File("store.db")}).value();
+  ASSERT_TRUE(store->Put("job", FencingToken::FromInt(before).value(), "k", "v5").ok());
+
+  redis.RestartEmpty();  // the counter is gone
+
+  // This client remembers the highest token it saw, so its tokens keep going up.
+  auto same = client->TryAcquire("job");
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_GT(same->token.value(), before);
+  ASSERT_TRUE(client->Release(*same).ok());
+
+  // A client that never saw the old tokens gets a low one; the store refuses it, loudly.
+  redis.RestartEmpty();
+  auto fresh = LockClient::Open(redis.uri()).value();
+  auto low = fresh->TryAcquire("job");
+  ASSERT_TRUE(low.ok());
+  EXPECT_LT(low->token.value(), before);
+  auto server = Server::Start({.port = 0, .threads = 1}, store.get()).value();
+  auto store_client = StoreClient::Open("http://127.0.0.1:" + std::to_string(server->port())).value();
+  HeldLock held(*fresh, *low, {});
+  auto r = FencedPut(*store_client, held, "k", "from the low token");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsStaleToken());
+  EXPECT_NE(r.status().message().find("lost its counter"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(held.lost());
+  EXPECT_EQ(store->Get("k")->value, "v5");
+}
+
+TEST(RedisLockTest, ScriptsReloadAfterFlushAndConnectionsRecoverAfterRestart) {
+  RedisServer redis;
+  auto client = LockClient::Open(redis.uri()).value();
+  ASSERT_TRUE(client->TryAcquire("a").ok());
+  ASSERT_EQ(redis.Command({"SCRIPT", "FLUSH"}), -1);  // status reply, not an integer
+  ASSERT_TRUE(client->TryAcquire("b").ok());          // NOSCRIPT -> EVAL fallback
+  redis.RestartEmpty();                               // pooled connections are now broken
+  auto c = client->TryAcquire("c");
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+}
+
+TEST(RedisLockTest, DownServerIsUnavailableWithClearError) {
+  auto port = testing::FreePort();
+  auto client = LockClient::Open("redis://127.0.0.1:" + std::to_string(port), {.op_timeout = 200ms});
+  ASSERT_TRUE(client.ok());
+  auto r = (*client)->TryAcquire("job");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsUnavailable()) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("redis-server"), std::string::npos);
+  EXPECT_TRUE(LockClient::Open("redis://127.0.0.1:notaport").status().IsInvalidArgument());
+  EXPECT_TRUE(LockClient::Open("redis://127.0.0.1:6379/x").status().IsInvalidArgument());
+}
+
+}  // namespace
+}  // namespace fencekit
