@@ -10,7 +10,7 @@ FENCEKIT_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-program-options1.81-dev
   libsqlite3-dev libhiredis-dev redis-server libgtest-dev libgmock-dev libbenchmark-dev
-  curl
+  curl sqlite3
 )
 
 as_root() {

@@ -2,10 +2,9 @@
 
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
-#include <boost/url/encode.hpp>
 #include <boost/url/parse.hpp>
-#include <boost/url/rfc/unreserved_chars.hpp>
 
+#include "fencekit/common/text.h"
 #include "fencekit/fencedstore/store.h"
 
 namespace fencekit {
@@ -20,20 +19,6 @@ constexpr std::string_view kTokenHeader = "Fencing-Token";
 constexpr std::string_view kLockHeader = "Fencing-Lock";
 constexpr std::string_view kHighestHeader = "Fencing-Highest";
 constexpr std::string_view kVersionHeader = "Object-Version";
-
-bool ValidUtf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (std::size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    }
-    i += n;
-  }
-  return true;
-}
 
 HttpResponse JsonResponse(http::status status, const json::object& body, const HttpRequest& req) {
   HttpResponse res(status, req.version());
@@ -65,13 +50,6 @@ bool DecodeName(std::string_view encoded, std::string_view what, std::string& ou
 }
 
 }  // namespace
-
-std::string JsonSafeText(std::string_view bytes, bool* was_encoded) {
-  bool ok = ValidUtf8(bytes);
-  if (was_encoded != nullptr) *was_encoded = !ok;
-  if (ok) return std::string(bytes);
-  return boost::urls::encode(bytes, boost::urls::unreserved_chars);
-}
 
 HttpResponse Handler::Error(http::status status, std::string_view code, std::string_view message,
                             unsigned version, bool keep_alive) {

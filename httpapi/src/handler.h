@@ -39,7 +39,4 @@ class Handler {
   Metrics* metrics_;
 };
 
-// Text safe to put in JSON: `bytes` itself when it is valid UTF-8, else its percent-encoding.
-std::string JsonSafeText(std::string_view bytes, bool* was_encoded = nullptr);
-
 }  // namespace fencekit

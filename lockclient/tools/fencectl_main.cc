@@ -1,1 +1,406 @@
-int main() { return 0; }
+// fencectl: locks with fencing tokens, and fenced writes, from a shell. See docs/lock-client.md.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/program_options.hpp>
+#include <cstdlib>
+#include <iostream>
+#include <iterator>
+
+#include "fencekit/common/text.h"
+#include "fencekit/common/units.h"
+#include "fencekit/httpapi/store_client.h"
+#include "fencekit/lockclient/lock_client.h"
+
+namespace po = boost::program_options;
+namespace json = boost::json;
+using namespace fencekit;
+
+namespace {
+
+// Exit codes shared by every subcommand.
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitBusy = 2;   // acquire: busy or timed out
+constexpr int kExitStale = 3;  // put: refused as stale
+
+constexpr const char* kUsage = R"(fencectl: locks with fencing tokens, and fenced writes, from a shell.
+
+Usage:
+  fencectl acquire [--locks URI] [--ttl 10s] [--wait 0s] NAME
+  fencectl release [--locks URI] --owner ID [--token N] NAME
+  fencectl extend  [--locks URI] --owner ID [--token N] [--ttl 10s] NAME
+  fencectl inspect [--locks URI] NAME
+  fencectl run     [--locks URI] [--ttl 10s] [--wait 0s] [--kill-on-loss] NAME -- CMD [ARGS...]
+  fencectl put     [--store URL] --lock NAME --token N KEY [VALUE | -]
+  fencectl get     [--store URL] KEY
+
+--locks defaults to $FENCEKIT_LOCKS, else sqlite://./fencekit-locks.db
+--store defaults to $FENCEKIT_STORE, else http://127.0.0.1:8080
+Exit codes: 0 success; 1 error; 2 lock busy or wait timed out; 3 write refused as stale.
+Results are JSON on stdout; errors are one line on stderr.
+Run 'fencectl COMMAND --help' for a command's options.
+)";
+
+int Fail(int code, const std::string& message) {
+  std::cerr << "fencectl: " << message << "\n";
+  return code;
+}
+
+int FailStatus(const Status& s) {
+  if (s.IsBusy() || s.IsTimeout()) return Fail(kExitBusy, s.message());
+  if (s.IsStaleToken()) return Fail(kExitStale, s.message());
+  return Fail(kExitError, s.message());
+}
+
+std::string EnvOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+void Print(const json::object& o) { std::cout << json::serialize(o) << std::endl; }
+
+void PutText(json::object& o, std::string_view field, std::string_view bytes) {
+  bool encoded = false;
+  o[field] = JsonSafeText(bytes, &encoded);
+  if (encoded) o[std::string(field) + "_encoding"] = "percent";
+}
+
+// Parses one subcommand's options; `positional` names the positional arguments in order.
+struct Parsed {
+  po::variables_map vm;
+  bool help = false;
+};
+
+Result<Parsed> Parse(const std::string& command, po::options_description& desc,
+                     const po::positional_options_description& positional,
+                     const std::vector<std::string>& args) {
+  desc.add_options()("help,h", "show this command's options");
+  Parsed p;
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), p.vm);
+    po::notify(p.vm);
+  } catch (const po::required_option& e) {
+    std::string name = e.get_option_name();  // "--name", "--owner", ...
+    if (name == "--name" || name == "--key") {
+      return Status::InvalidArgument("no " + name.substr(2) + " given; see fencectl " + command +
+                                     " --help");
+    }
+    return Status::InvalidArgument(name + " is required; see fencectl " + command + " --help");
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string(e.what()) + "; see fencectl " + command + " --help");
+  }
+  if (p.vm.count("help")) {
+    std::cout << "fencectl " << command << "\n" << desc << "\n";
+    p.help = true;
+  }
+  return p;
+}
+
+Result<std::chrono::milliseconds> Duration(const po::variables_map& vm, const char* name) {
+  return ParseDuration(vm[name].as<std::string>());
+}
+
+Result<std::unique_ptr<LockClient>> OpenLocks(const po::variables_map& vm,
+                                              std::chrono::milliseconds ttl) {
+  LockOptions options;
+  options.ttl = ttl;
+  return LockClient::Open(vm["locks"].as<std::string>(), options);
+}
+
+void AddLockOptions(po::options_description& desc) {
+  desc.add_options()("locks", po::value<std::string>()->default_value(
+                                  EnvOr("FENCEKIT_LOCKS", "sqlite://./fencekit-locks.db")),
+                     "lock service URI: sqlite:///path/locks.db or redis://host:port[/db]")(
+      "name", po::value<std::string>()->required(), "lock name");
+}
+
+json::object LeaseJson(const Lease& lease) {
+  json::object o;
+  PutText(o, "lock", lease.lock);
+  o["owner"] = lease.owner;
+  o["token"] = lease.token.value();
+  o["ttl_ms"] = lease.ttl.count();
+  return o;
+}
+
+Result<Lease> AcquireFor(LockClient& client, const std::string& name,
+                         std::chrono::milliseconds ttl, std::chrono::milliseconds wait) {
+  if (wait.count() == 0) return client.TryAcquire(name, ttl);
+  return client.Acquire(name, std::chrono::steady_clock::now() + wait, ttl);
+}
+
+int Acquire(const std::vector<std::string>& args) {
+  po::options_description desc("Options");
+  AddLockOptions(desc);
+  desc.add_options()("ttl", po::value<std::string>()->default_value("10s"), "lease length")(
+      "wait", po::value<std::string>()->default_value("0s"),
+      "how long to wait while the lock is held (0s: one attempt)");
+  po::positional_options_description pos;
+  pos.add("name", 1);
+  auto p = Parse("acquire", desc, pos, args);
+  if (!p.ok()) return FailStatus(p.status());
+  if (p->help) return kExitOk;
+  auto ttl = Duration(p->vm, "ttl");
+  if (!ttl.ok()) return FailStatus(ttl.status());
+  auto wait = Duration(p->vm, "wait");
+  if (!wait.ok()) return FailStatus(wait.status());
+  auto client = OpenLocks(p->vm, *ttl);
+  if (!client.ok()) return FailStatus(client.status());
+  auto lease = AcquireFor(**client, p->vm["name"].as<std::string>(), *ttl, *wait);
+  if (!lease.ok()) return FailStatus(lease.status());
+  Print(LeaseJson(*lease));
+  return kExitOk;
+}
+
+// Rebuilds the lease of `owner` from --token, or from the service when --token is absent.
+Result<Lease> LeaseOf(LockClient& client, const po::variables_map& vm) {
+  Lease lease;
+  lease.lock = vm["name"].as<std::string>();
+  lease.owner = vm["owner"].as<std::string>();
+  if (vm.count("token")) {
+    auto t = FencingToken::Parse(vm["token"].as<std::string>());
+    if (!t.ok()) return t.status();
+    lease.token = *t;
+    return lease;
+  }
+  auto info = client.Inspect(lease.lock);
+  if (!info.ok()) return info.status();
+  if (!info->held || info->owner != lease.owner || !info->token) {
+    return Status::NotHeld("lock \"" + lease.lock + "\" on " + client.service() +
+                           " is not held by owner " + lease.owner +
+                           (info->held ? " (another owner holds it)" : " (it expired)"));
+  }
+  lease.token = *info->token;
+  return lease;
+}
+
+int ReleaseOrExtend(const std::string& command, const std::vector<std::string>& args) {
+  bool extend = command == "extend";
+  po::options_description desc("Options");
+  AddLockOptions(desc);
+  desc.add_options()("owner", po::value<std::string>()->required(),
+                     "owner id printed by acquire")(
+      "token", po::value<std::string>(), "token printed by acquire (looked up when omitted)");
+  if (extend) {
+    desc.add_options()("ttl", po::value<std::string>()->default_value("10s"), "new lease length");
+  }
+  po::positional_options_description pos;
+  pos.add("name", 1);
+  auto p = Parse(command, desc, pos, args);
+  if (!p.ok()) return FailStatus(p.status());
+  if (p->help) return kExitOk;
+  std::chrono::milliseconds ttl(10'000);
+  if (extend) {
+    auto t = Duration(p->vm, "ttl");
+    if (!t.ok()) return FailStatus(t.status());
+    ttl = *t;
+  }
+  auto client = OpenLocks(p->vm, ttl);
+  if (!client.ok()) return FailStatus(client.status());
+  auto lease = LeaseOf(**client, p->vm);
+  if (!lease.ok()) return FailStatus(lease.status());
+  Status s = extend ? (*client)->Extend(*lease, ttl) : (*client)->Release(*lease);
+  if (!s.ok()) return FailStatus(s);
+  json::object o = LeaseJson(*lease);
+  if (!extend) o.erase("ttl_ms");
+  o[extend ? "extended" : "released"] = true;
+  Print(o);
+  return kExitOk;
+}
+
+int Inspect(const std::vector<std::string>& args) {
+  po::options_description desc("Options");
+  AddLockOptions(desc);
+  po::positional_options_description pos;
+  pos.add("name", 1);
+  auto p = Parse("inspect", desc, pos, args);
+  if (!p.ok()) return FailStatus(p.status());
+  if (p->help) return kExitOk;
+  auto client = OpenLocks(p->vm, std::chrono::seconds(10));
+  if (!client.ok()) return FailStatus(client.status());
+  auto info = (*client)->Inspect(p->vm["name"].as<std::string>());
+  if (!info.ok()) return FailStatus(info.status());
+  json::object o;
+  PutText(o, "lock", info->lock);
+  o["held"] = info->held;
+  if (info->held) {
+    o["owner"] = info->owner;
+    o["token"] = info->token ? info->token->value() : 0;
+    o["remaining_ms"] = info->remaining.count();
+  }
+  o["last_token"] = info->last_token ? info->last_token->value() : 0;
+  Print(o);
+  return kExitOk;
+}
+
+std::atomic<pid_t> g_child{0};
+
+void ForwardSignal(int sig) {
+  pid_t child = g_child.load();
+  if (child > 0) kill(child, sig);
+}
+
+int Run(const std::vector<std::string>& args) {
+  auto dashes = std::find(args.begin(), args.end(), "--");
+  std::vector<std::string> own(args.begin(), dashes);
+  std::vector<std::string> command(dashes == args.end() ? dashes : dashes + 1, args.end());
+  po::options_description desc("Options");
+  AddLockOptions(desc);
+  desc.add_options()("ttl", po::value<std::string>()->default_value("10s"),
+                     "lease length; renewed every ttl/3 while CMD runs")(
+      "wait", po::value<std::string>()->default_value("0s"), "how long to wait for the lock")(
+      "kill-on-loss", po::bool_switch(), "send SIGTERM to CMD if the lease is lost");
+  po::positional_options_description pos;
+  pos.add("name", 1);
+  auto p = Parse("run", desc, pos, own);
+  if (!p.ok()) return FailStatus(p.status());
+  if (p->help) return kExitOk;
+  if (command.empty()) {
+    return Fail(kExitError, "no command given; use fencectl run NAME -- CMD [ARGS...]");
+  }
+  auto ttl = Duration(p->vm, "ttl");
+  if (!ttl.ok()) return FailStatus(ttl.status());
+  auto wait = Duration(p->vm, "wait");
+  if (!wait.ok()) return FailStatus(wait.status());
+  auto client = OpenLocks(p->vm, *ttl);
+  if (!client.ok()) return FailStatus(client.status());
+  auto lease = AcquireFor(**client, p->vm["name"].as<std::string>(), *ttl, *wait);
+  if (!lease.ok()) return FailStatus(lease.status());
+
+  bool kill_on_loss = p->vm["kill-on-loss"].as<bool>();
+  HeldLock held(**client, *lease,
+                {.auto_renew = true, .on_lost = [kill_on_loss](const Lease& l, const Status& why) {
+                   std::cerr << "fencectl: the lease on lock \"" << l.lock << "\" (token "
+                             << l.token.value() << ") was lost: " << why.message()
+                             << (kill_on_loss ? "; terminating the command" : "") << std::endl;
+                   if (kill_on_loss) ForwardSignal(SIGTERM);
+                 }});
+  pid_t child = fork();
+  if (child < 0) return Fail(kExitError, "fork failed");
+  if (child == 0) {
+    setenv("FENCING_LOCK", lease->lock.c_str(), 1);
+    setenv("FENCING_OWNER", lease->owner.c_str(), 1);
+    setenv("FENCING_TOKEN", lease->token.ToString().c_str(), 1);
+    std::vector<char*> argv;
+    for (auto& a : command) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::cerr << "fencectl: cannot run \"" << command[0] << "\": " << strerror(errno) << "\n";
+    _exit(127);
+  }
+  g_child = child;
+  signal(SIGINT, ForwardSignal);
+  signal(SIGTERM, ForwardSignal);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  Status released = held.Release();
+  if (!released.ok() && !held.lost()) {
+    std::cerr << "fencectl: releasing the lock failed: " << released.message() << "\n";
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitError;
+}
+
+Result<std::unique_ptr<StoreClient>> OpenStore(const po::variables_map& vm) {
+  return StoreClient::Open(vm["store"].as<std::string>());
+}
+
+void AddStoreOptions(po::options_description& desc) {
+  desc.add_options()("store",
+                     po::value<std::string>()->default_value(
+                         EnvOr("FENCEKIT_STORE", "http://127.0.0.1:8080")),
+                     "fenced store URL")("key", po::value<std::string>()->required(), "key");
+}
+
+int Put(const std::vector<std::string>& args) {
+  po::options_description desc("Options");
+  AddStoreOptions(desc);
+  desc.add_options()("lock", po::value<std::string>()->required(), "lock name (the fence)")(
+      "token", po::value<std::string>()->required(), "fencing token of your lease")(
+      "value", po::value<std::string>(), "the value; '-' or absent reads standard input");
+  po::positional_options_description pos;
+  pos.add("key", 1).add("value", 1);
+  auto p = Parse("put", desc, pos, args);
+  if (!p.ok()) return FailStatus(p.status());
+  if (p->help) return kExitOk;
+  auto token = FencingToken::Parse(p->vm["token"].as<std::string>());
+  if (!token.ok()) return FailStatus(token.status());
+  std::string value;
+  if (!p->vm.count("value") || p->vm["value"].as<std::string>() == "-") {
+    value.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    value = p->vm["value"].as<std::string>();
+  }
+  auto store = OpenStore(p->vm);
+  if (!store.ok()) return FailStatus(store.status());
+  auto r = (*store)->Put(p->vm["lock"].as<std::string>(), *token,
+                         p->vm["key"].as<std::string>(), value);
+  if (!r.ok()) {
+    if (r.status().IsStaleToken()) {
+      json::object o;
+      o["error"] = "stale_token";
+      o["message"] = JsonSafeText(r.status().message());
+      o["highest"] = r.status().highest_token().value_or(0);
+      Print(o);
+    }
+    return FailStatus(r.status());
+  }
+  json::object o;
+  PutText(o, "key", r->key);
+  PutText(o, "lock", r->lock);
+  o["token"] = r->token.value();
+  o["version"] = r->version;
+  o["created"] = r->created;
+  Print(o);
+  return kExitOk;
+}
+
+int Get(const std::vector<std::string>& args) {
+  po::options_description desc("Options");
+  AddStoreOptions(desc);
+  po::positional_options_description pos;
+  pos.add("key", 1);
+  auto p = Parse("get", desc, pos, args);
+  if (!p.ok()) return FailStatus(p.status());
+  if (p->help) return kExitOk;
+  auto store = OpenStore(p->vm);
+  if (!store.ok()) return FailStatus(store.status());
+  std::string key = p->vm["key"].as<std::string>();
+  auto r = (*store)->Get(key);
+  if (!r.ok()) return FailStatus(r.status());
+  json::object o;
+  PutText(o, "key", key);
+  PutText(o, "value", r->value);
+  PutText(o, "lock", r->lock);
+  o["token"] = r->token.value();
+  o["version"] = r->version;
+  Print(o);
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h" ||
+      std::string_view(argv[1]) == "help") {
+    std::cout << kUsage;
+    return argc < 2 ? kExitError : kExitOk;
+  }
+  std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "acquire") return Acquire(args);
+  if (command == "release" || command == "extend") return ReleaseOrExtend(command, args);
+  if (command == "inspect") return Inspect(args);
+  if (command == "run") return Run(args);
+  if (command == "put") return Put(args);
+  if (command == "get") return Get(args);
+  return Fail(kExitError, "unknown command \"" + command + "\"; run fencectl --help");
+}

@@ -139,6 +139,45 @@ std::string Request(std::string_view method, std::string_view target,
 }
 
 std::string FencedBinary() { return FENCED_BINARY; }
+std::string FencectlBinary() { return FENCECTL_BINARY; }
+
+CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                         const std::string& input) {
+  TempDir dir;
+  std::string out_path = dir.File("out"), err_path = dir.File("err"), in_path = dir.File("in");
+  {
+    std::ofstream in(in_path);
+    in << input;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    int in = open(in_path.c_str(), O_RDONLY);
+    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    for (const auto& e : env) putenv(strdup(e.c_str()));
+    std::vector<char*> cargv;
+    for (const auto& a : argv) cargv.push_back(strdup(a.c_str()));
+    cargv.push_back(nullptr);
+    execvp(cargv[0], cargv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  auto slurp = [](const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  return r;
+}
 
 FencedProcess::FencedProcess(const std::string& db, std::vector<std::string> args) {
   static std::atomic<int> instances{0};

@@ -82,7 +82,16 @@ class FencedProcess {
   std::uint16_t port_ = 0;
 };
 
-// Path of the fenced binary built beside the tests (set by CMake).
+// Path of the fenced and fencectl binaries built beside the tests (set by CMake).
 std::string FencedBinary();
+std::string FencectlBinary();
+
+struct CommandResult {
+  int exit_code = -1;  // 128 + signal when killed by one
+  std::string out, err;
+};
+// Runs `argv` with `env` added to the environment, `input` on stdin; waits for it.
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::vector<std::string>& env = {}, const std::string& input = "");
 
 }  // namespace fencekit::testing

@@ -1,0 +1,15 @@
+// Byte strings shown as text: how fencekit puts arbitrary keys and values into JSON.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace fencekit {
+
+bool IsValidUtf8(std::string_view bytes);
+// RFC 3986 percent-encoding of every byte outside the unreserved set (A-Z a-z 0-9 - . _ ~).
+std::string PercentEncode(std::string_view bytes);
+// `bytes` itself when valid UTF-8, else PercentEncode(bytes) and *was_encoded = true.
+std::string JsonSafeText(std::string_view bytes, bool* was_encoded = nullptr);
+
+}  // namespace fencekit

@@ -1,0 +1,126 @@
+// fencectl as shell scripts use it: the real binary, a real fenced and a real redis-server.
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+
+#include "support/redis_server.h"
+#include "support/test_support.h"
+
+namespace fencekit {
+namespace {
+
+using testing::CommandResult;
+using testing::FencectlBinary;
+using testing::FencedProcess;
+using testing::RedisServer;
+using testing::RunCommand;
+using testing::TempDir;
+
+boost::json::object Json(const std::string& text) {
+  boost::system::error_code ec;
+  auto v = boost::json::parse(text, ec);
+  EXPECT_FALSE(ec) << "not JSON: " << text;
+  return !ec && v.is_object() ? v.as_object() : boost::json::object();
+}
+
+class FencectlTest : public ::testing::TestWithParam<bool /*redis*/> {
+ protected:
+  void SetUp() override {
+    if (GetParam()) {
+      redis_ = std::make_unique<RedisServer>();
+      locks_ = redis_->uri();
+    } else {
+      locks_ = "sqlite://" + dir_.File("locks.db");
+    }
+  }
+  CommandResult Ctl(std::vector<std::string> args, const std::string& input = "") {
+    args.insert(args.begin(), FencectlBinary());
+    return RunCommand(args, {"FENCEKIT_LOCKS=" + locks_}, input);
+  }
+  TempDir dir_;
+  std::unique_ptr<RedisServer> redis_;
+  std::string locks_;
+};
+
+TEST_P(FencectlTest, AcquirePrintsLeaseAndBusyExitsTwo) {
+  auto r = Ctl({"acquire", "--ttl", "30s", "job"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lease = Json(r.out);
+  EXPECT_EQ(lease["lock"].as_string(), "job");
+  EXPECT_EQ(lease["owner"].as_string().size(), 32u);
+  EXPECT_GE(lease["token"].as_int64(), 1);
+  EXPECT_EQ(lease["ttl_ms"].as_int64(), 30000);
+  auto busy = Ctl({"acquire", "--wait", "100ms", "job"});
+  EXPECT_EQ(busy.exit_code, 2);
+  EXPECT_NE(busy.err.find("still held"), std::string::npos) << busy.err;
+
+  auto info = Json(Ctl({"inspect", "job"}).out);
+  EXPECT_TRUE(info["held"].as_bool());
+  EXPECT_EQ(info["owner"], lease["owner"]);
+  std::string owner(lease["owner"].as_string());
+  EXPECT_EQ(Ctl({"extend", "--owner", owner, "--ttl", "60s", "job"}).exit_code, 0);
+  EXPECT_GT(Json(Ctl({"inspect", "job"}).out)["remaining_ms"].as_int64(), 40000);
+  auto wrong = Ctl({"release", "--owner", std::string(32, 'a'), "job"});
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.err.find("not held by owner"), std::string::npos);
+  EXPECT_EQ(Ctl({"release", "--owner", owner, "job"}).exit_code, 0);
+  EXPECT_FALSE(Json(Ctl({"inspect", "job"}).out)["held"].as_bool());
+  auto next = Json(Ctl({"acquire", "job"}).out);
+  EXPECT_GT(next["token"].as_int64(), lease["token"].as_int64());
+}
+
+TEST_P(FencectlTest, RunPassesTokenToCommandAndExitsWithItsCode) {
+  auto r = Ctl({"run", "--ttl", "5s", "job", "--", "sh", "-c",
+                "echo \"$FENCING_LOCK $FENCING_TOKEN $FENCING_OWNER\"; exit 7"});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_EQ(r.out.substr(0, 6), "job 1 ");
+  EXPECT_EQ(r.out.size(), 6u + 32u + 1u);
+  EXPECT_FALSE(Json(Ctl({"inspect", "job"}).out)["held"].as_bool()) << "released after CMD";
+  EXPECT_EQ(Ctl({"run", "job"}).exit_code, 1);  // no command
+}
+
+TEST_P(FencectlTest, RunReportsLostLeaseAndCanTerminateCommand) {
+  // The command deletes its own lock behind fencectl's back, then waits to be terminated.
+  std::string steal =
+      GetParam() ? "redis-cli -p " + std::to_string(redis_->port()) + " DEL 'fencekit:{job}:lock'"
+                 : "sqlite3 " + dir_.File("locks.db") + " \"DELETE FROM locks\"";
+  auto r = Ctl({"run", "--ttl", "300ms", "--kill-on-loss", "job", "--", "sh", "-c",
+                steal + " >/dev/null; sleep 30"});
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_NE(r.err.find("was lost"), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FencectlTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Redis" : "Sqlite"; });
+
+TEST(FencectlStoreTest, PutAndGetWithExitCodes) {
+  TempDir dir;
+  FencedProcess fenced(dir.File("store.db"));
+  std::vector<std::string> env = {"FENCEKIT_STORE=" + fenced.url()};
+  auto ctl = [&](std::vector<std::string> args, const std::string& input = "") {
+    args.insert(args.begin(), FencectlBinary());
+    return RunCommand(args, env, input);
+  };
+  auto put = ctl({"put", "--lock", "L", "--token", "5", "report", "hello"});
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  EXPECT_EQ(Json(put.out)["version"].as_int64(), 1);
+  auto from_stdin = ctl({"put", "--lock", "L", "--token", "5", "report", "-"}, "from stdin");
+  EXPECT_EQ(from_stdin.exit_code, 0);
+  auto stale = ctl({"put", "--lock", "L", "--token", "4", "report", "old"});
+  EXPECT_EQ(stale.exit_code, 3);
+  EXPECT_EQ(Json(stale.out)["highest"].as_int64(), 5);
+  EXPECT_NE(stale.err.find("stale"), std::string::npos);
+  EXPECT_EQ(ctl({"put", "--lock", "L", "--token", "abc", "report", "x"}).exit_code, 1);
+  auto got = ctl({"get", "report"});
+  ASSERT_EQ(got.exit_code, 0);
+  auto obj = Json(got.out);
+  EXPECT_EQ(obj["value"].as_string(), "from stdin");
+  EXPECT_EQ(obj["token"].as_int64(), 5);
+  EXPECT_EQ(ctl({"get", "absent"}).exit_code, 1);
+  auto down = RunCommand({FencectlBinary(), "get", "--store", "http://127.0.0.1:1", "k"});
+  EXPECT_EQ(down.exit_code, 1);
+  EXPECT_NE(down.err.find("cannot connect"), std::string::npos) << down.err;
+}
+
+}  // namespace
+}  // namespace fencekit
