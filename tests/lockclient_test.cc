@@ -353,6 +353,7 @@ TEST(RedisLockTest, RestartedEmptyTokensStillIncreaseForThisClientAndStoreRefuse
   auto same = client->TryAcquire("job");
   ASSERT_TRUE(same.ok()) << same.status().ToString();
   EXPECT_GT(same->token.value(), before);
+  EXPECT_EQ(client->counter_resets_detected(), 1u);
   ASSERT_TRUE(client->Release(*same).ok());
 
   // A client that never saw the old tokens gets a low one; the store refuses it, loudly.

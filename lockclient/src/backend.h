@@ -32,6 +32,8 @@ class LockBackend {
   // Returns when `lock` may have been released, or after at most `max_wait`.
   virtual void WaitForRelease(std::string_view lock, std::chrono::milliseconds max_wait) = 0;
   virtual const std::string& service() const = 0;
+  // See LockClient::counter_resets_detected.
+  virtual std::uint64_t counter_resets_detected() const { return 0; }
 };
 
 Result<std::unique_ptr<LockBackend>> OpenSqliteBackend(std::string_view uri,

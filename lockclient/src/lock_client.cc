@@ -87,6 +87,10 @@ LockClient::~LockClient() = default;
 
 const std::string& LockClient::service() const { return backend_->service(); }
 
+std::uint64_t LockClient::counter_resets_detected() const {
+  return backend_->counter_resets_detected();
+}
+
 milliseconds LockClient::Backoff(int attempt) {
   thread_local std::minstd_rand rng(std::random_device{}());
   auto base = options_.retry_min * (1LL << std::min(attempt, 16));

@@ -6,6 +6,7 @@
 #include <hiredis/hiredis.h>
 
 #include <boost/url/parse.hpp>
+#include <atomic>
 #include <charconv>
 #include <map>
 #include <mutex>
@@ -189,13 +190,7 @@ class RedisBackend final : public LockBackend {
   }
 
   const std::string& service() const override { return service_; }
-
-  Status Connect() {
-    auto c = Take();
-    if (!c.ok()) return c.status();
-    Give(std::move(c).value());
-    return Status::Ok();
-  }
+  std::uint64_t counter_resets_detected() const override { return counter_behind_.load(); }
 
  private:
   enum ScriptId { kAcquire, kRelease, kExtend, kInspect, kScriptCount };

@@ -89,6 +89,9 @@ class LockClient {
 
   // "redis://127.0.0.1:6379/0" etc., for messages.
   const std::string& service() const;
+  // Grants where the service's counter was found below a token this client had already seen
+  // (Redis lost its data); the grant's token was raised above it. Always 0 for SQLite.
+  std::uint64_t counter_resets_detected() const;
   const LockOptions& options() const { return options_; }
   Clock* clock() const { return clock_; }
 
@@ -125,6 +128,8 @@ class HeldLock {
                                                    Options options);
   // Holds an already granted lease.
   HeldLock(LockClient& client, Lease lease, Options options);
+  HeldLock(const HeldLock&) = delete;
+  HeldLock& operator=(const HeldLock&) = delete;
   ~HeldLock();  // stops renewal and releases (errors ignored: use Release() to see them)
 
   // The current lease (valid_until moves with each renewal).
