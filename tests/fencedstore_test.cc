@@ -87,6 +87,15 @@ TEST_F(FencedStoreTest, StrictModeRefusesEqualToken) {
   EXPECT_TRUE(store->Put("lock", T(8), "k", "3").ok());
 }
 
+TEST_F(FencedStoreTest, UnguardedDemoModeAcceptsStaleWrites) {
+  auto store = Open({.unguarded = true});
+  ASSERT_TRUE(store->Put("lock", T(34), "k", "new").ok());
+  auto stale = store->Put("lock", T(33), "k", "stale");
+  ASSERT_TRUE(stale.ok()) << "unguarded mode must show the lost update";
+  EXPECT_EQ(store->Get("k")->value, "stale");
+  EXPECT_EQ(store->Highest("lock")->value(), T(34));
+}
+
 TEST_F(FencedStoreTest, FencesAreIndependentPerLock) {
   auto store = Open();
   ASSERT_TRUE(store->Put("a", T(100), "x", "1").ok());

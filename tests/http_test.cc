@@ -300,6 +300,20 @@ TEST_F(HttpTest, GarbageRequestGets400) {
   EXPECT_EQ(c.Read().status, 400);
 }
 
+TEST_F(HttpTest, HistoryListsDecisionsOldestFirst) {
+  ASSERT_EQ(PutWithToken("k", "5").status, 201);
+  ASSERT_EQ(PutWithToken("k", "4").status, 409);
+  auto r = Call("GET", "/v1/history?limit=2");
+  ASSERT_EQ(r.status, 200);
+  auto accepted = r.body.find("\"token\":5,\"key\":\"k\",\"accepted\":true");
+  auto refused = r.body.find("\"token\":4,\"key\":\"k\",\"accepted\":false,\"highest\":5");
+  EXPECT_NE(accepted, std::string::npos) << r.body;
+  EXPECT_NE(refused, std::string::npos) << r.body;
+  EXPECT_LT(accepted, refused);
+  EXPECT_EQ(Call("GET", "/v1/history?limit=0").status, 400);
+  EXPECT_EQ(Call("GET", "/v1/history?limit=x").status, 400);
+}
+
 TEST_F(HttpTest, HealthzAndMetrics) {
   EXPECT_EQ(Call("GET", "/healthz").status, 200);
   ASSERT_EQ(PutWithToken("k", "5").status, 201);

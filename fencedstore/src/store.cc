@@ -161,9 +161,12 @@ class SqliteStore final : public FencedStore {
     if (auto s = Migrate(w, options_.path); !s.ok()) return s;
     const char* cmp = options_.strict ? ">" : ">=";
     std::string fence_sql =
-        "INSERT INTO fences(lock, highest) VALUES(?1, ?2) ON CONFLICT(lock) DO UPDATE SET "
-        "highest = excluded.highest WHERE excluded.highest " + std::string(cmp) +
-        " fences.highest RETURNING highest";
+        options_.unguarded
+            ? "INSERT INTO fences(lock, highest) VALUES(?1, ?2) ON CONFLICT(lock) DO UPDATE SET "
+              "highest = max(highest, excluded.highest) RETURNING highest"
+            : "INSERT INTO fences(lock, highest) VALUES(?1, ?2) ON CONFLICT(lock) DO UPDATE SET "
+              "highest = excluded.highest WHERE excluded.highest " + std::string(cmp) +
+                  " fences.highest RETURNING highest";
     struct {
       Stmt* stmt;
       std::string sql;
@@ -394,7 +397,7 @@ class SqliteStore final : public FencedStore {
       int rc = advance_fence_.Step();
       if (rc == SQLITE_ROW) {
         p.accepted = true;
-        p.highest = w.token.value();
+        p.highest = advance_fence_.ColumnInt(0);
       } else if (rc != SQLITE_DONE) {
         fail_with(advance_fence_, rc, "checking the fence");
         break;

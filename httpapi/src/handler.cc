@@ -1,6 +1,8 @@
 #include "handler.h"
 
+#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
+#include <charconv>
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
 
@@ -75,6 +77,13 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
                  "the request target is not a valid path; percent-encode the key");
   }
   std::string_view path = parsed->encoded_path();
+  if (path == "/v1/history") {
+    if (req.method() != http::verb::get) {
+      return error(http::status::method_not_allowed, "method_not_allowed",
+                   "use GET on /v1/history");
+    }
+    return HandleHistory(req, *parsed, respond);
+  }
   if (parsed->has_query() || parsed->has_fragment()) {
     return error(http::status::bad_request, "bad_target",
                  "the path has a query ('?') or fragment ('#'); fenced takes none. If they are "
@@ -244,6 +253,42 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond)
     respond(Error(http::status::service_unavailable, "storage_error", s.message(), version,
                   keep_alive));
   });
+}
+
+void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view& url,
+                            Respond& respond) {
+  std::size_t limit = 100;
+  for (auto param : url.params()) {
+    if (param.key != "limit") continue;
+    auto [end, ec] = std::from_chars(param.value.data(), param.value.data() + param.value.size(),
+                                     limit);
+    if (ec != std::errc() || end != param.value.data() + param.value.size() || limit == 0 ||
+        limit > 10000) {
+      return respond(Error(http::status::bad_request, "bad_limit",
+                           "limit must be a whole number from 1 to 10000", req.version(),
+                           req.keep_alive()));
+    }
+  }
+  auto history = store_->History(limit);
+  if (!history.ok()) {
+    return respond(Error(http::status::service_unavailable, "storage_error",
+                         history.status().message(), req.version(), req.keep_alive()));
+  }
+  json::array decisions;
+  for (const auto& d : *history) {
+    json::object o;
+    o["seq"] = d.seq;
+    o["time_ms"] =
+        std::chrono::duration_cast<std::chrono::milliseconds>(d.time.time_since_epoch()).count();
+    o["op"] = d.op;
+    PutNameFields(o, "lock", d.lock);
+    o["token"] = d.token;
+    PutNameFields(o, "key", d.key);
+    o["accepted"] = d.accepted;
+    o["highest"] = d.highest;
+    decisions.push_back(std::move(o));
+  }
+  respond(JsonResponse(http::status::ok, json::object{{"decisions", std::move(decisions)}}, req));
 }
 
 void Handler::HandleFence(const HttpRequest& req, std::string lock, Respond& respond) {

@@ -4,6 +4,7 @@
 
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/url/url_view.hpp>
 #include <functional>
 #include <string_view>
 
@@ -34,6 +35,7 @@ class Handler {
  private:
   void HandleObject(HttpRequest&& req, std::string key, Respond& respond);
   void HandleFence(const HttpRequest& req, std::string lock, Respond& respond);
+  void HandleHistory(const HttpRequest& req, const boost::urls::url_view& url, Respond& respond);
 
   FencedStore* store_;
   Metrics* metrics_;

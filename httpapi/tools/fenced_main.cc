@@ -60,6 +60,9 @@ int main(int argc, char** argv) {
       ("durability", po::value(&durability)->default_value("full"),
        "full: a write is acknowledged only once fsynced (WAL, synchronous=FULL); normal: "
        "synchronous=NORMAL, which may lose the last acknowledged writes on power loss")
+      ("no-fencing", po::bool_switch(),
+       "DANGEROUS, FOR DEMONSTRATIONS ONLY: accept every write whatever its token, so a "
+       "paused client's stale write overwrites newer data (the lost update fencing prevents)")
       ("strict", po::bool_switch(),
        "require token > highest (one write per grant) instead of token >= highest")
       ("threads", po::value(&threads)->default_value(0), "I/O threads (0 = one per core)")
@@ -114,6 +117,12 @@ int main(int argc, char** argv) {
     return Fail("--durability \"" + durability + "\" is invalid; use full or normal");
   }
   store_options.strict = vm["strict"].as<bool>();
+  store_options.unguarded = vm["no-fencing"].as<bool>();
+  if (store_options.unguarded) {
+    std::cerr << "fenced: WARNING: --no-fencing: this store accepts STALE writes. It exists only "
+                 "to demonstrate the lost update; never use it for real data."
+              << std::endl;
+  }
   store_options.max_batch = max_batch == 0 ? 1 : max_batch;
   store_options.history_limit = history;
 
@@ -135,7 +144,8 @@ int main(int argc, char** argv) {
                                : server_options.host;
   std::cout << "fenced: listening on http://" << shown_host << ":" << (*server)->port()
             << " (db " << db << ", durability " << durability
-            << (store_options.strict ? ", strict" : "") << ")" << std::endl;
+            << (store_options.strict ? ", strict" : "")
+            << (store_options.unguarded ? ", UNGUARDED: NO FENCING" : "") << ")" << std::endl;
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
