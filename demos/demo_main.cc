@@ -1,0 +1,597 @@
+// fencekit-demo: Kleppmann's argument with real processes, a real pause and real storage.
+//
+// The parent starts `fenced` and two client processes (this same binary with --role client),
+// drives them step by step, freezes client A with SIGSTOP past its lease, and records a
+// timeline. See docs/tutorial.md.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <atomic>
+#include <boost/json/object.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/program_options.hpp>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "fencekit/common/units.h"
+#include "fencekit/httpapi/store_client.h"
+#include "fencekit/lockclient/fenced_writes.h"
+#include "fencekit/lockclient/lock_client.h"
+#include "timeline.h"
+
+namespace po = boost::program_options;
+namespace json = boost::json;
+using namespace std::chrono_literals;
+
+namespace fencekit::demo {
+namespace {
+
+constexpr const char* kLock = "demo-lock";
+constexpr const char* kKey = "shared-record";
+
+// ---------------------------------------------------------------------------------------------
+// The client role: reads one command per line on stdin, answers one JSON line on stdout.
+
+void Reply(const json::object& o) {
+  std::cout << json::serialize(o) << std::endl;
+}
+
+int RunClient(const std::string& name, const std::string& locks, const std::string& store_url,
+              std::chrono::milliseconds ttl) {
+  auto client = LockClient::Open(locks, {.ttl = ttl});
+  auto store = StoreClient::Open(store_url, {.timeout = 30s});
+  if (!client.ok() || !store.ok()) {
+    Reply({{"ok", false},
+           {"message", !client.ok() ? client.status().message() : store.status().message()}});
+    return 1;
+  }
+  std::unique_ptr<HeldLock> held;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line == "acquire") {
+      auto lease = (*client)->Acquire(kLock, std::chrono::steady_clock::now() + 30s);
+      if (!lease.ok()) {
+        Reply({{"ok", false}, {"message", lease.status().message()}});
+        continue;
+      }
+      // No auto-renewal: a stop-the-world pause freezes a renewal thread too.
+      held = std::make_unique<HeldLock>(**client, *lease, HeldLock::Options{});
+      Reply({{"ok", true}, {"token", lease->token.value()}, {"owner", lease->owner}});
+    } else if (line.starts_with("write ")) {
+      if (!held) {
+        Reply({{"ok", false}, {"message", "no lease"}});
+        continue;
+      }
+      // The client still believes it holds the lock: it writes with the token it has.
+      auto r = FencedPut(**store, *held, kKey, line.substr(6));
+      json::object o{{"ok", r.ok()}, {"token", held->lease().token.value()},
+                     {"lease_lost", held->lost()}};
+      if (!r.ok()) {
+        o["stale"] = r.status().IsStaleToken();
+        o["highest"] = r.status().highest_token().value_or(0);
+        o["message"] = r.status().message();
+      }
+      Reply(o);
+    } else if (line == "read") {
+      auto r = (*store)->Get(kKey);
+      Reply({{"ok", r.ok()},
+             {"value", r.ok() ? r->value : ""},
+             {"token", r.ok() ? r->token.value() : 0}});
+    } else if (line == "exit") {
+      break;
+    }
+  }
+  if (held) (void)held->Release();
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The parent: processes, a delaying proxy, and the scenarios.
+
+// A child process with a pipe to its stdin and from its stdout.
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, bool quiet_stderr = false) {
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      if (quiet_stderr) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 2);
+      }
+      close(in[1]);
+      close(out[0]);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(strdup(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    to_ = fdopen(in[1], "w");
+    from_ = fdopen(out[0], "r");
+  }
+  ~Child() {
+    if (to_ != nullptr) fclose(to_);
+    if (from_ != nullptr) fclose(from_);
+    if (pid_ > 0) {
+      kill(pid_, SIGCONT);
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  void Send(const std::string& line) {
+    std::fputs((line + "\n").c_str(), to_);
+    std::fflush(to_);
+  }
+  // One line of output, or "" at end of file.
+  std::string ReadLine() {
+    char buf[8192];
+    if (std::fgets(buf, sizeof buf, from_) == nullptr) return "";
+    std::string s(buf);
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    return s;
+  }
+  json::object Ask(const std::string& line) {
+    Send(line);
+    return Answer();
+  }
+  json::object Answer() {
+    boost::system::error_code ec;
+    auto v = json::parse(ReadLine(), ec);
+    if (ec || !v.is_object()) return json::object{{"ok", false}, {"message", "client died"}};
+    return v.as_object();
+  }
+  void Stop() {
+    if (pid_ > 0) {
+      Send("exit");
+      int status;
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+    }
+  }
+  void Signal(int sig) { kill(pid_, sig); }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+};
+
+// Holds every connection it accepts until Release(), then forwards bytes both ways: a network
+// that delays a request in flight.
+class DelayProxy {
+ public:
+  explicit DelayProxy(std::uint16_t target) : target_(target) {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    listen(listener_, 16);
+    socklen_t len = sizeof addr;
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~DelayProxy() {
+    Release();
+    shutdown(listener_, SHUT_RDWR);
+    close(listener_);
+    if (thread_.joinable()) thread_.join();
+  }
+  std::uint16_t port() const { return port_; }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  void Serve() {
+    int client = accept(listener_, nullptr, nullptr);
+    if (client < 0) return;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return released_; });
+    }
+    int server = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(target_);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      char buf[65536];
+      bool open = true;
+      while (open && poll(fds, 2, 30'000) > 0) {
+        for (int i = 0; i < 2 && open; ++i) {
+          if (fds[i].revents == 0) continue;
+          ssize_t n = recv(fds[i].fd, buf, sizeof buf, 0);
+          if (n <= 0 || send(fds[1 - i].fd, buf, static_cast<std::size_t>(n), MSG_NOSIGNAL) != n) {
+            open = false;
+          }
+        }
+      }
+    }
+    close(server);
+    close(client);
+  }
+
+  std::uint16_t target_;
+  int listener_ = -1;
+  std::uint16_t port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+};
+
+class Demo {
+ public:
+  Demo(std::string scenario, std::string locks, bool fencing, std::chrono::milliseconds ttl,
+       std::string fenced_path)
+      : locks_(std::move(locks)), ttl_(ttl), fenced_path_(std::move(fenced_path)) {
+    timeline_.scenario = std::move(scenario);
+    timeline_.fencing = fencing;
+    char tmpl[] = "/tmp/fencekit-demo-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    start_ = std::chrono::steady_clock::now();
+  }
+  ~Demo() {
+    fenced_.reset();
+    if (redis_pid_ > 0) {
+      kill(redis_pid_, SIGKILL);
+      waitpid(redis_pid_, nullptr, 0);
+    }
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    if (std::system(cmd.c_str()) != 0) std::cerr << "could not remove " << dir_ << "\n";
+  }
+
+  // Returns an error message, or "" when the scenario ran (the timeline says what it showed).
+  std::string Run() {
+    if (timeline_.scenario == "clock-jump") {
+      return "the clock-jump scenario needs the Redlock backend, which is not available yet";
+    }
+    if (timeline_.scenario == "lock-service-restart") {
+      if (auto err = StartRedis(); !err.empty()) return err;
+    } else if (locks_.empty()) {
+      locks_ = "sqlite://" + dir_ + "/locks.db";
+    }
+    if (auto err = StartFenced(); !err.empty()) return err;
+    auto observer = LockClient::Open(locks_, {.ttl = ttl_});
+    if (!observer.ok()) return observer.status().message();
+    observer_ = std::move(observer).value();
+    if (timeline_.scenario == "gc-pause") return GcPause(false);
+    if (timeline_.scenario == "slow-network") return GcPause(true);
+    if (timeline_.scenario == "lock-service-restart") return LockServiceRestart();
+    return "unknown scenario \"" + timeline_.scenario +
+           "\"; use gc-pause, slow-network, lock-service-restart or clock-jump";
+  }
+
+  const Timeline& timeline() const { return timeline_; }
+
+ private:
+  std::int64_t Now() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start_)
+        .count();
+  }
+  void Log(const std::string& actor, const std::string& event, std::optional<std::int64_t> token,
+           const std::string& status, Kind kind, const std::string& holder = "") {
+    timeline_.events.push_back({Now(), actor, event, token, status, kind, holder});
+  }
+
+  std::string StartFenced() {
+    std::vector<std::string> argv = {fenced_path_, "--listen", "127.0.0.1:0", "--db",
+                                     dir_ + "/store.db"};
+    if (!timeline_.fencing) argv.push_back("--no-fencing");
+    fenced_ = std::make_unique<Child>(argv, /*quiet_stderr=*/true);
+    std::string line = fenced_->ReadLine();
+    auto at = line.find("http://");
+    if (at == std::string::npos) return "fenced did not start (" + fenced_path_ + "): " + line;
+    store_url_ = line.substr(at, line.find(' ', at) - at);
+    store_port_ = static_cast<std::uint16_t>(std::atoi(store_url_.c_str() + store_url_.rfind(':') + 1));
+    return "";
+  }
+
+  std::string StartRedis() {
+    if (!locks_.empty() && !locks_.starts_with("redis://")) {
+      return "the lock-service-restart scenario restarts Redis; it starts its own redis-server "
+             "(leave out --locks, or give a redis:// URI to be ignored)";
+    }
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    close(fd);
+    redis_port_ = ntohs(addr.sin_port);
+    locks_ = "redis://127.0.0.1:" + std::to_string(redis_port_);
+    return RestartRedis();
+  }
+
+  std::string RestartRedis() {
+    if (redis_pid_ > 0) {
+      kill(redis_pid_, SIGKILL);
+      waitpid(redis_pid_, nullptr, 0);
+    }
+    std::string port = std::to_string(redis_port_);
+    redis_pid_ = fork();
+    if (redis_pid_ == 0) {
+      int null = open("/dev/null", O_WRONLY);
+      dup2(null, 1);
+      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    auto probe = LockClient::Open(locks_, {.op_timeout = 100ms});
+    for (int i = 0; i < 400; ++i) {
+      if (probe.ok() && (*probe)->Inspect("probe").ok()) return "";
+      int status;
+      if (waitpid(redis_pid_, &status, WNOHANG) == redis_pid_) break;
+      std::this_thread::sleep_for(10ms);
+    }
+    return "redis-server could not be started (install Debian's redis-server; ./scripts/demo does)";
+  }
+
+  std::unique_ptr<Child> StartClient(const std::string& name, const std::string& store_url) {
+    return std::make_unique<Child>(std::vector<std::string>{
+        "/proc/self/exe", "--role", "client", "--name", name, "--locks", locks_, "--store",
+        store_url, "--ttl", std::to_string(ttl_.count()) + "ms"});
+  }
+
+  bool Acquire(Child& c, const std::string& name, std::int64_t& token, std::string& error) {
+    auto r = c.Ask("acquire");
+    if (!r["ok"].as_bool()) {
+      error = name + " could not acquire: " + std::string(r["message"].as_string());
+      return false;
+    }
+    token = r["token"].as_int64();
+    Log(name, "acquires the lock", token, "", Kind::kGrant);
+    Log("lock service", "grants lease to " + name, token, "", Kind::kGrant);
+    return true;
+  }
+
+  // Logs a client's write answer on the client's and the store's lanes. True when accepted.
+  bool LogWrite(const std::string& name, json::object r) {
+    std::int64_t token = r["token"].as_int64();
+    if (r["ok"].as_bool()) {
+      Log("store", "accepts " + name + "'s write", token, "", Kind::kAccepted);
+      Log(name, "writes", token, "accepted", Kind::kAccepted);
+      return true;
+    }
+    if (r.contains("stale") && r["stale"].as_bool()) {
+      Log("store", "refuses " + name + "'s write: it has seen token " +
+                       std::to_string(r["highest"].as_int64()),
+          token, "409 Conflict", Kind::kRefused);
+      Log(name, "writes", token, "refused, stale token", Kind::kRefused);
+      if (r["lease_lost"].as_bool()) Log(name, "learns its lease is lost", token, "", Kind::kLost);
+    } else {
+      Log(name, "write failed", token, std::string(r["message"].as_string()), Kind::kNote);
+    }
+    return false;
+  }
+
+  // Waits (watching the lock service) until `token`'s lease is gone.
+  void WaitForExpiry(const std::string& holder, std::int64_t token) {
+    auto deadline = std::chrono::steady_clock::now() + ttl_ * 3 + 5s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto info = observer_->Inspect(kLock);
+      if (info.ok() && (!info->held || info->token->value() != token)) break;
+      std::this_thread::sleep_for(5ms);
+    }
+    Log("lock service", "lease of " + holder + " expires", token, "", Kind::kExpire, holder);
+  }
+
+  std::string FinalRead() {
+    auto store = StoreClient::Open(store_url_);
+    if (!store.ok()) return store.status().message();
+    auto r = (*store)->Get(kKey);
+    if (!r.ok()) return r.status().message();
+    timeline_.final_value = r->value;
+    Log("store", "final value: \"" + r->value + "\"", r->token.value(), "", Kind::kRead);
+    return "";
+  }
+
+  // gc-pause: A is frozen (SIGSTOP) past its lease. slow-network: A's write is delayed in flight.
+  std::string GcPause(bool slow_network) {
+    std::unique_ptr<DelayProxy> proxy;
+    if (slow_network) proxy = std::make_unique<DelayProxy>(store_port_);
+    auto a = StartClient("A", slow_network ? "http://127.0.0.1:" + std::to_string(proxy->port())
+                                           : store_url_);
+    auto b = StartClient("B", store_url_);
+    std::string error;
+    std::int64_t ta = 0, tb = 0;
+    if (!Acquire(*a, "A", ta, error)) return error;
+    Log("A", "begins its work (read-modify-write)", ta, "", Kind::kNote);
+    const std::string a_value = "A's update (token " + std::to_string(ta) + ")";
+    if (slow_network) {
+      a->Send("write " + a_value);  // sent now; the network holds it
+      Log("A", "sends its write", ta, "delayed in the network", Kind::kSend);
+    } else {
+      a->Signal(SIGSTOP);
+      Log("A", "stop-the-world pause (SIGSTOP)", ta, "", Kind::kPause);
+    }
+    WaitForExpiry("A", ta);
+    if (!Acquire(*b, "B", tb, error)) return error;
+    const std::string b_value = "B's update (token " + std::to_string(tb) + ")";
+    LogWrite("B", b->Ask("write " + b_value));
+    auto read = b->Ask("read");
+    Log("B", "reads back \"" + std::string(read["value"].as_string()) + "\"", tb, "",
+        Kind::kRead);
+    b->Stop();
+    bool a_accepted;
+    if (slow_network) {
+      proxy->Release();
+      Log("A", "its delayed write arrives", ta, "", Kind::kSend);
+      a_accepted = LogWrite("A", a->Answer());
+    } else {
+      a->Signal(SIGCONT);
+      Log("A", "resumes (SIGCONT), still believes it holds the lock", ta, "", Kind::kResume);
+      a_accepted = LogWrite("A", a->Ask("write " + a_value));
+    }
+    a->Stop();
+    if (auto err = FinalRead(); !err.empty()) return err;
+    if (timeline_.fencing) {
+      timeline_.lesson_shown = !a_accepted && timeline_.final_value == b_value && ta < tb;
+      timeline_.verdict = timeline_.lesson_shown
+                              ? "stale write refused: the store kept B's value"
+                              : "unexpected: the stale write was not refused";
+    } else {
+      timeline_.lesson_shown = a_accepted && timeline_.final_value == a_value;
+      timeline_.verdict = timeline_.lesson_shown
+                              ? "lost update: B's write was overwritten by A"
+                              : "unexpected: no lost update without fencing";
+    }
+    return "";
+  }
+
+  // Redis restarted empty: its counter restarts, two clients hold the lock at once, and the
+  // store still refuses the lower token.
+  std::string LockServiceRestart() {
+    // Some earlier grants, so that the counter has something to lose.
+    for (int i = 0; i < 4; ++i) {
+      auto l = observer_->TryAcquire(kLock);
+      if (l.ok()) (void)observer_->Release(*l);
+    }
+    auto a = StartClient("A", store_url_);
+    auto b = StartClient("B", store_url_);
+    std::string error;
+    std::int64_t ta = 0, tb = 0;
+    if (!Acquire(*a, "A", ta, error)) return error;
+    LogWrite("A", a->Ask("write A's first update"));
+    if (auto err = RestartRedis(); !err.empty()) return err;
+    Log("lock service", "Redis restarts empty: the lock and the counter are gone", std::nullopt,
+        "", Kind::kRestart);
+    if (!Acquire(*b, "B", tb, error)) return error;
+    Log("lock service", "two holders at once: A and B", std::nullopt, "", Kind::kNote);
+    bool b_accepted = LogWrite("B", b->Ask("write B's update"));
+    bool a_accepted = LogWrite("A", a->Ask("write A's second update"));
+    a->Stop();
+    b->Stop();
+    if (auto err = FinalRead(); !err.empty()) return err;
+    if (timeline_.fencing) {
+      timeline_.lesson_shown = tb < ta && !b_accepted && a_accepted;
+      timeline_.verdict =
+          timeline_.lesson_shown
+              ? "two holders at once, but the store refused the lower token (B's " +
+                    std::to_string(tb) + " < A's " + std::to_string(ta) +
+                    "): only one holder's writes reached storage"
+              : "unexpected: both holders' writes were accepted";
+    } else {
+      timeline_.lesson_shown = b_accepted && a_accepted;
+      timeline_.verdict = timeline_.lesson_shown
+                              ? "lost update: both holders wrote; B's write was overwritten by A"
+                              : "unexpected: a write was refused without fencing";
+    }
+    return "";
+  }
+
+  Timeline timeline_;
+  std::string locks_;
+  std::chrono::milliseconds ttl_;
+  std::string fenced_path_;
+  std::string dir_;
+  std::string store_url_;
+  std::uint16_t store_port_ = 0;
+  std::uint16_t redis_port_ = 0;
+  pid_t redis_pid_ = -1;
+  std::unique_ptr<Child> fenced_;
+  std::unique_ptr<LockClient> observer_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+bool WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream f(path);
+  f << content;
+  return static_cast<bool>(f);
+}
+
+}  // namespace
+}  // namespace fencekit::demo
+
+int main(int argc, char** argv) {
+  using namespace fencekit;
+  using namespace fencekit::demo;
+  std::string role, name, locks, store, ttl_text, scenario, json_path, html_path, fenced, colour;
+  po::options_description desc(
+      "fencekit-demo: a client paused past its lease writes with a stale token; the fenced store "
+      "refuses it.\n\nUsage: fencekit-demo [options]\n\nOptions");
+  desc.add_options()("help,h", "print this help")(
+      "scenario", po::value(&scenario)->default_value("gc-pause"),
+      "gc-pause (A is frozen with SIGSTOP), slow-network (A's write is delayed in flight), "
+      "lock-service-restart (Redis restarted empty: two holders), clock-jump (needs Redlock)")(
+      "no-fencing", po::bool_switch(),
+      "run the store unguarded (demonstration only) to show the lost update")(
+      "locks", po::value(&locks),
+      "lock service URI (default: an embedded sqlite:// file in a temporary folder)")(
+      "ttl", po::value(&ttl_text)->default_value("1s"), "lease length of the clients")(
+      "json", po::value(&json_path), "write the events and the final value as JSON to FILE")(
+      "html", po::value(&html_path), "write a standalone timeline page (SVG) to FILE")(
+      "color", po::value(&colour)->default_value("auto"), "auto, always or never")(
+      "fenced", po::value(&fenced)->default_value(FENCED_PATH), "path of the fenced binary")(
+      "role", po::value(&role), "internal: 'client' runs one client process")(
+      "name", po::value(&name), "internal: client name")(
+      "store", po::value(&store), "internal: store URL for a client");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::cerr << "fencekit-demo: " << e.what() << "; see --help\n";
+    return 1;
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  auto ttl = ParseDuration(ttl_text);
+  if (!ttl.ok()) {
+    std::cerr << "fencekit-demo: " << ttl.status().message() << "\n";
+    return 1;
+  }
+  if (role == "client") return RunClient(name, locks, store, *ttl);
+
+  bool fencing = !vm["no-fencing"].as<bool>();
+  Demo demo(scenario, locks, fencing, *ttl, fenced);
+  std::string error = demo.Run();
+  if (!error.empty()) {
+    std::cerr << "fencekit-demo: " << error << "\n";
+    return 2;
+  }
+  const Timeline& t = demo.timeline();
+  bool use_colour = colour == "always" || (colour == "auto" && isatty(1) && !std::getenv("NO_COLOR"));
+  std::cout << "Scenario " << t.scenario << ", fencing " << (fencing ? "on" : "OFF") << "\n\n"
+            << RenderTerminal(t, use_colour);
+  if (!json_path.empty() && !WriteFile(json_path, RenderJson(t))) {
+    std::cerr << "fencekit-demo: cannot write " << json_path << "\n";
+    return 1;
+  }
+  if (!html_path.empty()) {
+    if (!WriteFile(html_path, RenderHtml(t))) {
+      std::cerr << "fencekit-demo: cannot write " << html_path << "\n";
+      return 1;
+    }
+    std::cout << "timeline written to " << html_path << "\n";
+  }
+  return t.lesson_shown ? 0 : 1;
+}
