@@ -114,8 +114,9 @@ class ServerImpl final : public Server {
 
   void Run() {
     Accept();
-    unsigned n = options_.threads != 0 ? options_.threads
-                                       : std::max(1u, std::thread::hardware_concurrency());
+    // Default: one core is left to the store's writer thread.
+    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    unsigned n = options_.threads != 0 ? options_.threads : std::max(1u, cores - 1);
     for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { ioc_.run(); });
   }
 

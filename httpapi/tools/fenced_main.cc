@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
        "paused client's stale write overwrites newer data (the lost update fencing prevents)")
       ("strict", po::bool_switch(),
        "require token > highest (one write per grant) instead of token >= highest")
-      ("threads", po::value(&threads)->default_value(0), "I/O threads (0 = one per core)")
+      ("threads", po::value(&threads)->default_value(0), "I/O threads (0 = one per core but one, left to the store's writer)")
       ("max-body", po::value(&max_body)->default_value("1MiB"),
        "largest request body; larger ones get 413")
       ("max-header", po::value(&max_header)->default_value("16KiB"),

@@ -17,7 +17,7 @@ struct ServerOptions {
   // Address to listen on; port 0 picks a free port (see Server::port()).
   std::string host = "127.0.0.1";
   std::uint16_t port = 8080;
-  // I/O threads. 0 means one per core.
+  // I/O threads. 0 means one per core but one, which is left to the store's writer thread.
   unsigned threads = 0;
   // Largest request body; larger ones get 413.
   std::size_t max_body_bytes = 1 << 20;
