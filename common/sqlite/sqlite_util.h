@@ -54,10 +54,8 @@ class Stmt {
 
   // SQLITE_ROW, SQLITE_DONE or an error code.
   int Step() { return sqlite3_step(s_); }
-  void Reset() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-  }
+  // Callers bind every parameter before each step, so bindings need no clearing.
+  void Reset() { sqlite3_reset(s_); }
   std::string ColumnBytes(int i) const {
     const void* p = sqlite3_column_blob(s_, i);
     int n = sqlite3_column_bytes(s_, i);

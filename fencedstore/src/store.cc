@@ -159,14 +159,14 @@ class SqliteStore final : public FencedStore {
     writer_db_ = std::move(db).value();
     sqlite3* w = writer_db_.get();
     if (auto s = Migrate(w, options_.path); !s.ok()) return s;
+    // No RETURNING on the hot path: SQLite materialises RETURNING rows in a temporary table
+    // on every execution, which costs more than a second point lookup.
     const char* cmp = options_.strict ? ">" : ">=";
     std::string fence_sql =
         options_.unguarded
-            ? "INSERT INTO fences(lock, highest) VALUES(?1, ?2) ON CONFLICT(lock) DO UPDATE SET "
-              "highest = max(highest, excluded.highest) RETURNING highest"
-            : "INSERT INTO fences(lock, highest) VALUES(?1, ?2) ON CONFLICT(lock) DO UPDATE SET "
-              "highest = excluded.highest WHERE excluded.highest " + std::string(cmp) +
-                  " fences.highest RETURNING highest";
+            ? "UPDATE fences SET highest = max(highest, ?2) WHERE lock = ?1"
+            : "UPDATE fences SET highest = ?2 WHERE lock = ?1 AND ?2 " + std::string(cmp) +
+                  " highest";
     struct {
       Stmt* stmt;
       std::string sql;
@@ -176,11 +176,13 @@ class SqliteStore final : public FencedStore {
         {&rollback_, "ROLLBACK"},
         {&advance_fence_, fence_sql},
         {&read_fence_, "SELECT highest FROM fences WHERE lock = ?1"},
+        {&insert_fence_, "INSERT INTO fences(lock, highest) VALUES(?1, ?2)"},
+        {&read_version_, "SELECT version FROM objects WHERE key = ?1"},
         {&upsert_object_,
-         "INSERT INTO objects(key, value, lock, token, version) VALUES(?1, ?2, ?3, ?4, 1) "
+         "INSERT INTO objects(key, value, lock, token, version) VALUES(?1, ?2, ?3, ?4, ?5) "
          "ON CONFLICT(key) DO UPDATE SET value = excluded.value, lock = excluded.lock, "
-         "token = excluded.token, version = objects.version + 1 RETURNING version"},
-        {&delete_object_, "DELETE FROM objects WHERE key = ?1 RETURNING version"},
+         "token = excluded.token, version = excluded.version"},
+        {&delete_object_, "DELETE FROM objects WHERE key = ?1"},
         {&insert_history_,
          "INSERT INTO history(time_ms, op, lock, token, key, accepted, highest) "
          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
@@ -285,8 +287,9 @@ class SqliteStore final : public FencedStore {
     cv_.notify_one();
     if (writer_.joinable()) writer_.join();
     // Statements must be finalized before their connection closes.
-    for (Stmt* st : {&begin_, &commit_, &rollback_, &advance_fence_, &read_fence_,
-                     &upsert_object_, &delete_object_, &insert_history_, &trim_history_}) {
+    for (Stmt* st : {&begin_, &commit_, &rollback_, &advance_fence_, &read_fence_, &insert_fence_,
+                     &read_version_, &upsert_object_, &delete_object_, &insert_history_,
+                     &trim_history_}) {
       *st = Stmt();
     }
     {
@@ -391,56 +394,77 @@ class SqliteStore final : public FencedStore {
     for (auto& p : batch) {
       if (!failure.ok()) break;
       const WriteRequest& w = p.request;
-      // 1. The fence: advance it iff the token is new enough.
+      // 1. The fence: advance it iff the token is new enough (or create it).
       advance_fence_.BindBlob(1, w.lock);
       advance_fence_.BindInt(2, w.token.value());
       int rc = advance_fence_.Step();
-      if (rc == SQLITE_ROW) {
-        p.accepted = true;
-        p.highest = advance_fence_.ColumnInt(0);
-      } else if (rc != SQLITE_DONE) {
+      advance_fence_.Reset();
+      if (rc != SQLITE_DONE) {
         fail_with(advance_fence_, rc, "checking the fence");
         break;
       }
-      advance_fence_.Reset();
-      if (!p.accepted) {
+      if (sqlite3_changes(db) == 1 && !options_.unguarded) {
+        p.accepted = true;
+        p.highest = w.token.value();
+      } else {
         read_fence_.BindBlob(1, w.lock);
         rc = read_fence_.Step();
-        if (rc != SQLITE_ROW) {
+        if (rc == SQLITE_ROW) {
+          p.highest = read_fence_.ColumnInt(0);
+          p.accepted = options_.unguarded;
+          read_fence_.Reset();
+        } else if (rc == SQLITE_DONE) {  // the lock's first write
+          read_fence_.Reset();
+          insert_fence_.BindBlob(1, w.lock);
+          insert_fence_.BindInt(2, w.token.value());
+          rc = insert_fence_.Step();
+          insert_fence_.Reset();
+          if (rc != SQLITE_DONE) {
+            fail_with(insert_fence_, rc, "creating the fence");
+            break;
+          }
+          p.accepted = true;
+          p.highest = w.token.value();
+        } else {
           fail_with(read_fence_, rc, "reading the fence");
           break;
         }
-        p.highest = read_fence_.ColumnInt(0);
-        read_fence_.Reset();
       }
       // 2. The write itself.
       std::int64_t version = 0;
       bool created = false;
+      if (p.accepted) {
+        read_version_.BindBlob(1, w.key);
+        rc = read_version_.Step();
+        if (rc == SQLITE_ROW) version = read_version_.ColumnInt(0);
+        read_version_.Reset();
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+          fail_with(read_version_, rc, "reading the object's version");
+          break;
+        }
+      }
       if (p.accepted && w.kind == WriteRequest::Kind::kPut) {
+        created = version == 0;
+        ++version;
         upsert_object_.BindBlob(1, w.key);
         upsert_object_.BindBlob(2, w.value);
         upsert_object_.BindBlob(3, w.lock);
         upsert_object_.BindInt(4, w.token.value());
+        upsert_object_.BindInt(5, version);
         rc = upsert_object_.Step();
-        if (rc != SQLITE_ROW) {
+        upsert_object_.Reset();
+        if (rc != SQLITE_DONE) {
           fail_with(upsert_object_, rc, "writing the object");
           break;
         }
-        version = upsert_object_.ColumnInt(0);
-        created = version == 1;
-        upsert_object_.Reset();
-      } else if (p.accepted) {
+      } else if (p.accepted && version != 0) {
         delete_object_.BindBlob(1, w.key);
         rc = delete_object_.Step();
-        if (rc == SQLITE_ROW) {
-          version = delete_object_.ColumnInt(0);
-          rc = delete_object_.Step();
-        }
+        delete_object_.Reset();
         if (rc != SQLITE_DONE) {
           fail_with(delete_object_, rc, "deleting the object");
           break;
         }
-        delete_object_.Reset();
       }
       // 3. The record of the decision.
       if (options_.history_limit > 0) {
@@ -520,8 +544,8 @@ class SqliteStore final : public FencedStore {
 
   // Used only by the writer thread (and by Init/Close when it is not running).
   sqlite::Db writer_db_;
-  Stmt begin_, commit_, rollback_, advance_fence_, read_fence_, upsert_object_, delete_object_,
-      insert_history_, trim_history_;
+  Stmt begin_, commit_, rollback_, advance_fence_, read_fence_, insert_fence_, read_version_,
+      upsert_object_, delete_object_, insert_history_, trim_history_;
 
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<Reader>> readers_;  // GUARDED_BY(readers_mu_)
