@@ -17,7 +17,7 @@ cleanup() {
 trap cleanup EXIT
 
 port=$((20000 + RANDOM % 40000))
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning &
+redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null &
 redis_pid=$!
 for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
 

@@ -2,7 +2,8 @@
 //
 // Keys per lock share the hash tag {name}: fencekit:{name}:lock holds "owner:token" with a PX
 // expiry; fencekit:{name}:token is the never-expiring counter; fencekit:{name}:signal is the
-// list a release pushes to, so a waiter blocked in BLPOP wakes at once.
+// list a release pushes to, so a waiter blocked in BLPOP wakes at once; fencekit:{name}:waiting
+// says someone waits, so an uncontended release skips the signal.
 #include <hiredis/hiredis.h>
 
 #include <boost/url/parse.hpp>
@@ -22,7 +23,9 @@ using std::chrono::milliseconds;
 // Grants when free; a retry by the same owner gets its token back. Never lets the counter
 // produce a token at or below ARGV[3], the highest this client has seen for the lock: if the
 // counter was lost (Redis restarted empty, key evicted or deleted) tokens still go up for this
-// client, and the reply says the counter was behind.
+// client, and the reply says the counter was behind. When busy, it marks the lock as waited on
+// (KEYS[3], expiring with the holder's lease plus a margin), atomically with the check, so a
+// release that follows is sure to signal.
 // Reply: {1, token, floored} or {0, holder_pttl}.
 constexpr const char* kAcquireScript = R"lua(
 local v = redis.call('get', KEYS[1])
@@ -31,7 +34,9 @@ if v then
   if sep and string.sub(v, 1, sep - 1) == ARGV[1] then
     return {1, tonumber(string.sub(v, sep + 1)), 0}
   end
-  return {0, redis.call('pttl', KEYS[1])}
+  local pttl = redis.call('pttl', KEYS[1])
+  redis.call('set', KEYS[3], 1, 'PX', math.max(pttl, 0) + 1000)
+  return {0, pttl}
 end
 local t = redis.call('incr', KEYS[2])
 local floor = tonumber(ARGV[3])
@@ -46,14 +51,17 @@ return {1, t, floored}
 )lua";
 
 // Reply: 1 released, -1 no such key (expired), -2 held by another owner (then also its value).
+// Signals (one element on KEYS[2]) only when someone waits (KEYS[3]).
 constexpr const char* kReleaseScript = R"lua(
 local v = redis.call('get', KEYS[1])
 if not v then return {-1} end
 if v ~= ARGV[1] then return {-2, v} end
 redis.call('del', KEYS[1])
-redis.call('del', KEYS[2])
-redis.call('lpush', KEYS[2], 1)
-redis.call('pexpire', KEYS[2], ARGV[2])
+if redis.call('exists', KEYS[3]) == 1 then
+  redis.call('del', KEYS[2])
+  redis.call('lpush', KEYS[2], 1)
+  redis.call('pexpire', KEYS[2], ARGV[2])
+end
 return {1}
 )lua";
 
@@ -122,7 +130,7 @@ class RedisBackend final : public LockBackend {
       if (auto it = seen_.find(std::string(lock)); it != seen_.end()) floor = it->second;
     }
     std::string ttl_ms = std::to_string(ttl.count()), floor_s = std::to_string(floor);
-    auto reply = Eval(kAcquire, {Key(lock, "lock"), Key(lock, "token")},
+    auto reply = Eval(kAcquire, {Key(lock, "lock"), Key(lock, "token"), Key(lock, "waiting")},
                       {owner, ttl_ms, floor_s}, lock);
     if (!reply.ok()) return reply.status();
     redisReply* r = reply->get();
@@ -202,7 +210,10 @@ class RedisBackend final : public LockBackend {
     std::string value = std::string(owner) + ":" + token.ToString();
     std::string ttl_ms = std::to_string(ttl.count());
     std::vector<std::string> keys = {Key(lock, "lock")};
-    if (id == kRelease) keys.push_back(Key(lock, "signal"));
+    if (id == kRelease) {
+      keys.push_back(Key(lock, "signal"));
+      keys.push_back(Key(lock, "waiting"));
+    }
     auto reply = Eval(id, keys, {value, ttl_ms}, lock);
     if (!reply.ok()) return reply.status();
     redisReply* r = reply->get();
