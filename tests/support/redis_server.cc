@@ -28,13 +28,16 @@ std::uint16_t FreePort() {
 }
 
 RedisServer::RedisServer() {
-  port_ = FreePort();
-  Start();
+  // A test running in parallel may take the port between FreePort() and redis-server's bind.
+  for (int attempt = 0; attempt < 5 && pid_ <= 0; ++attempt) {
+    port_ = FreePort();
+    Start(/*last_attempt=*/attempt == 4);
+  }
 }
 
 RedisServer::~RedisServer() { Stop(); }
 
-void RedisServer::Start() {
+void RedisServer::Start(bool last_attempt) {
   std::string port = std::to_string(port_);
   pid_ = fork();
   if (pid_ == 0) {
@@ -60,6 +63,7 @@ void RedisServer::Start() {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
+      if (!last_attempt) return;  // most likely the port was taken: the caller retries
       FAIL() << "redis-server exited at start (is it installed? scripts/test installs it)";
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -77,7 +81,7 @@ void RedisServer::Stop() {
 
 void RedisServer::RestartEmpty() {
   Stop();
-  Start();
+  Start(/*last_attempt=*/true);
 }
 
 long long RedisServer::Command(const std::vector<std::string>& args) {

@@ -23,7 +23,8 @@ class RedisServer {
   long long Command(const std::vector<std::string>& args);
 
  private:
-  void Start();
+  // Starts on port_; sets pid_ to -1 if it exits at once (the test fails only on the last try).
+  void Start(bool last_attempt);
   std::uint16_t port_ = 0;
   pid_t pid_ = -1;
 };
