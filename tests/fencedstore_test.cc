@@ -283,7 +283,9 @@ TEST_F(FencedStoreTest, FullDiskFailsEveryWriteOfTheBatch) {
   for (auto& f : results) {
     auto r = f.get();
     EXPECT_FALSE(r.ok()) << "a write was acknowledged while the disk was full";
-    if (!r.ok()) EXPECT_NE(r.status().message().find("disk"), std::string::npos) << r.status().ToString();
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("disk"), std::string::npos) << r.status().ToString();
+    }
   }
   FaultVfs::disk_full = false;
   for (int i = 0; i < kWrites; ++i) {
