@@ -24,10 +24,15 @@ using namespace std::chrono_literals;
 using testing::RedisServer;
 using testing::TempDir;
 
-enum class Backend { kSqlite, kRedis };
+enum class Backend { kSqlite, kRedis, kRedlock };
 
 std::string Name(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::kSqlite ? "Sqlite" : "Redis";
+  switch (info.param) {
+    case Backend::kSqlite: return "Sqlite";
+    case Backend::kRedis: return "Redis";
+    case Backend::kRedlock: return "Redlock";
+  }
+  return "";
 }
 
 auto Soon(std::chrono::milliseconds d) { return std::chrono::steady_clock::now() + d; }
@@ -49,6 +54,12 @@ class LockBackendTest : public ::testing::TestWithParam<Backend> {
     if (GetParam() == Backend::kRedis) {
       redis_ = std::make_unique<RedisServer>();
       uri_ = redis_->uri();
+    } else if (GetParam() == Backend::kRedlock) {
+      uri_ = "redlock://";
+      for (int i = 0; i < 5; ++i) {
+        nodes_.push_back(std::make_unique<RedisServer>());
+        uri_ += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes_.back()->port());
+      }
     } else {
       uri_ = "sqlite://" + dir_.File("locks.db");
     }
@@ -63,6 +74,12 @@ class LockBackendTest : public ::testing::TestWithParam<Backend> {
 
   // Removes the lock's key behind the holder's back.
   void DeleteLockKey(const std::string& lock) {
+    if (!nodes_.empty()) {
+      int deleted = 0;
+      for (auto& n : nodes_) deleted += n->Command({"DEL", "fencekit:{" + lock + "}:lock"}) == 1;
+      ASSERT_GE(deleted, 3);
+      return;
+    }
     if (redis_) {
       ASSERT_EQ(redis_->Command({"DEL", "fencekit:{" + lock + "}:lock"}), 1);
       return;
@@ -78,6 +95,7 @@ class LockBackendTest : public ::testing::TestWithParam<Backend> {
 
   TempDir dir_;
   std::unique_ptr<RedisServer> redis_;
+  std::vector<std::unique_ptr<RedisServer>> nodes_;  // Redlock
   std::string uri_;
   std::unique_ptr<LockClient> client_;
 };
@@ -285,7 +303,8 @@ TEST_P(LockBackendTest, RejectsBadArguments) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LockBackendTest,
-                         ::testing::Values(Backend::kSqlite, Backend::kRedis), Name);
+                         ::testing::Values(Backend::kSqlite, Backend::kRedis, Backend::kRedlock),
+                         Name);
 
 // --- Backend-specific behaviour ---
 

@@ -40,6 +40,8 @@ Result<std::unique_ptr<LockBackend>> OpenSqliteBackend(std::string_view uri,
                                                        const LockOptions& options);
 Result<std::unique_ptr<LockBackend>> OpenRedisBackend(std::string_view uri,
                                                       const LockOptions& options);
+Result<std::unique_ptr<LockBackend>> OpenRedlockBackend(std::string_view uri,
+                                                        const LockOptions& options);
 
 // "lock \"name\" on SERVICE": how every message names its subject.
 std::string Subject(std::string_view lock, std::string_view service);

@@ -69,10 +69,12 @@ Result<std::unique_ptr<LockClient>> LockClient::Open(std::string_view uri, LockO
     backend = OpenSqliteBackend(uri, options);
   } else if (uri.starts_with("redis://")) {
     backend = OpenRedisBackend(uri, options);
+  } else if (uri.starts_with("redlock://")) {
+    backend = OpenRedlockBackend(uri, options);
   } else {
     return Status::InvalidArgument("lock service URI \"" + std::string(uri) +
-                                   "\" is not supported; use sqlite:///path/locks.db or "
-                                   "redis://host:port[/db]");
+                                   "\" is not supported; use sqlite:///path/locks.db, "
+                                   "redis://host:port[/db] or redlock://h1:p1,h2:p2,h3:p3");
   }
   if (!backend.ok()) return backend.status();
   return std::unique_ptr<LockClient>(new LockClient(std::move(backend).value(), options));

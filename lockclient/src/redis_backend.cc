@@ -9,6 +9,11 @@
 #include <boost/url/parse.hpp>
 #include <atomic>
 #include <charconv>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <random>
+#include <thread>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -55,7 +60,7 @@ return {1, t, floored}
 constexpr const char* kReleaseScript = R"lua(
 local v = redis.call('get', KEYS[1])
 if not v then return {-1} end
-if v ~= ARGV[1] then return {-2, v} end
+if string.sub(v, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. ':' then return {-2, v} end
 redis.call('del', KEYS[1])
 if redis.call('exists', KEYS[3]) == 1 then
   redis.call('del', KEYS[2])
@@ -69,9 +74,17 @@ return {1}
 constexpr const char* kExtendScript = R"lua(
 local v = redis.call('get', KEYS[1])
 if not v then return {-1} end
-if v ~= ARGV[1] then return {-2, v} end
+if string.sub(v, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. ':' then return {-2, v} end
 redis.call('pexpire', KEYS[1], ARGV[2])
 return {1}
+)lua";
+
+// Raises the counter to at least ARGV[1] (Redlock's write-back round). Reply: the counter.
+constexpr const char* kRaiseScript = R"lua(
+local c = tonumber(redis.call('get', KEYS[1]) or '0')
+local t = tonumber(ARGV[1])
+if c < t then redis.call('set', KEYS[1], t) return t end
+return c
 )lua";
 
 // Reply: {value or false, pttl, counter or false}.
@@ -129,6 +142,13 @@ class RedisBackend final : public LockBackend {
       std::lock_guard guard(seen_mu_);
       if (auto it = seen_.find(std::string(lock)); it != seen_.end()) floor = it->second;
     }
+    return TryAcquireAbove(lock, owner, ttl, floor, holder_remaining);
+  }
+
+  // One node's grant, with a token above `floor`.
+  Result<FencingToken> TryAcquireAbove(std::string_view lock, std::string_view owner,
+                                       milliseconds ttl, std::int64_t floor,
+                                       milliseconds* holder_remaining) {
     std::string ttl_ms = std::to_string(ttl.count()), floor_s = std::to_string(floor);
     auto reply = Eval(kAcquire, {Key(lock, "lock"), Key(lock, "token"), Key(lock, "waiting")},
                       {owner, ttl_ms, floor_s}, lock);
@@ -200,14 +220,24 @@ class RedisBackend final : public LockBackend {
   const std::string& service() const override { return service_; }
   std::uint64_t counter_resets_detected() const override { return counter_behind_.load(); }
 
+  // Raises the lock's counter to at least `token`.
+  Status RaiseCounter(std::string_view lock, FencingToken token) {
+    auto reply = Eval(kRaise, {Key(lock, "token")}, {token.ToString()}, lock);
+    return reply.ok() ? Status::Ok() : reply.status();
+  }
+  // host:port, for per-node messages.
+  std::string address() const { return host_ + ":" + std::to_string(port_); }
+
  private:
-  enum ScriptId { kAcquire, kRelease, kExtend, kInspect, kScriptCount };
-  static constexpr const char* kScripts[kScriptCount] = {kAcquireScript, kReleaseScript,
-                                                         kExtendScript, kInspectScript};
+  enum ScriptId { kAcquire, kRelease, kExtend, kInspect, kRaise, kScriptCount };
+  static constexpr const char* kScripts[kScriptCount] = {
+      kAcquireScript, kReleaseScript, kExtendScript, kInspectScript, kRaiseScript};
 
   Status OwnerChecked(ScriptId id, std::string_view lock, std::string_view owner,
                       FencingToken token, milliseconds ttl, std::string_view what) {
-    std::string value = std::string(owner) + ":" + token.ToString();
+    // Owner ids are unique per grant, so the owner alone identifies the lease (Redlock's nodes
+    // hold the same owner with different per-node tokens).
+    std::string value(owner);
     std::string ttl_ms = std::to_string(ttl.count());
     std::vector<std::string> keys = {Key(lock, "lock")};
     if (id == kRelease) {
@@ -399,6 +429,351 @@ Result<std::unique_ptr<LockBackend>> OpenRedisBackend(std::string_view uri,
   auto backend = std::make_unique<RedisBackend>(std::string(url->host_address()), port, db,
                                                 password, options);
   return std::unique_ptr<LockBackend>(std::move(backend));
+}
+
+}  // namespace fencekit
+
+// ---------------------------------------------------------------------------------------------
+// Redlock: N independent Redis nodes, each a RedisBackend; a majority decides
+// (../shared/reference/locking-primer.md §2). Tokens: each node's counter is bumped by its
+// acquire script; the client takes the maximum over the granting majority and writes it back to
+// a majority before returning, so any later majority, which overlaps that one, counts past it.
+
+namespace fencekit {
+namespace {
+
+// Runs tasks for one node, in order, on its own thread: requests to different nodes overlap.
+class NodeWorker {
+ public:
+  NodeWorker() : thread_([this] { Loop(); }) {}
+  ~NodeWorker() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  void Post(std::function<void()> task) {
+    {
+      std::lock_guard lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;  // GUARDED_BY(mu_)
+  bool stop_ = false;                        // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+struct Vote {
+  enum State { kPending, kYes, kNo } state = kPending;
+  Status status;
+  std::int64_t token = 0;
+  milliseconds remaining{0};
+};
+
+class RedlockBackend final : public LockBackend {
+ public:
+  RedlockBackend(std::vector<std::unique_ptr<RedisBackend>> nodes, const LockOptions& options,
+                 std::string service)
+      : nodes_(std::move(nodes)), options_(options), service_(std::move(service)) {
+    quorum_ = static_cast<int>(nodes_.size()) / 2 + 1;
+    if (!options_.redlock_sequential) {
+      for (std::size_t i = 0; i < nodes_.size(); ++i) workers_.push_back(std::make_unique<NodeWorker>());
+    }
+  }
+
+  Result<FencingToken> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
+                                  milliseconds* holder_remaining) override {
+    auto start = std::chrono::steady_clock::now();
+    std::int64_t floor = 0;
+    {
+      std::lock_guard guard(seen_mu_);
+      if (auto it = seen_.find(std::string(lock)); it != seen_.end()) floor = it->second;
+    }
+    std::string lock_s(lock), owner_s(owner);
+    auto votes = Round(
+        [=, this](std::size_t i) {
+          Vote v;
+          milliseconds remaining{0};
+          auto t = nodes_[i]->TryAcquireAbove(lock_s, owner_s, ttl, floor, &remaining);
+          if (t.ok()) {
+            v.state = Vote::kYes;
+            v.token = t->value();
+          } else {
+            v.state = Vote::kNo;
+            v.status = t.status();
+            v.remaining = remaining;
+          }
+          return v;
+        },
+        /*stop_early=*/true);
+    int yes = Count(votes, Vote::kYes);
+    auto elapsed = std::chrono::steady_clock::now() - start;
+    auto drift = std::chrono::duration_cast<milliseconds>(ttl * options_.drift_factor) +
+                 options_.drift_min;
+    if (yes >= quorum_ && elapsed < ttl - drift) {
+      std::int64_t token = 0;
+      for (const auto& v : votes) {
+        if (v.state == Vote::kYes) token = std::max(token, v.token);
+      }
+      auto t = FencingToken::FromInt(token).value();
+      // The write-back round: a majority must know the token before anyone uses it.
+      auto written = Round([=, this](std::size_t i) {
+        Vote v;
+        Status s = nodes_[i]->RaiseCounter(lock_s, t);
+        v.state = s.ok() ? Vote::kYes : Vote::kNo;
+        v.status = s;
+        return v;
+      }, /*stop_early=*/true);
+      if (Count(written, Vote::kYes) >= quorum_) {
+        std::lock_guard guard(seen_mu_);
+        auto& seen = seen_[lock_s];
+        seen = std::max(seen, token);
+        return t;
+      }
+      votes = written;
+    }
+    // Failed: give back what was won, on every node, including those whose reply was lost.
+    ReleaseEverywhere(lock_s, owner_s);
+    int busy = 0;
+    for (const auto& v : votes) {
+      if (v.state == Vote::kNo && v.status.IsBusy()) {
+        ++busy;
+        *holder_remaining = std::max(*holder_remaining, v.remaining);
+      }
+    }
+    std::string detail = Detail(votes);
+    if (busy > 0) return Status::Busy(Subject(lock, service_) + " is held (" + detail + ")");
+    if (yes >= quorum_) {
+      return Status::Unavailable(Subject(lock, service_) + ": a majority granted, but too late "
+                                 "for the ttl or the token could not be recorded (" + detail + ")");
+    }
+    return Status::Unavailable("no majority (" + std::to_string(quorum_) + " of " +
+                               std::to_string(nodes_.size()) + ") for " + Subject(lock, service_) +
+                               ": " + detail);
+  }
+
+  Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
+                milliseconds ttl) override {
+    auto start = std::chrono::steady_clock::now();
+    std::string lock_s(lock), owner_s(owner);
+    auto votes = Round([=, this](std::size_t i) {
+      Vote v;
+      Status s = nodes_[i]->Extend(lock_s, owner_s, token, ttl);
+      v.state = s.ok() ? Vote::kYes : Vote::kNo;
+      v.status = s;
+      return v;
+    }, /*stop_early=*/true);
+    if (Count(votes, Vote::kYes) >= quorum_ && std::chrono::steady_clock::now() - start < ttl) {
+      return Status::Ok();
+    }
+    int not_held = 0;
+    for (const auto& v : votes) not_held += v.state == Vote::kNo && v.status.IsNotHeld();
+    std::string msg = "cannot extend " + Subject(lock, service_) + ": no majority (" +
+                      Detail(votes) + ")";
+    if (not_held > static_cast<int>(nodes_.size()) - quorum_) {
+      return Status::NotHeld(msg + "; this lease is lost");
+    }
+    return Status::Unavailable(msg);
+  }
+
+  Status Release(std::string_view lock, std::string_view owner, FencingToken token) override {
+    auto votes = ReleaseEverywhere(std::string(lock), std::string(owner));
+    if (Count(votes, Vote::kYes) > 0) return Status::Ok();
+    for (const auto& v : votes) {
+      if (v.state == Vote::kNo && v.status.IsNotHeld()) return v.status;
+    }
+    return Status::Unavailable("cannot release " + Subject(lock, service_) + ": " + Detail(votes));
+  }
+
+  Result<LockInfo> Inspect(std::string_view lock) override {
+    std::vector<LockInfo> infos;
+    std::string errors;
+    for (auto& n : nodes_) {
+      auto i = n->Inspect(lock);
+      if (i.ok()) {
+        infos.push_back(*i);
+      } else {
+        errors += n->address() + ": " + i.status().message() + "; ";
+      }
+    }
+    if (static_cast<int>(infos.size()) < quorum_) {
+      return Status::Unavailable("cannot inspect " + Subject(lock, service_) + ": " + errors);
+    }
+    LockInfo out;
+    out.lock = std::string(lock);
+    std::map<std::string, int> owners;
+    for (const auto& i : infos) {
+      if (i.held) ++owners[i.owner];
+      if (i.last_token && (!out.last_token || *i.last_token > *out.last_token)) {
+        out.last_token = i.last_token;
+      }
+    }
+    for (const auto& i : infos) {
+      if (i.held && owners[i.owner] >= quorum_) {
+        if (!out.held) {
+          out = LockInfo{std::string(lock), true, i.owner, i.token, i.remaining, out.last_token};
+        }
+        out.token = std::max(*out.token, *i.token);
+        out.remaining = std::min(out.remaining, i.remaining);
+      }
+    }
+    return out;
+  }
+
+  void WaitForRelease(std::string_view lock, milliseconds max_wait) override {
+    // Redlock has no wake-up signal: retry after a random delay, so that clients that split
+    // the votes do not retry in lockstep.
+    thread_local std::minstd_rand rng(std::random_device{}());
+    auto cap = std::max<long long>(1, std::min<long long>(max_wait.count(), 50));
+    std::this_thread::sleep_for(milliseconds(1 + static_cast<long long>(rng() % cap)));
+  }
+
+  const std::string& service() const override { return service_; }
+
+ private:
+  static int Count(const std::vector<Vote>& votes, Vote::State s) {
+    int n = 0;
+    for (const auto& v : votes) n += v.state == s;
+    return n;
+  }
+
+  std::string Detail(const std::vector<Vote>& votes) const {
+    std::string granted, refused, failed, pending;
+    for (std::size_t i = 0; i < votes.size(); ++i) {
+      std::string a = nodes_[i]->address();
+      switch (votes[i].state) {
+        case Vote::kYes: granted += (granted.empty() ? "" : ", ") + a; break;
+        case Vote::kPending: pending += (pending.empty() ? "" : ", ") + a; break;
+        case Vote::kNo:
+          if (votes[i].status.IsBusy() || votes[i].status.IsNotHeld()) {
+            refused += (refused.empty() ? "" : ", ") + a;
+          } else {
+            failed += (failed.empty() ? "" : ", ") + a + " (" + votes[i].status.message() + ")";
+          }
+          break;
+      }
+    }
+    std::string out;
+    auto add = [&](const char* what, const std::string& list) {
+      if (list.empty()) return;
+      if (!out.empty()) out += "; ";
+      out += what + list;
+    };
+    add("granted by ", granted);
+    add("refused by ", refused);
+    add("failed or timed out: ", failed);
+    add("no answer yet: ", pending);
+    return out;
+  }
+
+  std::vector<Vote> ReleaseEverywhere(const std::string& lock, const std::string& owner) {
+    return Round([=, this](std::size_t i) {
+      Vote v;
+      Status s = nodes_[i]->Release(lock, owner, FencingToken());
+      v.state = s.ok() ? Vote::kYes : Vote::kNo;
+      v.status = s;
+      return v;
+    }, /*stop_early=*/false);
+  }
+
+  // Asks every node; with `stop_early`, returns once a majority said yes or can no longer.
+  template <typename Op>
+  std::vector<Vote> Round(Op op, bool stop_early) {
+    const int n = static_cast<int>(nodes_.size());
+    auto done = [&](int yes, int no) {
+      return yes + no == n || (stop_early && (yes >= quorum_ || no > n - quorum_));
+    };
+    if (options_.redlock_sequential) {
+      std::vector<Vote> votes(nodes_.size());
+      int yes = 0, no = 0;
+      for (std::size_t i = 0; i < nodes_.size() && !done(yes, no); ++i) {
+        votes[i] = op(i);
+        (votes[i].state == Vote::kYes ? yes : no)++;
+      }
+      return votes;
+    }
+    struct Shared {
+      std::mutex mu;
+      std::condition_variable cv;
+      std::vector<Vote> votes;
+      int yes = 0, no = 0;
+    };
+    auto shared = std::make_shared<Shared>();
+    shared->votes.resize(nodes_.size());
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      workers_[i]->Post([shared, op, i] {
+        Vote v = op(i);
+        std::lock_guard lock(shared->mu);
+        (v.state == Vote::kYes ? shared->yes : shared->no)++;
+        shared->votes[i] = std::move(v);
+        shared->cv.notify_all();
+      });
+    }
+    std::unique_lock lock(shared->mu);
+    shared->cv.wait(lock, [&] { return done(shared->yes, shared->no); });
+    return shared->votes;
+  }
+
+  std::vector<std::unique_ptr<RedisBackend>> nodes_;
+  LockOptions options_;
+  std::string service_;
+  int quorum_ = 1;
+  std::vector<std::unique_ptr<NodeWorker>> workers_;
+  std::mutex seen_mu_;
+  std::map<std::string, std::int64_t> seen_;  // GUARDED_BY(seen_mu_)
+};
+
+}  // namespace
+
+Result<std::unique_ptr<LockBackend>> OpenRedlockBackend(std::string_view uri,
+                                                        const LockOptions& options) {
+  std::string_view rest = uri.substr(std::string_view("redlock://").size());
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument("lock service URI \"" + std::string(uri) + "\" is invalid: " +
+                                   std::string(why) + "; use redlock://h1:p1,h2:p2,h3:p3");
+  };
+  LockOptions node_options = options;
+  node_options.op_timeout = options.redlock_node_timeout;
+  node_options.pool_size = 2;
+  std::vector<std::unique_ptr<RedisBackend>> nodes;
+  while (!rest.empty()) {
+    auto comma = rest.find(',');
+    std::string_view node = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    auto colon = node.rfind(':');
+    if (node.empty() || colon == std::string_view::npos) return bad("every node needs host:port");
+    int port = 0;
+    auto p = node.substr(colon + 1);
+    auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+    if (ec != std::errc() || end != p.data() + p.size() || port <= 0 || port > 65535) {
+      return bad("\"" + std::string(node) + "\" has no valid port");
+    }
+    nodes.push_back(std::make_unique<RedisBackend>(std::string(node.substr(0, colon)), port, 0,
+                                                   "", node_options));
+  }
+  if (nodes.size() < 3) return bad("Redlock needs at least 3 nodes");
+  return std::unique_ptr<LockBackend>(
+      std::make_unique<RedlockBackend>(std::move(nodes), options, std::string(uri)));
 }
 
 }  // namespace fencekit

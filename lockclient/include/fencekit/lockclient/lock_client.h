@@ -2,6 +2,7 @@
 //
 //   sqlite:///path/locks.db   embedded, one machine, several processes (the default)
 //   redis://host:port[/db]    one Redis node
+//   redlock://h1:p1,h2:p2,h3:p3[,...]   Redlock over N independent Redis nodes
 //
 // A lease's token is greater than every token granted before it for the same lock (see
 // docs/lock-client.md for what each backend guarantees, and when it cannot).
@@ -61,6 +62,12 @@ struct LockOptions {
   std::chrono::milliseconds retry_max{200};
   // Connections kept open to a network service.
   int pool_size = 4;
+
+  // --- Redlock only ---
+  // Each node has this long per request (far below the ttl, so a dead node is skipped fast).
+  std::chrono::milliseconds redlock_node_timeout{50};
+  // Ask the nodes one after another instead of all at once.
+  bool redlock_sequential = false;
 };
 
 // Thread safety: safe for concurrent use by several threads.
