@@ -587,21 +587,36 @@ class RedlockBackend final : public LockBackend {
       return Status::Ok();
     }
     int not_held = 0;
-    for (const auto& v : votes) not_held += v.state == Vote::kNo && v.status.IsNotHeld();
-    std::string msg = "cannot extend " + Subject(lock, service_) + ": no majority (" +
-                      Detail(votes) + ")";
-    if (not_held > static_cast<int>(nodes_.size()) - quorum_) {
-      return Status::NotHeld(msg + "; this lease is lost");
+    std::string example;
+    for (const auto& v : votes) {
+      if (v.state == Vote::kNo && v.status.IsNotHeld()) {
+        ++not_held;
+        if (example.empty()) example = "; for example: " + v.status.message();
+      }
     }
+    std::string msg = "cannot extend " + Subject(lock, service_) + ": no majority (" +
+                      Detail(votes) + ")" + example;
+    if (not_held > static_cast<int>(nodes_.size()) - quorum_) return Status::NotHeld(msg);
     return Status::Unavailable(msg);
   }
 
   Status Release(std::string_view lock, std::string_view owner, FencingToken token) override {
     auto votes = ReleaseEverywhere(std::string(lock), std::string(owner));
-    if (Count(votes, Vote::kYes) > 0) return Status::Ok();
+    int yes = Count(votes, Vote::kYes), not_held = 0;
+    std::string example;
     for (const auto& v : votes) {
-      if (v.state == Vote::kNo && v.status.IsNotHeld()) return v.status;
+      if (v.state == Vote::kNo && v.status.IsNotHeld()) {
+        ++not_held;
+        if (example.empty()) example = v.status.message();
+      }
     }
+    if (yes >= quorum_) return Status::Ok();
+    // A leftover key on a minority of nodes does not make a lease: say it was lost.
+    if (not_held > static_cast<int>(nodes_.size()) - quorum_) {
+      return Status::NotHeld("a majority of nodes no longer hold the lease (" + Detail(votes) +
+                             "); for example: " + example);
+    }
+    if (yes > 0) return Status::Ok();  // the nodes that did not answer expire the key
     return Status::Unavailable("cannot release " + Subject(lock, service_) + ": " + Detail(votes));
   }
 
@@ -628,14 +643,20 @@ class RedlockBackend final : public LockBackend {
         out.last_token = i.last_token;
       }
     }
+    // Held while a majority holds it: the quorum-th longest remaining time among the holders.
+    std::vector<milliseconds> remaining;
     for (const auto& i : infos) {
       if (i.held && owners[i.owner] >= quorum_) {
         if (!out.held) {
           out = LockInfo{std::string(lock), true, i.owner, i.token, i.remaining, out.last_token};
         }
         out.token = std::max(*out.token, *i.token);
-        out.remaining = std::min(out.remaining, i.remaining);
+        remaining.push_back(i.remaining);
       }
+    }
+    if (out.held) {
+      std::sort(remaining.rbegin(), remaining.rend());
+      out.remaining = remaining[static_cast<std::size_t>(quorum_ - 1)];
     }
     return out;
   }

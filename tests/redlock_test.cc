@@ -1,0 +1,138 @@
+// Redlock against 5 real redis-server processes on loopback: faults the algorithm must survive,
+// and the ones it cannot, where the fenced store still refuses the stale write.
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <thread>
+
+#include "fencekit/fencedstore/store.h"
+#include "fencekit/lockclient/lock_client.h"
+#include "support/redis_server.h"
+
+namespace fencekit {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::RedisServer;
+
+class RedlockTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 5; ++i) nodes_.push_back(std::make_unique<RedisServer>());
+  }
+  std::string Uri() const {
+    std::string uri = "redlock://";
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      uri += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes_[i]->port());
+    }
+    return uri;
+  }
+  std::unique_ptr<LockClient> Open(LockOptions options = {}) {
+    auto c = LockClient::Open(Uri(), options);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return std::move(c).value();
+  }
+  std::vector<std::unique_ptr<RedisServer>> nodes_;
+};
+
+TEST_F(RedlockTest, TokensStrictlyIncreaseAcrossAThousandAcquisitionsBySeveralThreads) {
+  constexpr int kThreads = 4, kEach = 250;
+  std::mutex mu;
+  std::vector<std::int64_t> tokens;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      auto client = Open();  // separate clients: no shared memory of tokens
+      for (int i = 0; i < kEach; ++i) {
+        auto lease = client->Acquire("job", std::chrono::steady_clock::now() + 60s);
+        ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+        {
+          std::lock_guard lock(mu);
+          tokens.push_back(lease->token.value());
+        }
+        ASSERT_TRUE(client->Release(*lease).ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(tokens.size(), static_cast<std::size_t>(kThreads * kEach));
+  for (std::size_t i = 1; i < tokens.size(); ++i) ASSERT_GT(tokens[i], tokens[i - 1]) << i;
+}
+
+TEST_F(RedlockTest, TwoNodesDownStillAcquires) {
+  nodes_[0]->Stop();
+  nodes_[3]->Stop();
+  auto lease = Open()->TryAcquire("job");
+  EXPECT_TRUE(lease.ok()) << lease.status().ToString();
+}
+
+TEST_F(RedlockTest, ThreeNodesDownFailsFastWithPerNodeDetail) {
+  for (int i : {0, 2, 4}) nodes_[i]->Stop();
+  auto client = Open({.redlock_node_timeout = 50ms});
+  auto start = std::chrono::steady_clock::now();
+  auto lease = client->TryAcquire("job");
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(lease.ok());
+  EXPECT_TRUE(lease.status().IsUnavailable()) << lease.status().ToString();
+  std::string m = lease.status().message();
+  EXPECT_NE(m.find("no majority (3 of 5)"), std::string::npos) << m;
+  EXPECT_NE(m.find("failed or timed out"), std::string::npos) << m;
+  EXPECT_NE(m.find("127.0.0.1:" + std::to_string(nodes_[2]->port())), std::string::npos) << m;
+  EXPECT_LT(took, 2s);
+  // What it won on the two live nodes was given back.
+  for (int i : {1, 3}) EXPECT_EQ(nodes_[i]->Command({"EXISTS", "fencekit:{job}:lock"}), 0);
+}
+
+TEST_F(RedlockTest, SequentialModeStopsAtAMajority) {
+  auto client = Open({.redlock_sequential = true});
+  auto lease = client->TryAcquire("job");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  int holding = 0;
+  for (auto& n : nodes_) holding += n->Command({"EXISTS", "fencekit:{job}:lock"}) == 1;
+  EXPECT_EQ(holding, 3);
+  EXPECT_TRUE(client->Release(*lease).ok());
+}
+
+TEST_F(RedlockTest, NodeRestartedEmptyTokensStillIncrease) {
+  std::int64_t last = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto client = Open();
+    auto l = client->TryAcquire("job");
+    ASSERT_TRUE(l.ok());
+    last = l->token.value();
+    ASSERT_TRUE(client->Release(*l).ok());
+  }
+  nodes_[1]->RestartEmpty();
+  for (int i = 0; i < 5; ++i) {
+    auto l = Open()->TryAcquire("job");  // a fresh client each time: no memory of tokens
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    EXPECT_GT(l->token.value(), last);
+    last = l->token.value();
+    ASSERT_TRUE(LockClient::Open(Uri()).value()->Release(*l).ok());
+  }
+}
+
+// A key removed early on one node stands in for a clock jump there: two clients hold the lock
+// at once, and only the store's token check keeps the older holder's write out.
+TEST_F(RedlockTest, KeyLostOnOneNodeGivesTwoHoldersAndTheStoreRefusesTheOlder) {
+  nodes_[3]->Stop();
+  nodes_[4]->Stop();
+  auto a = Open()->TryAcquire("job", 30s);  // A holds nodes 0, 1, 2
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  nodes_[3]->RestartEmpty();
+  nodes_[4]->RestartEmpty();
+  ASSERT_EQ(nodes_[2]->Command({"DEL", "fencekit:{job}:lock"}), 1);  // the "clock jump"
+  auto b = Open()->TryAcquire("job", 30s);  // B wins nodes 2, 3, 4
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_NE(a->owner, b->owner);  // two holders at once
+  EXPECT_GT(b->token, a->token);
+
+  auto store = FencedStore::Open({.path = ::testing::TempDir() + "/redlock-fence.db"}).value();
+  ASSERT_TRUE(store->Put("job", b->token, "record", "B").ok());
+  auto stale = store->Put("job", a->token, "record", "A");
+  EXPECT_TRUE(stale.status().IsStaleToken()) << stale.status().ToString();
+  EXPECT_EQ(store->Get("record")->value, "B");
+}
+
+}  // namespace
+}  // namespace fencekit
