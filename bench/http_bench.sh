@@ -1,83 +1,172 @@
 #!/usr/bin/env bash
-# Durable fenced writes/s through HTTP (wrk) at 1 and 64 connections, beside nginx answering
-# `return 200` on loopback, measured in the same run, ROUNDS times interleaved; medians printed.
-# Usage: bench/http_bench.sh [seconds per run, default 8] [rounds, default 3]
+# Durable fenced writes/s through HTTP: wrk against `fenced` (PUT with a fencing token, every
+# write accepted and fsynced) at 1 and 64 connections, beside nginx answering `return 200` at 64
+# connections as the baseline, all in the same run, ROUNDS rounds interleaved; medians printed.
+# Loopback only. Builds nothing: give the fenced binary in $FENCED.
+#
+# Usage: bench/http_bench.sh [seconds per run, default 10] [rounds, default 3]
+#   FENCED=path/to/fenced   (default build/bench/httpapi/fenced)
+#   FENCED_ARGS="..."       extra fenced options, e.g. "--threads 2"
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-fenced="${FENCED:-$root/build/release/httpapi/fenced}"
-secs="${1:-8}"
+fenced="${FENCED:-$root/build/bench/httpapi/fenced}"
+secs="${1:-10}"
 rounds="${2:-3}"
-work="$(mktemp -d)"
+for tool in wrk nginx curl; do
+  command -v "$tool" >/dev/null || { echo "http_bench: $tool is not installed (./scripts/bench installs it)" >&2; exit 1; }
+done
+[ -x "$fenced" ] || { echo "http_bench: no fenced binary at $fenced; build it or set FENCED" >&2; exit 1; }
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/fencekit-http-bench.XXXXXX")"
 pids=()
 cleanup() {
+  local p
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-free_port() {
-  local p
-  while :; do
-    p=$((20000 + RANDOM % 40000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-  done
-}
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# nginx, 1 worker, the baseline ceiling for an HTTP server on this machine.
-nginx_port="$(free_port)"
-mkdir -p "$work/nginx/logs" "$work/nginx/tmp"
-cat >"$work/nginx/nginx.conf" <<CONF
+# nginx, 1 worker, not a daemon, every path it writes inside $work: the ceiling for a plain HTTP
+# answer on this machine.
+start_nginx() {
+  local attempt
+  mkdir -p "$work/nginx/tmp"
+  for attempt in 1 2 3 4 5; do
+    nginx_port=$((20000 + RANDOM % 40000))
+    port_in_use "$nginx_port" && continue
+    cat >"$work/nginx/nginx.conf" <<CONF
 worker_processes 1;
+daemon off;
 pid $work/nginx/nginx.pid;
-error_log $work/nginx/logs/error.log warn;
+error_log $work/nginx/error.log warn;
 events { worker_connections 1024; }
 http {
   access_log off;
-  client_body_temp_path $work/nginx/tmp;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$nginx_port; location / { return 200 "ok"; } }
+  keepalive_requests 100000000;
+  client_body_temp_path $work/nginx/tmp/body;
+  proxy_temp_path $work/nginx/tmp/proxy;
+  fastcgi_temp_path $work/nginx/tmp/fastcgi;
+  uwsgi_temp_path $work/nginx/tmp/uwsgi;
+  scgi_temp_path $work/nginx/tmp/scgi;
+  server {
+    listen 127.0.0.1:$nginx_port;
+    location / { return 200 "ok"; }
+  }
 }
 CONF
-nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' &
-pids+=($!)
-
-"$fenced" --listen 127.0.0.1:0 --db "$work/bench.db" >"$work/fenced.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 200); do grep -q "listening on" "$work/fenced.log" && break; sleep 0.05; done
-fenced_url="$(grep -o 'http://[^ ]*' "$work/fenced.log" | head -n1)"
-sleep 0.5
-
-run() {  # run NAME CONNECTIONS URL [wrk args...]; prints "NAME rps p99_ms non2xx"
-  local name="$1" conns="$2" url="$3"; shift 3
-  local out
-  local threads=2
-  [ "$conns" -lt 2 ] && threads=1
-  out="$(wrk -t"$threads" -c"$conns" -d"${secs}s" --latency "$@" "$url")"
-  local rps p99 bad
-  rps="$(awk '/^Requests\/sec:/{print $2}' <<<"$out")"
-  p99="$(awk '$1=="99%"{v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; print v}' <<<"$out")"
-  bad="$(awk -F= '/^non_2xx=/{print $2}' <<<"$out")"
-  echo "$name $rps $p99 ${bad:-0}"
+    nginx -p "$work/nginx" -e "$work/nginx/error.log" -c "$work/nginx/nginx.conf" &
+    local pid=$!
+    for _ in $(seq 100); do
+      if [ "$(curl -s "http://127.0.0.1:$nginx_port/" 2>/dev/null)" = "ok" ]; then
+        pids+=("$pid")
+        return
+      fi
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  echo "http_bench: nginx did not start:" >&2
+  cat "$work/nginx/error.log" >&2
+  exit 1
 }
 
-results="$work/results"
-for r in $(seq "$rounds"); do
-  run nginx_c64 64 "http://127.0.0.1:$nginx_port/" >>"$results"
-  run fenced_c1 1 "$fenced_url" -s "$root/bench/put.lua" >>"$results"
-  run fenced_c64 64 "$fenced_url" -s "$root/bench/put.lua" >>"$results"
-  echo "round $r done" >&2
+start_fenced() {
+  # shellcheck disable=SC2086  # FENCED_ARGS is a list of options
+  "$fenced" --listen 127.0.0.1:0 --db "$work/bench.db" ${FENCED_ARGS:-} >"$work/fenced.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 200); do
+    grep -q "listening on" "$work/fenced.log" && break
+    kill -0 "${pids[-1]}" 2>/dev/null || break
+    sleep 0.05
+  done
+  fenced_url="$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$work/fenced.log" | head -n1)"
+  if [ -z "$fenced_url" ]; then
+    echo "http_bench: fenced did not start:" >&2
+    cat "$work/fenced.log" >&2
+    exit 1
+  fi
+}
+
+start_nginx
+start_fenced
+sleep 0.5
+
+# The sum and count of fenced_commit_batch_size, to get the mean writes per commit of one run.
+batch_counters() {
+  curl -s "$fenced_url/metrics" |
+    awk '$1=="fenced_commit_batch_size_sum"{s=$2} $1=="fenced_commit_batch_size_count"{c=$2} END{print s+0, c+0}'
+}
+
+# run NAME CONNECTIONS URL [wrk args...]: appends "NAME req/s p99_ms failures writes/commit".
+run() {
+  local name="$1" conns="$2" url="$3"; shift 3
+  local threads=2 out="$work/wrk.out" before=(0 0) after=(0 0)
+  [ "$conns" -lt 2 ] && threads=1  # wrk needs at least one connection per thread
+  case "$name" in fenced*) read -r -a before < <(batch_counters) ;; esac
+  wrk -t"$threads" -c"$conns" -d"${secs}s" --latency "$@" "$url" >"$out" &
+  pids+=($!)
+  wait "${pids[-1]}"
+  unset 'pids[-1]'
+  case "$name" in fenced*) read -r -a after < <(batch_counters) ;; esac
+  cp "$out" "$work/$name.round$round.txt"
+  awk -v name="$name" -v ws="$((after[0] - before[0]))" -v wc="$((after[1] - before[1]))" '
+    function ms(v) {
+      if (v ~ /us$/) { sub(/us$/, "", v); return v / 1000 }
+      if (v ~ /ms$/) { sub(/ms$/, "", v); return v + 0 }
+      if (v ~ /m$/)  { sub(/m$/, "", v);  return v * 60000 }
+      if (v ~ /s$/)  { sub(/s$/, "", v);  return v * 1000 }
+      return v + 0
+    }
+    /^Requests\/sec:/ { rps = $2 }
+    $1 == "99%" { p99 = ms($2) }
+    /^non_2xx=/ { split($0, a, "="); lua_bad = a[2]; lua = 1 }
+    /Non-2xx or 3xx responses:/ { wrk_bad = $NF }
+    /Socket errors:/ { gsub(/,/, ""); sock_bad = $4 + $6 + $8 + $10 }
+    END {
+      bad = sock_bad + (lua ? lua_bad : wrk_bad)
+      printf "%s %s %s %d %s\n", name, rps, p99, bad, (wc > 0 ? sprintf("%.1f", ws / wc) : "-")
+    }' "$out" >>"$work/results"
+  tail -n1 "$work/results" >&2
+}
+
+for round in $(seq "$rounds"); do
+  echo "round $round/$rounds (${secs}s per run)" >&2
+  run nginx_c64 64 "http://127.0.0.1:$nginx_port/"
+  run fenced_c1 1 "$fenced_url" -s "$root/bench/put.lua"
+  run fenced_c64 64 "$fenced_url" -s "$root/bench/put.lua"
 done
 
-median() { sort -n | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+median() { sort -g | awk '{a[NR]=$1} END{if (NR == 0) print 0; else print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+col() { awk -v n="$1" -v c="$2" '$1==n{print $c}' "$work/results"; }
+
 echo
-printf "%-12s %12s %10s %8s\n" "run" "req/s" "p99 ms" "non-2xx"
+echo "HTTP: medians of $rounds rounds of ${secs}s each ($(nproc) CPUs, loopback)"
+printf "%-34s %10s %9s %9s %13s\n" "run" "req/s" "p99 ms" "failures" "writes/commit"
+declare -A label=(
+  [nginx_c64]="nginx return 200, -t2 -c64"
+  [fenced_c1]="fenced PUT, -t1 -c1"
+  [fenced_c64]="fenced PUT, -t2 -c64"
+)
 for name in nginx_c64 fenced_c1 fenced_c64; do
-  rps="$(awk -v n="$name" '$1==n{print $2}' "$results" | median)"
-  p99="$(awk -v n="$name" '$1==n{print $3}' "$results" | median)"
-  bad="$(awk -v n="$name" '$1==n{s+=$4} END{print s+0}' "$results")"
-  printf "%-12s %12.0f %10.2f %8d\n" "$name" "$rps" "$p99" "$bad"
-  eval "rps_$name=$rps"
+  rps="$(col "$name" 2 | median)"
+  p99="$(col "$name" 3 | median)"
+  bad="$(col "$name" 4 | awk '{s+=$1} END{print s+0}')"
+  wpc="$(col "$name" 5 | awk '$1 != "-"' | median)"
+  [ "$name" = nginx_c64 ] && wpc="-"
+  printf "%-34s %10.0f %9.2f %9d %13s\n" "${label[$name]}" "$rps" "$p99" "$bad" "$wpc"
+  declare "rps_$name=$rps" "p99_$name=$p99" "bad_$name=$bad"
 done
-awk -v f="$rps_fenced_c64" -v n="$rps_nginx_c64" 'BEGIN{printf "fenced/nginx at 64 connections: %.3f\n", f/n}'
-curl -s "$fenced_url/metrics" | awk '/^fenced_commit_batch_size_(sum|count)/{v[$1]=$2} END{if (v["fenced_commit_batch_size_count"]>0) printf "mean writes per commit: %.1f\n", v["fenced_commit_batch_size_sum"]/v["fenced_commit_batch_size_count"]}'
+echo
+awk -v f="$rps_fenced_c64" -v n="$rps_nginx_c64" -v p="$p99_fenced_c64" -v bad="$((bad_fenced_c1 + bad_fenced_c64))" 'BEGIN{
+  printf "fenced c64 writes/s: %.0f (target >= 30000: %s)\n", f, (f >= 30000 ? "met" : sprintf("MISSED, %.0f%% of it", 100 * f / 30000))
+  printf "fenced c64 p99:      %.2f ms (target <= 10 ms: %s)\n", p, (p <= 10 ? "met" : "MISSED")
+  printf "fenced/nginx c64:    %.3f (target about 0.17)\n", (n > 0 ? f / n : 0)
+  if (bad > 0) printf "WARNING: %d fenced requests failed (non-2xx or socket errors)\n", bad
+}'
