@@ -1,24 +1,46 @@
-// node-redlock acquire + release cycles per second against one Redis node.
-// usage: node redlock_bench.js PORT SECONDS
+// node-redlock, the comparison for bench/lock_bench.sh.
+// usage: node redlock_bench.js cycle   PORTS SECONDS           one client, acquire + release
+//        node redlock_bench.js own     PORTS SECONDS           one contender, node-redlock retries
+//        node redlock_bench.js caller  PORTS SECONDS           one contender, retries by the caller
+// PORTS is a comma-separated list of Redis ports; prints "MODE acquisitions_per_second".
 const Redis = require("ioredis");
 const Redlock = require("redlock").default;
 
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const retryDelay = 10;  // the same 10 +- 5 ms for both retry styles
+const retryJitter = 5;
+
 async function main() {
-  const port = Number(process.argv[2]);
-  const seconds = Number(process.argv[3] || 5);
-  const client = new Redis({ host: "127.0.0.1", port });
-  const redlock = new Redlock([client], { retryCount: 0 });
-  let cycles = 0;
+  const [mode, portList, secondsArg] = process.argv.slice(2);
+  const clients = portList.split(",").map((p) => new Redis({ host: "127.0.0.1", port: Number(p) }));
+  const redlock = new Redlock(clients, {
+    retryCount: mode === "own" ? -1 : 0,
+    retryDelay,
+    retryJitter,
+  });
+  redlock.on("error", () => {});  // per-node refusals under contention
+  await Promise.all(clients.map((c) => c.ping()));
+  const resource = mode === "cycle" ? "redlock-bench-cycle" : "redlock-bench-contend";
+  const limitNs = BigInt(Math.round(Number(secondsArg) * 1e9));
   const start = process.hrtime.bigint();
-  const limit = BigInt(Math.round(seconds * 1e9));
-  while (process.hrtime.bigint() - start < limit) {
-    const lock = await redlock.acquire(["redlock-bench"], 10000);
-    await lock.release();
-    cycles++;
+  let acquired = 0;
+  while (process.hrtime.bigint() - start < limitNs) {
+    let lock = null;
+    while (lock === null && process.hrtime.bigint() - start < limitNs) {
+      try {
+        lock = await redlock.acquire([resource], 10000);
+      } catch (e) {
+        if (mode === "cycle") throw e;
+        if (mode === "caller") await sleep(retryDelay + (Math.random() * 2 - 1) * retryJitter);
+      }
+    }
+    if (lock === null) break;
+    await lock.release().catch(() => {});
+    acquired++;
   }
   const elapsed = Number(process.hrtime.bigint() - start) / 1e9;
-  console.log(`node_redlock ${Math.round(cycles / elapsed)}`);
-  client.disconnect();
+  console.log(`${mode} ${Math.round(acquired / elapsed)}`);
+  await redlock.quit();
 }
 
 main().catch((e) => {

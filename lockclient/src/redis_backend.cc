@@ -553,7 +553,7 @@ class RedlockBackend final : public LockBackend {
       votes = written;
     }
     // Failed: give back what was won, on every node, including those whose reply was lost.
-    ReleaseEverywhere(lock_s, owner_s);
+    ReleaseEverywhere(lock_s, owner_s, /*wait_all=*/true);
     int busy = 0;
     for (const auto& v : votes) {
       if (v.state == Vote::kNo && v.status.IsBusy()) {
@@ -601,7 +601,7 @@ class RedlockBackend final : public LockBackend {
   }
 
   Status Release(std::string_view lock, std::string_view owner, FencingToken token) override {
-    auto votes = ReleaseEverywhere(std::string(lock), std::string(owner));
+    auto votes = ReleaseEverywhere(std::string(lock), std::string(owner), /*wait_all=*/false);
     int yes = Count(votes, Vote::kYes), not_held = 0;
     std::string example;
     for (const auto& v : votes) {
@@ -707,14 +707,18 @@ class RedlockBackend final : public LockBackend {
     return out;
   }
 
-  std::vector<Vote> ReleaseEverywhere(const std::string& lock, const std::string& owner) {
+  // Sends the release to every node. With `wait_all` false it returns once a majority answered
+  // (the rest still run, in order, on their node's worker, before any later request there); a
+  // failed acquire waits for all, so that what it won is given back before it retries.
+  std::vector<Vote> ReleaseEverywhere(const std::string& lock, const std::string& owner,
+                                      bool wait_all) {
     return Round([=, this](std::size_t i) {
       Vote v;
       Status s = nodes_[i]->Release(lock, owner, FencingToken());
       v.state = s.ok() ? Vote::kYes : Vote::kNo;
       v.status = s;
       return v;
-    }, /*stop_early=*/false);
+    }, /*stop_early=*/!wait_all);
   }
 
   // Asks every node; with `stop_early`, returns once a majority said yes or can no longer.
