@@ -48,8 +48,8 @@ void Reply(const json::object& o) {
 }
 
 int RunClient(const std::string& name, const std::string& locks, const std::string& store_url,
-              std::chrono::milliseconds ttl) {
-  auto client = LockClient::Open(locks, {.ttl = ttl});
+              std::chrono::milliseconds ttl, bool sequential) {
+  auto client = LockClient::Open(locks, {.ttl = ttl, .redlock_sequential = sequential});
   auto store = StoreClient::Open(store_url, {.timeout = 30s});
   if (!client.ok() || !store.ok()) {
     Reply({{"ok", false},
@@ -256,9 +256,11 @@ class Demo {
   }
   ~Demo() {
     fenced_.reset();
-    if (redis_pid_ > 0) {
-      kill(redis_pid_, SIGKILL);
-      waitpid(redis_pid_, nullptr, 0);
+    for (pid_t pid : redis_pids_) {
+      if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
     }
     std::string cmd = "rm -rf '" + dir_ + "'";
     if (std::system(cmd.c_str()) != 0) std::cerr << "could not remove " << dir_ << "\n";
@@ -266,11 +268,10 @@ class Demo {
 
   // Returns an error message, or "" when the scenario ran (the timeline says what it showed).
   std::string Run() {
-    if (timeline_.scenario == "clock-jump") {
-      return "the clock-jump scenario needs the Redlock backend, which is not available yet";
-    }
     if (timeline_.scenario == "lock-service-restart") {
-      if (auto err = StartRedis(); !err.empty()) return err;
+      if (auto err = StartRedis(1); !err.empty()) return err;
+    } else if (timeline_.scenario == "clock-jump") {
+      if (auto err = StartRedis(5); !err.empty()) return err;
     } else if (locks_.empty()) {
       locks_ = "sqlite://" + dir_ + "/locks.db";
     }
@@ -281,6 +282,7 @@ class Demo {
     if (timeline_.scenario == "gc-pause") return GcPause(false);
     if (timeline_.scenario == "slow-network") return GcPause(true);
     if (timeline_.scenario == "lock-service-restart") return LockServiceRestart();
+    if (timeline_.scenario == "clock-jump") return ClockJump();
     return "unknown scenario \"" + timeline_.scenario +
            "\"; use gc-pause, slow-network, lock-service-restart or clock-jump";
   }
@@ -311,52 +313,68 @@ class Demo {
     return "";
   }
 
-  std::string StartRedis() {
-    if (!locks_.empty() && !locks_.starts_with("redis://")) {
-      return "the lock-service-restart scenario restarts Redis; it starts its own redis-server "
-             "(leave out --locks, or give a redis:// URI to be ignored)";
+  // Starts `n` redis-server nodes on free loopback ports.
+  std::string StartRedis(int n) {
+    if (!locks_.empty() && !locks_.starts_with("redis://") && !locks_.starts_with("redlock://")) {
+      return "the " + timeline_.scenario + " scenario starts its own redis-server nodes; leave "
+             "out --locks";
     }
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    close(fd);
-    redis_port_ = ntohs(addr.sin_port);
-    locks_ = "redis://127.0.0.1:" + std::to_string(redis_port_);
-    return RestartRedis();
+    for (int i = 0; i < n; ++i) {
+      int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+      socklen_t len = sizeof addr;
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+      close(fd);
+      redis_ports_.push_back(ntohs(addr.sin_port));
+      redis_pids_.push_back(-1);
+      if (auto err = RestartRedis(i); !err.empty()) return err;
+    }
+    if (n == 1) {
+      locks_ = "redis://127.0.0.1:" + std::to_string(redis_ports_[0]);
+    } else {
+      locks_ = "redlock://";
+      for (int i = 0; i < n; ++i) {
+        locks_ += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(redis_ports_[i]);
+      }
+    }
+    return "";
   }
 
-  std::string RestartRedis() {
-    if (redis_pid_ > 0) {
-      kill(redis_pid_, SIGKILL);
-      waitpid(redis_pid_, nullptr, 0);
+  // Kills node `i` if running and starts it again, empty.
+  std::string RestartRedis(std::size_t i) {
+    if (redis_pids_[i] > 0) {
+      kill(redis_pids_[i], SIGKILL);
+      waitpid(redis_pids_[i], nullptr, 0);
     }
-    std::string port = std::to_string(redis_port_);
-    redis_pid_ = fork();
-    if (redis_pid_ == 0) {
+    std::string port = std::to_string(redis_ports_[i]);
+    redis_pids_[i] = fork();
+    if (redis_pids_[i] == 0) {
       int null = open("/dev/null", O_WRONLY);
       dup2(null, 1);
       execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "no", static_cast<char*>(nullptr));
       _exit(127);
     }
-    auto probe = LockClient::Open(locks_, {.op_timeout = 100ms});
-    for (int i = 0; i < 400; ++i) {
+    auto probe = LockClient::Open("redis://127.0.0.1:" + port, {.op_timeout = 100ms});
+    for (int attempt = 0; attempt < 400; ++attempt) {
       if (probe.ok() && (*probe)->Inspect("probe").ok()) return "";
       int status;
-      if (waitpid(redis_pid_, &status, WNOHANG) == redis_pid_) break;
+      if (waitpid(redis_pids_[i], &status, WNOHANG) == redis_pids_[i]) break;
       std::this_thread::sleep_for(10ms);
     }
     return "redis-server could not be started (install Debian's redis-server; ./scripts/demo does)";
   }
 
-  std::unique_ptr<Child> StartClient(const std::string& name, const std::string& store_url) {
-    return std::make_unique<Child>(std::vector<std::string>{
-        "/proc/self/exe", "--role", "client", "--name", name, "--locks", locks_, "--store",
-        store_url, "--ttl", std::to_string(ttl_.count()) + "ms"});
+  std::unique_ptr<Child> StartClient(const std::string& name, const std::string& store_url,
+                                     bool sequential = false) {
+    std::vector<std::string> argv = {"/proc/self/exe", "--role", "client", "--name", name,
+                                     "--locks", locks_, "--store", store_url, "--ttl",
+                                     std::to_string(ttl_.count()) + "ms"};
+    if (sequential) argv.push_back("--sequential");
+    return std::make_unique<Child>(argv);
   }
 
   bool Acquire(Child& c, const std::string& name, std::int64_t& token, std::string& error) {
@@ -479,7 +497,7 @@ class Demo {
     std::int64_t ta = 0, tb = 0;
     if (!Acquire(*a, "A", ta, error)) return error;
     LogWrite("A", a->Ask("write A's first update"));
-    if (auto err = RestartRedis(); !err.empty()) return err;
+    if (auto err = RestartRedis(0); !err.empty()) return err;
     Log("lock service", "Redis restarts empty: the lock and the counter are gone", std::nullopt,
         "", Kind::kRestart);
     if (!Acquire(*b, "B", tb, error)) return error;
@@ -506,6 +524,44 @@ class Demo {
     return "";
   }
 
+  // Redlock on 5 nodes (Kleppmann's example): A reaches only nodes 1-3 (it asks one node after
+  // another and stops at a majority), the clock of node 3 jumps forward so A's key there expires
+  // early, and B wins nodes 3-5. Two holders; the store refuses the older token.
+  std::string ClockJump() {
+    auto a = StartClient("A", store_url_, /*sequential=*/true);
+    auto b = StartClient("B", store_url_);
+    std::string error;
+    std::int64_t ta = 0, tb = 0;
+    if (!Acquire(*a, "A", ta, error)) return error;
+    Log("lock service", "A holds nodes 1, 2, 3 (a majority of 5)", ta, "", Kind::kNote);
+    std::string cmd = "redis-cli -p " + std::to_string(redis_ports_[2]) +
+                      " DEL 'fencekit:{" + std::string(kLock) + "}:lock' >/dev/null";
+    if (std::system(cmd.c_str()) != 0) return "redis-cli failed (install redis-tools)";
+    Log("lock service", "clock of node 3 jumps forward: A's key there expires early", ta, "",
+        Kind::kExpire, "");
+    if (!Acquire(*b, "B", tb, error)) return error;
+    Log("lock service", "B holds nodes 3, 4, 5: two holders at once", tb, "", Kind::kNote);
+    bool b_accepted = LogWrite("B", b->Ask("write B's update (token " + std::to_string(tb) + ")"));
+    bool a_accepted = LogWrite("A", a->Ask("write A's update (token " + std::to_string(ta) + ")"));
+    a->Stop();
+    b->Stop();
+    if (auto err = FinalRead(); !err.empty()) return err;
+    if (timeline_.fencing) {
+      timeline_.lesson_shown = ta < tb && b_accepted && !a_accepted;
+      timeline_.verdict = timeline_.lesson_shown
+                              ? "two Redlock holders after a clock jump, but the store refused "
+                                "A's older token: it kept B's value"
+                              : "unexpected: the older holder's write was not refused";
+    } else {
+      timeline_.lesson_shown = b_accepted && a_accepted;
+      timeline_.verdict = timeline_.lesson_shown
+                              ? "lost update: two Redlock holders both wrote; B's write was "
+                                "overwritten by A"
+                              : "unexpected: a write was refused without fencing";
+    }
+    return "";
+  }
+
   Timeline timeline_;
   std::string locks_;
   std::chrono::milliseconds ttl_;
@@ -513,8 +569,8 @@ class Demo {
   std::string dir_;
   std::string store_url_;
   std::uint16_t store_port_ = 0;
-  std::uint16_t redis_port_ = 0;
-  pid_t redis_pid_ = -1;
+  std::vector<std::uint16_t> redis_ports_;
+  std::vector<pid_t> redis_pids_;
   std::unique_ptr<Child> fenced_;
   std::unique_ptr<LockClient> observer_;
   std::chrono::steady_clock::time_point start_;
@@ -539,7 +595,8 @@ int main(int argc, char** argv) {
   desc.add_options()("help,h", "print this help")(
       "scenario", po::value(&scenario)->default_value("gc-pause"),
       "gc-pause (A is frozen with SIGSTOP), slow-network (A's write is delayed in flight), "
-      "lock-service-restart (Redis restarted empty: two holders), clock-jump (needs Redlock)")(
+      "lock-service-restart (Redis restarted empty: two holders), clock-jump (Redlock on 5 nodes: "
+      "a node's clock jumps, two holders)")(
       "no-fencing", po::bool_switch(),
       "run the store unguarded (demonstration only) to show the lost update")(
       "locks", po::value(&locks),
@@ -551,7 +608,8 @@ int main(int argc, char** argv) {
       "fenced", po::value(&fenced)->default_value(FENCED_PATH), "path of the fenced binary")(
       "role", po::value(&role), "internal: 'client' runs one client process")(
       "name", po::value(&name), "internal: client name")(
-      "store", po::value(&store), "internal: store URL for a client");
+      "store", po::value(&store), "internal: store URL for a client")(
+      "sequential", po::bool_switch(), "internal: the client asks Redlock nodes one at a time");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -569,7 +627,7 @@ int main(int argc, char** argv) {
     std::cerr << "fencekit-demo: " << ttl.status().message() << "\n";
     return 1;
   }
-  if (role == "client") return RunClient(name, locks, store, *ttl);
+  if (role == "client") return RunClient(name, locks, store, *ttl, vm["sequential"].as<bool>());
 
   bool fencing = !vm["no-fencing"].as<bool>();
   Demo demo(scenario, locks, fencing, *ttl, fenced);

@@ -111,11 +111,29 @@ TEST(DemoTest, LockServiceRestartTwoHoldersLowerTokenRefused) {
   EXPECT_EQ(a[1].at("status").as_string(), "accepted");
 }
 
-TEST(DemoTest, ClockJumpExplainsWhatItNeeds) {
+TEST(DemoTest, RedlockClockJumpTwoHoldersOlderTokenRefused) {
   TempDir dir;
   auto run = RunDemo(dir, {"--scenario", "clock-jump"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto a = Writes(run.json, "A"), b = Writes(run.json, "B");
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_LT(a[0].at("token").as_int64(), b[0].at("token").as_int64());
+  EXPECT_EQ(b[0].at("status").as_string(), "accepted");
+  EXPECT_EQ(a[0].at("status").as_string(), "refused, stale token");
+  bool two_holders = false;
+  for (const auto& e : run.json.at("events").as_array()) {
+    two_holders |= std::string(e.as_object().at("event").as_string()).find("two holders") !=
+                   std::string::npos;
+  }
+  EXPECT_TRUE(two_holders);
+}
+
+TEST(DemoTest, UnknownScenarioIsAClearError) {
+  TempDir dir;
+  auto run = RunDemo(dir, {"--scenario", "meteor-strike"});
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_NE(run.err.find("Redlock"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("unknown scenario"), std::string::npos) << run.err;
 }
 
 // Counts the distinct byte values of a PNG's inflated image data: a blank page has a handful
