@@ -122,7 +122,7 @@ TEST_F(RedlockTest, KeyLostOnOneNodeGivesTwoHoldersAndTheStoreRefusesTheOlder) {
   nodes_[3]->RestartEmpty();
   nodes_[4]->RestartEmpty();
   ASSERT_EQ(nodes_[2]->Command({"DEL", "fencekit:{job}:lock"}), 1);  // the "clock jump"
-  auto b = Open()->TryAcquire("job", 30s);  // B wins nodes 2, 3, 4
+  auto b = Open()->TryAcquire("job", 30s);                           // B wins nodes 2, 3, 4
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_NE(a->owner, b->owner);  // two holders at once
   EXPECT_GT(b->token, a->token);
@@ -132,6 +132,85 @@ TEST_F(RedlockTest, KeyLostOnOneNodeGivesTwoHoldersAndTheStoreRefusesTheOlder) {
   auto stale = store->Put("job", a->token, "record", "A");
   EXPECT_TRUE(stale.status().IsStaleToken()) << stale.status().ToString();
   EXPECT_EQ(store->Get("record")->value, "B");
+}
+
+TEST_F(RedlockTest, NodeMetricsSayWhichNodesGrantedRefusedOrFailed) {
+  nodes_[0]->Stop();
+  auto a = Open();
+  auto lease = a->TryAcquire("job");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  auto b = Open();
+  auto busy = b->TryAcquire("job");
+  ASSERT_TRUE(busy.status().IsBusy()) << busy.status().ToString();
+
+  auto ma = a->node_metrics(), mb = b->node_metrics();
+  ASSERT_EQ(ma.size(), 5u);
+  EXPECT_EQ(ma[0].address, "127.0.0.1:" + std::to_string(nodes_[0]->port()));
+  EXPECT_GE(ma[0].failed, 1u);
+  EXPECT_EQ(ma[0].granted, 0u);
+  int granted = 0, refused = 0;
+  for (int i = 1; i < 5; ++i) {
+    granted += ma[i].granted >= 1;
+    refused += mb[i].refused >= 1;
+    EXPECT_EQ(mb[i].granted, 0u) << i;  // b's failed attempt released nothing it did not win
+  }
+  EXPECT_GE(granted, 3);
+  EXPECT_GE(refused, 3);
+  EXPECT_TRUE(a->Release(*lease).ok());
+}
+
+TEST_F(RedlockTest, HungNodesTimeOutWithinTheNodeTimeoutAndAreCounted) {
+  for (int i : {0, 1, 2}) nodes_[i]->Pause();  // accepting connections, never answering
+  auto client = Open({.redlock_node_timeout = 50ms});
+  auto start = std::chrono::steady_clock::now();
+  auto lease = client->TryAcquire("job");
+  auto took = std::chrono::steady_clock::now() - start;
+  for (int i : {0, 1, 2}) nodes_[i]->Resume();
+  ASSERT_FALSE(lease.ok());
+  EXPECT_TRUE(lease.status().IsUnavailable()) << lease.status().ToString();
+  EXPECT_NE(lease.status().message().find("no reply within 50ms"), std::string::npos)
+      << lease.status().ToString();
+  EXPECT_LT(took, 2s);
+  auto m = client->node_metrics();
+  for (int i : {0, 1, 2}) EXPECT_GE(m[i].timed_out, 1u) << i;
+  for (int i : {3, 4}) EXPECT_EQ(m[i].timed_out, 0u) << i;
+}
+
+// With the nodes' counters in step, the granting majority already knows the token: no second
+// round. When they are not, the write-back is one more request per node, sent to all at once.
+TEST_F(RedlockTest, WriteBackCostsAtMostOneExtraRequestPerNode) {
+  auto client = Open();
+  auto requests = [&] {
+    std::vector<std::uint64_t> r;
+    for (const auto& m : client->node_metrics()) r.push_back(m.requests);
+    return r;
+  };
+  auto warm = client->TryAcquire("job");  // counters: 1 on every node
+  ASSERT_TRUE(warm.ok());
+  ASSERT_TRUE(client->Release(*warm).ok());
+
+  auto before = requests();
+  auto in_step = client->TryAcquire("job");
+  ASSERT_TRUE(in_step.ok()) << in_step.status().ToString();
+  auto after = requests();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(after[i] - before[i], 1u) << "node " << i;
+  ASSERT_TRUE(client->Release(*in_step).ok());
+
+  ASSERT_EQ(nodes_[0]->Command({"SET", "fencekit:{job}:token", "1000"}), -1);  // "OK"
+  before = requests();
+  auto ahead = client->TryAcquire("job");
+  ASSERT_TRUE(ahead.ok()) << ahead.status().ToString();
+  after = requests();
+  EXPECT_EQ(ahead->token.value(), 1001);
+  EXPECT_EQ(after[0] - before[0], 1u);  // it granted 1001: nothing to write back there
+  for (int i = 1; i < 5; ++i) EXPECT_EQ(after[i] - before[i], 2u) << "node " << i;
+  int know = 0;
+  for (auto& n : nodes_) {
+    know += n->Command({"EVAL", "return tonumber(redis.call('get', KEYS[1]))", "1",
+                        "fencekit:{job}:token"}) >= 1001;
+  }
+  EXPECT_GE(know, 3);
+  ASSERT_TRUE(client->Release(*ahead).ok());
 }
 
 }  // namespace

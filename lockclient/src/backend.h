@@ -34,6 +34,8 @@ class LockBackend {
   virtual const std::string& service() const = 0;
   // See LockClient::counter_resets_detected.
   virtual std::uint64_t counter_resets_detected() const { return 0; }
+  // See LockClient::node_metrics.
+  virtual std::vector<NodeMetrics> node_metrics() const { return {}; }
 };
 
 Result<std::unique_ptr<LockBackend>> OpenSqliteBackend(std::string_view uri,

@@ -93,6 +93,8 @@ std::uint64_t LockClient::counter_resets_detected() const {
   return backend_->counter_resets_detected();
 }
 
+std::vector<NodeMetrics> LockClient::node_metrics() const { return backend_->node_metrics(); }
+
 milliseconds LockClient::Backoff(int attempt) {
   thread_local std::minstd_rand rng(std::random_device{}());
   auto base = options_.retry_min * (1LL << std::min(attempt, 16));
@@ -123,7 +125,9 @@ std::chrono::steady_clock::duration LockClient::Drift(milliseconds ttl) const {
          options_.drift_min;
 }
 
-Result<Lease> LockClient::TryAcquire(std::string_view lock) { return TryAcquire(lock, options_.ttl); }
+Result<Lease> LockClient::TryAcquire(std::string_view lock) {
+  return TryAcquire(lock, options_.ttl);
+}
 
 Result<Lease> LockClient::TryAcquire(std::string_view lock, milliseconds ttl) {
   if (auto s = ValidateLockName(lock); !s.ok()) return s;
@@ -147,7 +151,8 @@ Result<Lease> LockClient::Acquire(std::string_view lock,
 }
 
 Result<Lease> LockClient::Acquire(std::string_view lock,
-                                  std::chrono::steady_clock::time_point deadline, milliseconds ttl) {
+                                  std::chrono::steady_clock::time_point deadline,
+                                  milliseconds ttl) {
   if (auto s = ValidateLockName(lock); !s.ok()) return s;
   if (auto s = ValidateTtl(lock, ttl); !s.ok()) return s;
   auto owner = NewOwner();
@@ -205,11 +210,11 @@ struct HeldLock::State {
   Options options;
   std::mutex mu;
   std::condition_variable cv;
-  Lease lease;                         // GUARDED_BY(mu)
-  bool lost = false;                   // GUARDED_BY(mu)
-  Status lost_reason;                  // GUARDED_BY(mu)
-  bool stopping = false;               // GUARDED_BY(mu)
-  bool released = false;               // GUARDED_BY(mu)
+  Lease lease;            // GUARDED_BY(mu)
+  bool lost = false;      // GUARDED_BY(mu)
+  Status lost_reason;     // GUARDED_BY(mu)
+  bool stopping = false;  // GUARDED_BY(mu)
+  bool released = false;  // GUARDED_BY(mu)
   std::atomic<std::uint64_t> renewals{0};
   std::thread renewer;
 };

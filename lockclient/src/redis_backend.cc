@@ -5,17 +5,15 @@
 // list a release pushes to, so a waiter blocked in BLPOP wakes at once; fencekit:{name}:waiting
 // says someone waits, so an uncontended release skips the signal.
 #include <hiredis/hiredis.h>
+#include <poll.h>
 
-#include <boost/url/parse.hpp>
 #include <atomic>
+#include <boost/url/parse.hpp>
 #include <charconv>
-#include <condition_variable>
-#include <deque>
-#include <functional>
-#include <random>
-#include <thread>
 #include <map>
 #include <mutex>
+#include <random>
+#include <thread>
 #include <vector>
 
 #include "backend.h"
@@ -92,6 +90,10 @@ constexpr const char* kInspectScript = R"lua(
 return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2])}
 )lua";
 
+enum ScriptId { kAcquire, kRelease, kExtend, kInspect, kRaise, kScriptCount };
+constexpr const char* kScripts[kScriptCount] = {kAcquireScript, kReleaseScript, kExtendScript,
+                                                kInspectScript, kRaiseScript};
+
 struct ReplyDeleter {
   void operator()(redisReply* r) const { freeReplyObject(r); }
 };
@@ -126,8 +128,7 @@ std::int64_t TokenOf(std::string_view value) {
 
 class RedisBackend final : public LockBackend {
  public:
-  RedisBackend(std::string host, int port, int db, std::string password,
-               const LockOptions& options)
+  RedisBackend(std::string host, int port, int db, std::string password, const LockOptions& options)
       : host_(std::move(host)),
         port_(port),
         db_(db),
@@ -149,11 +150,26 @@ class RedisBackend final : public LockBackend {
   Result<FencingToken> TryAcquireAbove(std::string_view lock, std::string_view owner,
                                        milliseconds ttl, std::int64_t floor,
                                        milliseconds* holder_remaining) {
-    std::string ttl_ms = std::to_string(ttl.count()), floor_s = std::to_string(floor);
-    auto reply = Eval(kAcquire, {Key(lock, "lock"), Key(lock, "token"), Key(lock, "waiting")},
-                      {owner, ttl_ms, floor_s}, lock);
+    auto reply = Eval(kAcquire, AcquireKeys(lock), AcquireArgs(owner, ttl, floor), lock);
     if (!reply.ok()) return reply.status();
-    redisReply* r = reply->get();
+    return ParseAcquire(reply->get(), lock, holder_remaining);
+  }
+
+  static std::vector<std::string> AcquireKeys(std::string_view lock) {
+    return {Key(lock, "lock"), Key(lock, "token"), Key(lock, "waiting")};
+  }
+  static std::vector<std::string> AcquireArgs(std::string_view owner, milliseconds ttl,
+                                              std::int64_t floor) {
+    return {std::string(owner), std::to_string(ttl.count()), std::to_string(floor)};
+  }
+  static std::vector<std::string> OwnerKeys(std::string_view lock, bool release) {
+    if (!release) return {Key(lock, "lock")};
+    return {Key(lock, "lock"), Key(lock, "signal"), Key(lock, "waiting")};
+  }
+
+  // The acquire script's reply: the token, or kBusy with *holder_remaining set.
+  Result<FencingToken> ParseAcquire(const redisReply* r, std::string_view lock,
+                                    milliseconds* holder_remaining) {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) return BadReply(lock);
     if (r->element[0]->integer == 0) {
       *holder_remaining = milliseconds(std::max<long long>(0, r->element[1]->integer));
@@ -201,9 +217,9 @@ class RedisBackend final : public LockBackend {
 
   void WaitForRelease(std::string_view lock, milliseconds max_wait) override {
     if (max_wait <= milliseconds(0)) return;
-    auto ctx = Take();
-    if (!ctx.ok()) return;
-    Context c = std::move(ctx).value();
+    auto conn = Take();
+    if (!conn.ok()) return;
+    Context c = std::move(conn->c);
     // The socket timeout must outlast the blocking wait.
     redisSetTimeout(c.get(), ToTimeval(max_wait + options_.op_timeout));
     std::string key = Key(lock, "signal");
@@ -222,31 +238,28 @@ class RedisBackend final : public LockBackend {
 
   // Raises the lock's counter to at least `token`.
   Status RaiseCounter(std::string_view lock, FencingToken token) {
-    auto reply = Eval(kRaise, {Key(lock, "token")}, {token.ToString()}, lock);
+    auto reply = Eval(kRaise, RaiseKeys(lock), {token.ToString()}, lock);
     return reply.ok() ? Status::Ok() : reply.status();
   }
+  static std::vector<std::string> RaiseKeys(std::string_view lock) { return {Key(lock, "token")}; }
   // host:port, for per-node messages.
   std::string address() const { return host_ + ":" + std::to_string(port_); }
 
  private:
-  enum ScriptId { kAcquire, kRelease, kExtend, kInspect, kRaise, kScriptCount };
-  static constexpr const char* kScripts[kScriptCount] = {
-      kAcquireScript, kReleaseScript, kExtendScript, kInspectScript, kRaiseScript};
-
   Status OwnerChecked(ScriptId id, std::string_view lock, std::string_view owner,
                       FencingToken token, milliseconds ttl, std::string_view what) {
     // Owner ids are unique per grant, so the owner alone identifies the lease (Redlock's nodes
     // hold the same owner with different per-node tokens).
-    std::string value(owner);
-    std::string ttl_ms = std::to_string(ttl.count());
-    std::vector<std::string> keys = {Key(lock, "lock")};
-    if (id == kRelease) {
-      keys.push_back(Key(lock, "signal"));
-      keys.push_back(Key(lock, "waiting"));
-    }
-    auto reply = Eval(id, keys, {value, ttl_ms}, lock);
+    (void)token;
+    auto reply = Eval(id, OwnerKeys(lock, id == kRelease),
+                      {std::string(owner), std::to_string(ttl.count())}, lock);
     if (!reply.ok()) return reply.status();
-    redisReply* r = reply->get();
+    return ParseOwnerChecked(reply->get(), lock, what);
+  }
+
+ public:
+  // The release and extend scripts' reply.
+  Status ParseOwnerChecked(const redisReply* r, std::string_view lock, std::string_view what) {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) return BadReply(lock);
     switch (r->element[0]->integer) {
       case 1:
@@ -270,14 +283,29 @@ class RedisBackend final : public LockBackend {
                                std::string(lock) + "\"");
   }
 
-  Result<Context> Take() {
-    {
-      std::lock_guard guard(pool_mu_);
-      if (!idle_.empty()) {
-        Context c = std::move(idle_.back());
+  // A connection from the pool (pooled = true) or a new one. A pooled connection may still owe
+  // replies to requests whose answers nobody waited for (a Redlock round that ended early):
+  // they are read and dropped first.
+  struct Conn {
+    Context c;
+    bool pooled = false;
+  };
+  Result<Conn> Take() {
+    for (;;) {
+      Idle idle;
+      {
+        std::lock_guard guard(pool_mu_);
+        if (idle_.empty()) break;
+        idle = std::move(idle_.back());
         idle_.pop_back();
-        return c;
       }
+      bool ok = true;
+      for (int i = 0; i < idle.owed && ok; ++i) {
+        void* r = nullptr;
+        ok = redisGetReply(idle.c.get(), &r) == REDIS_OK;
+        if (r != nullptr) freeReplyObject(r);
+      }
+      if (ok) return Conn{std::move(idle.c), true};
     }
     timeval tv = ToTimeval(options_.op_timeout);
     Context c(redisConnectWithTimeout(host_.c_str(), port_, tv));
@@ -289,8 +317,8 @@ class RedisBackend final : public LockBackend {
     redisSetTimeout(c.get(), tv);
     redisEnableKeepAlive(c.get());
     if (!password_.empty()) {
-      Reply r(static_cast<redisReply*>(redisCommand(c.get(), "AUTH %b", password_.data(),
-                                                    password_.size())));
+      Reply r(static_cast<redisReply*>(
+          redisCommand(c.get(), "AUTH %b", password_.data(), password_.size())));
       if (!r || r->type == REDIS_REPLY_ERROR) {
         return Status::Unavailable("authentication to " + service_ + " failed");
       }
@@ -298,77 +326,101 @@ class RedisBackend final : public LockBackend {
     if (db_ != 0) {
       Reply r(static_cast<redisReply*>(redisCommand(c.get(), "SELECT %d", db_)));
       if (!r || r->type == REDIS_REPLY_ERROR) {
-        return Status::InvalidArgument("cannot select database " + std::to_string(db_) +
-                                       " on " + service_);
+        return Status::InvalidArgument("cannot select database " + std::to_string(db_) + " on " +
+                                       service_);
       }
     }
-    return c;
+    return Conn{std::move(c), false};
   }
 
-  void Give(Context c) {
+  // Returns a connection to the pool; `owed`: replies still to come for requests sent on it.
+  void Give(Context c, int owed = 0) {
     if (c->err) return;  // broken: drop it, the next Take reconnects
     std::lock_guard guard(pool_mu_);
     if (static_cast<int>(idle_.size()) < std::max(1, options_.pool_size)) {
-      idle_.push_back(std::move(c));
+      idle_.push_back(Idle{std::move(c), owed});
     }
   }
 
-  // Runs a script by EVALSHA (EVAL when its SHA is not known yet or the server lost it).
-  // Retries once on a fresh connection when a pooled one turns out to be broken (e.g. Redis
-  // restarted); the scripts are written so that a repeat is harmless.
+  // Drops every pooled connection (after one turned out broken, e.g. Redis restarted).
+  void DropIdle() {
+    std::lock_guard guard(pool_mu_);
+    idle_.clear();
+  }
+
+  // Queues a script call in c's output buffer: EVALSHA, or EVAL while the SHA is unknown.
+  // Returns whether it was EVAL (then LearnSha after the reply).
+  bool Append(redisContext* c, ScriptId id, const std::vector<std::string>& keys,
+              const std::vector<std::string>& args) {
+    std::string sha;
+    {
+      std::lock_guard guard(pool_mu_);
+      sha = shas_[id];
+    }
+    std::string nkeys = std::to_string(keys.size());
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    auto push = [&](std::string_view s) {
+      argv.push_back(s.data());
+      lens.push_back(s.size());
+    };
+    push(sha.empty() ? "EVAL" : "EVALSHA");
+    push(sha.empty() ? std::string_view(kScripts[id]) : std::string_view(sha));
+    push(nkeys);
+    for (const auto& k : keys) push(k);
+    for (const auto& a : args) push(a);
+    redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data());
+    return sha.empty();
+  }
+
+  // True for the error a server gives when it does not know a script's SHA (it restarted, or
+  // SCRIPT FLUSH); the caller forgets the SHA and sends EVAL.
+  bool IsNoScript(const redisReply* r, ScriptId id) {
+    if (r->type != REDIS_REPLY_ERROR || !std::string_view(r->str, r->len).starts_with("NOSCRIPT")) {
+      return false;
+    }
+    std::lock_guard guard(pool_mu_);
+    shas_[id].clear();
+    return true;
+  }
+
+  Status Refused(const redisReply* r, std::string_view lock) {
+    return Status::Unavailable(service_ + " refused the request for lock \"" + std::string(lock) +
+                               "\": " + std::string(r->str, r->len));
+  }
+
+  // Runs a script and waits for its reply. Retries once on a fresh connection when a pooled one
+  // turns out to be broken (e.g. Redis restarted); the scripts are written so that a repeat is
+  // harmless.
   Result<Reply> Eval(ScriptId id, const std::vector<std::string>& keys,
-                     const std::vector<std::string_view>& args, std::string_view lock) {
+                     const std::vector<std::string>& args, std::string_view lock) {
     for (int attempt = 0; attempt < 2; ++attempt) {
-      bool pooled;
-      {
-        std::lock_guard guard(pool_mu_);
-        pooled = !idle_.empty();
-      }
-      auto ctx = Take();
-      if (!ctx.ok()) return ctx.status();
-      Context c = std::move(ctx).value();
-      std::string sha;
-      {
-        std::lock_guard guard(pool_mu_);
-        sha = shas_[id];
-      }
-      std::string nkeys = std::to_string(keys.size());
-      std::vector<const char*> argv;
-      std::vector<std::size_t> lens;
-      auto push = [&](std::string_view s) {
-        argv.push_back(s.data());
-        lens.push_back(s.size());
-      };
-      push(sha.empty() ? "EVAL" : "EVALSHA");
-      push(sha.empty() ? std::string_view(kScripts[id]) : std::string_view(sha));
-      push(nkeys);
-      for (const auto& k : keys) push(k);
-      for (const auto& a : args) push(a);
-      Reply r(static_cast<redisReply*>(
-          redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
-      if (!r) {
+      auto conn = Take();
+      if (!conn.ok()) return conn.status();
+      redisContext* c = conn->c.get();
+      bool eval = Append(c, id, keys, args);
+      void* raw = nullptr;
+      if (redisGetReply(c, &raw) != REDIS_OK || raw == nullptr) {
         std::string err = c->errstr;
-        if (pooled && attempt == 0) continue;  // c is dropped; retry on a new connection
+        if (conn->pooled && attempt == 0) {
+          DropIdle();
+          continue;
+        }
         return Status::Unavailable("no reply from " + service_ + " for lock \"" +
                                    std::string(lock) + "\": " + err);
       }
-      if (r->type == REDIS_REPLY_ERROR) {
-        std::string_view err(r->str, r->len);
-        if (err.starts_with("NOSCRIPT")) {
-          {
-            std::lock_guard guard(pool_mu_);
-            shas_[id].clear();  // EVAL reloads it into the server's cache
-          }
-          Give(std::move(c));
-          --attempt;
-          continue;
-        }
-        Give(std::move(c));
-        return Status::Unavailable(service_ + " refused the request for lock \"" +
-                                   std::string(lock) + "\": " + std::string(err));
+      Reply r(static_cast<redisReply*>(raw));
+      if (IsNoScript(r.get(), id)) {
+        Give(std::move(conn->c));
+        --attempt;
+        continue;
       }
-      if (sha.empty()) LearnSha(c.get(), id);
-      Give(std::move(c));
+      if (r->type == REDIS_REPLY_ERROR) {
+        Give(std::move(conn->c));
+        return Refused(r.get(), lock);
+      }
+      if (eval) LearnSha(c, id);
+      Give(std::move(conn->c));
       return r;
     }
     return Status::Unavailable("no reply from " + service_);
@@ -384,6 +436,12 @@ class RedisBackend final : public LockBackend {
     }
   }
 
+ private:
+  struct Idle {
+    Context c;
+    int owed = 0;
+  };
+
   std::string host_;
   int port_;
   int db_;
@@ -392,8 +450,8 @@ class RedisBackend final : public LockBackend {
   std::string service_;
 
   std::mutex pool_mu_;
-  std::vector<Context> idle_;           // GUARDED_BY(pool_mu_)
-  std::string shas_[kScriptCount];      // GUARDED_BY(pool_mu_)
+  std::vector<Idle> idle_;          // GUARDED_BY(pool_mu_)
+  std::string shas_[kScriptCount];  // GUARDED_BY(pool_mu_)
 
   std::mutex seen_mu_;
   std::map<std::string, std::int64_t> seen_;  // GUARDED_BY(seen_mu_): highest token per lock
@@ -426,8 +484,8 @@ Result<std::unique_ptr<LockBackend>> OpenRedisBackend(std::string_view uri,
     }
   }
   std::string password = url->has_password() ? std::string(url->password()) : std::string();
-  auto backend = std::make_unique<RedisBackend>(std::string(url->host_address()), port, db,
-                                                password, options);
+  auto backend =
+      std::make_unique<RedisBackend>(std::string(url->host_address()), port, db, password, options);
   return std::unique_ptr<LockBackend>(std::move(backend));
 }
 
@@ -442,47 +500,6 @@ Result<std::unique_ptr<LockBackend>> OpenRedisBackend(std::string_view uri,
 namespace fencekit {
 namespace {
 
-// Runs tasks for one node, in order, on its own thread: requests to different nodes overlap.
-class NodeWorker {
- public:
-  NodeWorker() : thread_([this] { Loop(); }) {}
-  ~NodeWorker() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-  void Post(std::function<void()> task) {
-    {
-      std::lock_guard lock(mu_);
-      tasks_.push_back(std::move(task));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  void Loop() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // GUARDED_BY(mu_)
-  bool stop_ = false;                        // GUARDED_BY(mu_)
-  std::thread thread_;
-};
-
 struct Vote {
   enum State { kPending, kYes, kNo } state = kPending;
   Status status;
@@ -490,15 +507,21 @@ struct Vote {
   milliseconds remaining{0};
 };
 
+// Counters behind NodeMetrics.
+struct NodeCounters {
+  std::atomic<std::uint64_t> requests{0}, granted{0}, refused{0}, failed{0}, timed_out{0};
+};
+
+// Thread safety: safe for concurrent use; each call runs its rounds on the calling thread.
 class RedlockBackend final : public LockBackend {
  public:
   RedlockBackend(std::vector<std::unique_ptr<RedisBackend>> nodes, const LockOptions& options,
                  std::string service)
-      : nodes_(std::move(nodes)), options_(options), service_(std::move(service)) {
+      : nodes_(std::move(nodes)),
+        counters_(nodes_.size()),
+        options_(options),
+        service_(std::move(service)) {
     quorum_ = static_cast<int>(nodes_.size()) / 2 + 1;
-    if (!options_.redlock_sequential) {
-      for (std::size_t i = 0; i < nodes_.size(); ++i) workers_.push_back(std::make_unique<NodeWorker>());
-    }
   }
 
   Result<FencingToken> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
@@ -509,51 +532,56 @@ class RedlockBackend final : public LockBackend {
       std::lock_guard guard(seen_mu_);
       if (auto it = seen_.find(std::string(lock)); it != seen_.end()) floor = it->second;
     }
-    std::string lock_s(lock), owner_s(owner);
-    auto votes = Round(
-        [=, this](std::size_t i) {
-          Vote v;
-          milliseconds remaining{0};
-          auto t = nodes_[i]->TryAcquireAbove(lock_s, owner_s, ttl, floor, &remaining);
-          if (t.ok()) {
-            v.state = Vote::kYes;
-            v.token = t->value();
-          } else {
-            v.state = Vote::kNo;
-            v.status = t.status();
-            v.remaining = remaining;
-          }
-          return v;
-        },
-        /*stop_early=*/true);
+    const std::vector<bool> all(nodes_.size(), true);
+    auto votes = Round(kAcquire, RedisBackend::AcquireKeys(lock),
+                       RedisBackend::AcquireArgs(owner, ttl, floor), all, quorum_,
+                       /*stop_early=*/true, [&](std::size_t i, const redisReply* r) {
+                         Vote v;
+                         auto t = nodes_[i]->ParseAcquire(r, lock, &v.remaining);
+                         v.state = t.ok() ? Vote::kYes : Vote::kNo;
+                         if (t.ok()) v.token = t->value();
+                         if (!t.ok()) v.status = t.status();
+                         return v;
+                       });
     int yes = Count(votes, Vote::kYes);
     auto elapsed = std::chrono::steady_clock::now() - start;
-    auto drift = std::chrono::duration_cast<milliseconds>(ttl * options_.drift_factor) +
-                 options_.drift_min;
+    auto drift =
+        std::chrono::duration_cast<milliseconds>(ttl * options_.drift_factor) + options_.drift_min;
     if (yes >= quorum_ && elapsed < ttl - drift) {
       std::int64_t token = 0;
       for (const auto& v : votes) {
         if (v.state == Vote::kYes) token = std::max(token, v.token);
       }
       auto t = FencingToken::FromInt(token).value();
-      // The write-back round: a majority must know the token before anyone uses it.
-      auto written = Round([=, this](std::size_t i) {
-        Vote v;
-        Status s = nodes_[i]->RaiseCounter(lock_s, t);
-        v.state = s.ok() ? Vote::kYes : Vote::kNo;
-        v.status = s;
-        return v;
-      }, /*stop_early=*/true);
-      if (Count(written, Vote::kYes) >= quorum_) {
+      // A majority must know the token before anyone uses it. Nodes that granted with this very
+      // token already do (their counter is at it); the write-back round asks the others, and
+      // only when those are fewer than a majority (counters out of step after contention or a
+      // node's data loss).
+      int know = 0;
+      std::vector<bool> ask(nodes_.size(), true);
+      for (std::size_t i = 0; i < votes.size(); ++i) {
+        if (votes[i].state == Vote::kYes && votes[i].token == token) {
+          ++know;
+          ask[i] = false;
+        }
+      }
+      bool recorded = know >= quorum_;
+      if (!recorded) {
+        auto written = Round(kRaise, RedisBackend::RaiseKeys(lock), {t.ToString()}, ask,
+                             quorum_ - know, /*stop_early=*/true,
+                             [](std::size_t, const redisReply*) { return Vote{Vote::kYes}; });
+        recorded = know + Count(written, Vote::kYes) >= quorum_;
+        if (!recorded) votes = written;
+      }
+      if (recorded) {
         std::lock_guard guard(seen_mu_);
-        auto& seen = seen_[lock_s];
+        auto& seen = seen_[std::string(lock)];
         seen = std::max(seen, token);
         return t;
       }
-      votes = written;
     }
     // Failed: give back what was won, on every node, including those whose reply was lost.
-    ReleaseEverywhere(lock_s, owner_s, /*wait_all=*/true);
+    ReleaseEverywhere(lock, owner, /*wait_all=*/true);
     int busy = 0;
     for (const auto& v : votes) {
       if (v.state == Vote::kNo && v.status.IsBusy()) {
@@ -564,25 +592,20 @@ class RedlockBackend final : public LockBackend {
     std::string detail = Detail(votes);
     if (busy > 0) return Status::Busy(Subject(lock, service_) + " is held (" + detail + ")");
     if (yes >= quorum_) {
-      return Status::Unavailable(Subject(lock, service_) + ": a majority granted, but too late "
-                                 "for the ttl or the token could not be recorded (" + detail + ")");
+      return Status::Unavailable(Subject(lock, service_) +
+                                 ": a majority granted, but too late "
+                                 "for the ttl or the token could not be recorded (" +
+                                 detail + ")");
     }
     return Status::Unavailable("no majority (" + std::to_string(quorum_) + " of " +
                                std::to_string(nodes_.size()) + ") for " + Subject(lock, service_) +
                                ": " + detail);
   }
 
-  Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
+  Status Extend(std::string_view lock, std::string_view owner, FencingToken,
                 milliseconds ttl) override {
     auto start = std::chrono::steady_clock::now();
-    std::string lock_s(lock), owner_s(owner);
-    auto votes = Round([=, this](std::size_t i) {
-      Vote v;
-      Status s = nodes_[i]->Extend(lock_s, owner_s, token, ttl);
-      v.state = s.ok() ? Vote::kYes : Vote::kNo;
-      v.status = s;
-      return v;
-    }, /*stop_early=*/true);
+    auto votes = OwnerRound(kExtend, lock, owner, ttl, "extend", /*stop_early=*/true);
     if (Count(votes, Vote::kYes) >= quorum_ && std::chrono::steady_clock::now() - start < ttl) {
       return Status::Ok();
     }
@@ -600,8 +623,8 @@ class RedlockBackend final : public LockBackend {
     return Status::Unavailable(msg);
   }
 
-  Status Release(std::string_view lock, std::string_view owner, FencingToken token) override {
-    auto votes = ReleaseEverywhere(std::string(lock), std::string(owner), /*wait_all=*/false);
+  Status Release(std::string_view lock, std::string_view owner, FencingToken) override {
+    auto votes = ReleaseEverywhere(lock, owner, /*wait_all=*/false);
     int yes = Count(votes, Vote::kYes), not_held = 0;
     std::string example;
     for (const auto& v : votes) {
@@ -664,12 +687,23 @@ class RedlockBackend final : public LockBackend {
   void WaitForRelease(std::string_view lock, milliseconds max_wait) override {
     // Redlock has no wake-up signal: retry after a random delay, so that clients that split
     // the votes do not retry in lockstep.
+    (void)lock;
     thread_local std::minstd_rand rng(std::random_device{}());
     auto cap = std::max<long long>(1, std::min<long long>(max_wait.count(), 50));
     std::this_thread::sleep_for(milliseconds(1 + static_cast<long long>(rng() % cap)));
   }
 
   const std::string& service() const override { return service_; }
+
+  std::vector<NodeMetrics> node_metrics() const override {
+    std::vector<NodeMetrics> out;
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      const NodeCounters& c = counters_[i];
+      out.push_back(NodeMetrics{nodes_[i]->address(), c.requests.load(), c.granted.load(),
+                                c.refused.load(), c.failed.load(), c.timed_out.load()});
+    }
+    return out;
+  }
 
  private:
   static int Count(const std::vector<Vote>& votes, Vote::State s) {
@@ -683,8 +717,12 @@ class RedlockBackend final : public LockBackend {
     for (std::size_t i = 0; i < votes.size(); ++i) {
       std::string a = nodes_[i]->address();
       switch (votes[i].state) {
-        case Vote::kYes: granted += (granted.empty() ? "" : ", ") + a; break;
-        case Vote::kPending: pending += (pending.empty() ? "" : ", ") + a; break;
+        case Vote::kYes:
+          granted += (granted.empty() ? "" : ", ") + a;
+          break;
+        case Vote::kPending:
+          pending += (pending.empty() ? "" : ", ") + a;
+          break;
         case Vote::kNo:
           if (votes[i].status.IsBusy() || votes[i].status.IsNotHeld()) {
             refused += (refused.empty() ? "" : ", ") + a;
@@ -703,67 +741,194 @@ class RedlockBackend final : public LockBackend {
     add("granted by ", granted);
     add("refused by ", refused);
     add("failed or timed out: ", failed);
-    add("no answer yet: ", pending);
+    add("not asked or no answer awaited: ", pending);
     return out;
   }
 
-  // Sends the release to every node. With `wait_all` false it returns once a majority answered
-  // (the rest still run, in order, on their node's worker, before any later request there); a
-  // failed acquire waits for all, so that what it won is given back before it retries.
-  std::vector<Vote> ReleaseEverywhere(const std::string& lock, const std::string& owner,
-                                      bool wait_all) {
-    return Round([=, this](std::size_t i) {
-      Vote v;
-      Status s = nodes_[i]->Release(lock, owner, FencingToken());
-      v.state = s.ok() ? Vote::kYes : Vote::kNo;
-      v.status = s;
-      return v;
-    }, /*stop_early=*/!wait_all);
+  std::vector<Vote> OwnerRound(ScriptId id, std::string_view lock, std::string_view owner,
+                               milliseconds ttl, std::string_view what, bool stop_early) {
+    return Round(id, RedisBackend::OwnerKeys(lock, id == kRelease),
+                 {std::string(owner), std::to_string(ttl.count())},
+                 std::vector<bool>(nodes_.size(), true), quorum_, stop_early,
+                 [&](std::size_t i, const redisReply* r) {
+                   Status s = nodes_[i]->ParseOwnerChecked(r, lock, what);
+                   return Vote{s.ok() ? Vote::kYes : Vote::kNo, s};
+                 });
   }
 
-  // Asks every node; with `stop_early`, returns once a majority said yes or can no longer.
-  template <typename Op>
-  std::vector<Vote> Round(Op op, bool stop_early) {
-    const int n = static_cast<int>(nodes_.size());
-    auto done = [&](int yes, int no) {
-      return yes + no == n || (stop_early && (yes >= quorum_ || no > n - quorum_));
+  // Sends the release to every node. With `wait_all` false it returns once a majority answered
+  // (replies still due are read before the connection's next use); a failed acquire waits for
+  // all, so that what it won is given back before it retries.
+  std::vector<Vote> ReleaseEverywhere(std::string_view lock, std::string_view owner,
+                                      bool wait_all) {
+    return OwnerRound(kRelease, lock, owner, options_.ttl, "release", !wait_all);
+  }
+
+  // One round: the same script call to every node i with ask[i]. Returns once `need` of them
+  // said yes or can no longer (with `stop_early`), once all answered, or at the node timeout.
+  // Concurrent mode writes every request first, then reads the replies as they come with
+  // poll(2), all on the calling thread; sequential mode asks one node after another.
+  template <typename Parse>
+  std::vector<Vote> Round(ScriptId id, const std::vector<std::string>& keys,
+                          const std::vector<std::string>& args, const std::vector<bool>& ask,
+                          int need, bool stop_early, Parse parse) {
+    const std::size_t n = nodes_.size();
+    std::vector<Vote> votes(n);
+    int asked = 0, yes = 0, no = 0;
+    for (bool a : ask) asked += a;
+    auto done = [&] {
+      return yes + no == asked || (stop_early && (yes >= need || no > asked - need));
     };
+    auto record = [&](std::size_t i, Vote v) {
+      NodeCounters& c = counters_[i];
+      if (v.state == Vote::kYes) {
+        ++yes;
+        c.granted.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        ++no;
+        bool refused = v.status.IsBusy() || v.status.IsNotHeld();
+        (refused ? c.refused : c.failed).fetch_add(1, std::memory_order_relaxed);
+      }
+      votes[i] = std::move(v);
+    };
+    auto reply_vote = [&](std::size_t i, const redisReply* r) {
+      if (r->type == REDIS_REPLY_ERROR) {
+        return Vote{Vote::kNo, nodes_[i]->Refused(r, keys.front())};
+      }
+      return parse(i, r);
+    };
+
     if (options_.redlock_sequential) {
-      std::vector<Vote> votes(nodes_.size());
-      int yes = 0, no = 0;
-      for (std::size_t i = 0; i < nodes_.size() && !done(yes, no); ++i) {
-        votes[i] = op(i);
-        (votes[i].state == Vote::kYes ? yes : no)++;
+      for (std::size_t i = 0; i < n && !done(); ++i) {
+        if (!ask[i]) continue;
+        counters_[i].requests.fetch_add(1, std::memory_order_relaxed);
+        auto r = nodes_[i]->Eval(id, keys, args, keys.front());
+        record(i, r.ok() ? reply_vote(i, r->get()) : Vote{Vote::kNo, r.status()});
       }
       return votes;
     }
-    struct Shared {
-      std::mutex mu;
-      std::condition_variable cv;
-      std::vector<Vote> votes;
-      int yes = 0, no = 0;
+
+    struct Call {
+      RedisBackend::Conn conn;
+      bool active = false;
+      bool eval = false;  // sent as EVAL: learn the SHA after the reply
+      bool retried = false;
     };
-    auto shared = std::make_shared<Shared>();
-    shared->votes.resize(nodes_.size());
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      workers_[i]->Post([shared, op, i] {
-        Vote v = op(i);
-        std::lock_guard lock(shared->mu);
-        (v.state == Vote::kYes ? shared->yes : shared->no)++;
-        shared->votes[i] = std::move(v);
-        shared->cv.notify_all();
-      });
+    std::vector<Call> calls(n);
+    auto send = [&](std::size_t i) {
+      Call& call = calls[i];
+      for (;;) {
+        if (call.conn.c == nullptr) {
+          auto conn = nodes_[i]->Take();
+          if (!conn.ok()) {
+            record(i, Vote{Vote::kNo, conn.status()});
+            return;
+          }
+          call.conn = std::move(conn).value();
+        }
+        redisContext* c = call.conn.c.get();
+        call.eval = nodes_[i]->Append(c, id, keys, args);
+        int written = 0;
+        while (!written && redisBufferWrite(c, &written) == REDIS_OK) {
+        }
+        if (written) {
+          call.active = true;
+          return;
+        }
+        // A pooled connection that broke (the node restarted): once more on a new one.
+        if (call.conn.pooled && !call.retried) {
+          call.retried = true;
+          call.conn.c.reset();
+          nodes_[i]->DropIdle();
+          continue;
+        }
+        record(i, Vote{Vote::kNo, Status::Unavailable("cannot send to " + nodes_[i]->address() +
+                                                      ": " + c->errstr)});
+        call.conn.c.reset();
+        return;
+      }
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+      if (ask[i]) {
+        counters_[i].requests.fetch_add(1, std::memory_order_relaxed);
+        send(i);
+      }
     }
-    std::unique_lock lock(shared->mu);
-    shared->cv.wait(lock, [&] { return done(shared->yes, shared->no); });
-    return shared->votes;
+
+    const auto deadline = std::chrono::steady_clock::now() + options_.redlock_node_timeout;
+    std::vector<pollfd> fds;
+    std::vector<std::size_t> fd_node;
+    while (!done()) {
+      fds.clear();
+      fd_node.clear();
+      for (std::size_t i = 0; i < n; ++i) {
+        if (calls[i].active) {
+          fds.push_back(pollfd{calls[i].conn.c->fd, POLLIN, 0});
+          fd_node.push_back(i);
+        }
+      }
+      if (fds.empty()) break;
+      auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left <= milliseconds(0)) break;
+      int ready = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+      if (ready < 0 && errno != EINTR) break;
+      for (std::size_t k = 0; k < fds.size() && ready > 0; ++k) {
+        if (fds[k].revents == 0) continue;
+        std::size_t i = fd_node[k];
+        Call& call = calls[i];
+        redisContext* c = call.conn.c.get();
+        if (redisBufferRead(c) != REDIS_OK) {
+          call.active = false;
+          std::string err = c->errstr;
+          call.conn.c.reset();
+          if (!call.retried && call.conn.pooled) {
+            call.retried = true;
+            nodes_[i]->DropIdle();
+            send(i);
+          } else {
+            record(i, Vote{Vote::kNo, Status::Unavailable("no reply from " + nodes_[i]->address() +
+                                                          ": " + err)});
+          }
+          continue;
+        }
+        void* raw = nullptr;
+        if (redisGetReplyFromReader(c, &raw) != REDIS_OK || raw == nullptr) continue;
+        Reply r(static_cast<redisReply*>(raw));
+        call.active = false;
+        if (nodes_[i]->IsNoScript(r.get(), id)) {
+          send(i);  // as EVAL now
+          continue;
+        }
+        if (call.eval && r->type != REDIS_REPLY_ERROR) nodes_[i]->LearnSha(c, id);
+        record(i, reply_vote(i, r.get()));
+        nodes_[i]->Give(std::move(call.conn.c));
+      }
+    }
+    // Requests still out: past the deadline they count as timed out and their connection is
+    // dropped (the reply may come at any time); after an early stop, the connection goes back
+    // to the pool owing its reply.
+    bool timed_out = !done();
+    for (std::size_t i = 0; i < n; ++i) {
+      Call& call = calls[i];
+      if (!call.active) continue;
+      if (timed_out) {
+        counters_[i].timed_out.fetch_add(1, std::memory_order_relaxed);
+        votes[i] =
+            Vote{Vote::kNo,
+                 Status::Unavailable("no reply within " +
+                                     std::to_string(options_.redlock_node_timeout.count()) + "ms")};
+      } else {
+        nodes_[i]->Give(std::move(call.conn.c), /*owed=*/1);
+      }
+    }
+    return votes;
   }
 
   std::vector<std::unique_ptr<RedisBackend>> nodes_;
+  std::vector<NodeCounters> counters_;  // one per node
   LockOptions options_;
   std::string service_;
   int quorum_ = 1;
-  std::vector<std::unique_ptr<NodeWorker>> workers_;
   std::mutex seen_mu_;
   std::map<std::string, std::int64_t> seen_;  // GUARDED_BY(seen_mu_)
 };
@@ -793,8 +958,8 @@ Result<std::unique_ptr<LockBackend>> OpenRedlockBackend(std::string_view uri,
     if (ec != std::errc() || end != p.data() + p.size() || port <= 0 || port > 65535) {
       return bad("\"" + std::string(node) + "\" has no valid port");
     }
-    nodes.push_back(std::make_unique<RedisBackend>(std::string(node.substr(0, colon)), port, 0,
-                                                   "", node_options));
+    nodes.push_back(std::make_unique<RedisBackend>(std::string(node.substr(0, colon)), port, 0, "",
+                                                   node_options));
   }
   if (nodes.size() < 3) return bad("Redlock needs at least 3 nodes");
   return std::unique_ptr<LockBackend>(

@@ -1,6 +1,7 @@
 #include "redis_server.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -10,8 +11,6 @@
 
 #include <chrono>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 namespace fencekit::testing {
 
@@ -41,8 +40,8 @@ void RedisServer::Start(bool last_attempt) {
   std::string port = std::to_string(port_);
   pid_ = fork();
   if (pid_ == 0) {
-    execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
-           "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
+    execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--save",
+           "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
            static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -69,6 +68,14 @@ void RedisServer::Start(bool last_attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   FAIL() << "redis-server did not answer PING on port " << port_;
+}
+
+void RedisServer::Pause() {
+  if (pid_ > 0) kill(pid_, SIGSTOP);
+}
+
+void RedisServer::Resume() {
+  if (pid_ > 0) kill(pid_, SIGCONT);
 }
 
 void RedisServer::Stop() {

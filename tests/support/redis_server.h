@@ -19,6 +19,9 @@ class RedisServer {
   // SIGKILLs the server and starts an empty one on the same port.
   void RestartEmpty();
   void Stop();
+  // SIGSTOP / SIGCONT: the node hangs, its socket still accepting, as a paused process would.
+  void Pause();
+  void Resume();
   // Runs one command (e.g. {"DEL", "key"}); returns the integer reply or -1.
   long long Command(const std::vector<std::string>& args);
 

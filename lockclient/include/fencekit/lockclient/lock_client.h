@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fencekit/common/clock.h"
 #include "fencekit/common/status.h"
@@ -42,6 +43,16 @@ struct LockInfo {
   std::optional<FencingToken> token;       // when held
   std::chrono::milliseconds remaining{0};  // when held: time left on the service's clock
   std::optional<FencingToken> last_token;  // the last token granted, held or not
+};
+
+// Per-node request counts of a multi-node service (Redlock), since the client was opened.
+struct NodeMetrics {
+  std::string address;          // host:port
+  std::uint64_t requests = 0;   // script calls sent
+  std::uint64_t granted = 0;    // answered yes (granted, released, extended, raised)
+  std::uint64_t refused = 0;    // answered no: held by another owner, or not held
+  std::uint64_t failed = 0;     // connection refused or broken, or an error reply
+  std::uint64_t timed_out = 0;  // no reply within redlock_node_timeout
 };
 
 struct LockOptions {
@@ -99,6 +110,8 @@ class LockClient {
   // Grants where the service's counter was found below a token this client had already seen
   // (Redis lost its data); the grant's token was raised above it. Always 0 for SQLite.
   std::uint64_t counter_resets_detected() const;
+  // One entry per node for Redlock; empty for single-node services.
+  std::vector<NodeMetrics> node_metrics() const;
   const LockOptions& options() const { return options_; }
   Clock* clock() const { return clock_; }
 
