@@ -13,6 +13,7 @@
 #include <boost/json/value.hpp>
 #include <boost/url/encode.hpp>
 #include <boost/url/parse.hpp>
+#include <boost/url/pct_string_view.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
 #include <optional>
 
@@ -68,6 +69,50 @@ class HttpStoreClient final : public StoreClient {
     auto t = FencingToken::FromInt(highest->as_int64());
     if (!t.ok()) return t.status();
     return std::optional<FencingToken>(*t);
+  }
+
+  Result<std::vector<Decision>> History(std::size_t limit) override {
+    auto res = Exchange(http::verb::get, "/v1/history?limit=" + std::to_string(limit), {}, {}, {});
+    if (!res.ok()) return res.status();
+    if (res->result() != http::status::ok) return ErrorFrom(*res, "reading the history");
+    auto body = ParseJson(res->body());
+    if (!body.ok()) return body.status();
+    auto* list = body->as_object().if_contains("decisions");
+    if (list == nullptr || !list->is_array()) {
+      return Status::Unavailable(Where() + " sent a history without a \"decisions\" list");
+    }
+    std::vector<Decision> out;
+    for (const auto& item : list->as_array()) {
+      const json::object* o = item.if_object();
+      if (o == nullptr) return Status::Unavailable(Where() + " sent a malformed history entry");
+      Decision d;
+      auto num = [&](const char* f) -> std::int64_t {
+        auto* v = o->if_contains(f);
+        return v != nullptr && v->is_int64() ? v->as_int64() : 0;
+      };
+      auto name = [&](const char* f) -> std::string {
+        auto* v = o->if_contains(f);
+        if (v == nullptr || !v->is_string()) return {};
+        std::string s(v->as_string());
+        auto* enc = o->if_contains(std::string(f) + "_encoding");
+        if (enc != nullptr && enc->is_string() && enc->as_string() == "percent") {
+          auto decoded = boost::urls::make_pct_string_view(s);
+          if (decoded) return decoded->decode();
+        }
+        return s;
+      };
+      d.seq = num("seq");
+      d.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(num("time_ms")));
+      d.op = name("op");
+      d.lock = name("lock");
+      d.token = num("token");
+      d.key = name("key");
+      auto* accepted = o->if_contains("accepted");
+      d.accepted = accepted != nullptr && accepted->is_bool() && accepted->as_bool();
+      d.highest = num("highest");
+      out.push_back(std::move(d));
+    }
+    return out;
   }
 
  private:

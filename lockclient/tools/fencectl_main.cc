@@ -15,6 +15,7 @@
 #include "fencekit/common/units.h"
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/lockclient/lock_client.h"
+#include "fencekit/pausetest/runner.h"
 
 namespace po = boost::program_options;
 namespace json = boost::json;
@@ -27,6 +28,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitError = 1;
 constexpr int kExitBusy = 2;   // acquire: busy or timed out
 constexpr int kExitStale = 3;  // put: refused as stale
+constexpr int kExitCheck = 4;  // pause-test: violations with fencing, or none without
 
 constexpr const char* kUsage = R"(fencectl: locks with fencing tokens, and fenced writes, from a shell.
 
@@ -38,10 +40,12 @@ Usage:
   fencectl run     [--locks URI] [--ttl 10s] [--wait 0s] [--kill-on-loss] NAME -- CMD [ARGS...]
   fencectl put     [--store URL] --lock NAME --token N KEY [VALUE | -]
   fencectl get     [--store URL] KEY
+  fencectl pause-test --runs R [--locks URI] [--clients N] [--seed S] [--no-fencing] [...]
 
 --locks defaults to $FENCEKIT_LOCKS, else sqlite://./fencekit-locks.db
 --store defaults to $FENCEKIT_STORE, else http://127.0.0.1:8080
-Exit codes: 0 success; 1 error; 2 lock busy or wait timed out; 3 write refused as stale.
+Exit codes: 0 success; 1 error; 2 lock busy or wait timed out; 3 write refused as stale;
+4 pause-test: the expectation failed (see docs/testing-with-pauses.md).
 Results are JSON on stdout; errors are one line on stderr.
 Run 'fencectl COMMAND --help' for a command's options.
 )";
@@ -386,6 +390,75 @@ int Get(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+int PauseTest(const std::vector<std::string>& args) {
+  po::options_description desc("Options");
+  desc.add_options()
+      ("runs", po::value<int>()->default_value(50), "seeded runs")
+      ("locks", po::value<std::string>()->default_value(""),
+       "lock service URI (default: a fresh embedded SQLite file per run)")
+      ("clients", po::value<int>()->default_value(3), "client processes per run")
+      ("seed", po::value<std::uint64_t>()->default_value(1), "seed of the first run's schedule")
+      ("no-fencing", po::bool_switch(), "control arm: the store accepts every token")
+      ("ttl", po::value<std::string>()->default_value("150ms"), "lease ttl")
+      ("run-length", po::value<std::string>()->default_value("1200ms"), "length of one run")
+      ("pauses", po::value<int>()->default_value(10), "pauses per run, each 0.5-3x the ttl")
+      ("max-delay", po::value<std::string>()->default_value("0ms"),
+       "delay each write by a random 0..max before sending it")
+      ("kill-store", po::bool_switch(), "SIGKILL and restart the store once per run")
+      ("fenced", po::value<std::string>()->default_value(""),
+       "the fenced binary (default: next to fencectl, ../httpapi, or PATH)")
+      ("work-dir", po::value<std::string>()->default_value(""),
+       "where histories go (default: a new temp directory; failing runs are kept)")
+      ("keep", po::bool_switch(), "keep every run's files, not only failing runs'")
+      ("quiet,q", po::bool_switch(), "no line per run on stderr");
+  auto p = Parse("pause-test", desc, {}, args);
+  if (!p.ok()) return FailStatus(p.status());
+  if (p->help) return kExitOk;
+  pausetest::PauseTestOptions o;
+  const auto& vm = p->vm;
+  o.runs = vm["runs"].as<int>();
+  o.locks_uri = vm["locks"].as<std::string>();
+  o.clients = vm["clients"].as<int>();
+  o.seed = vm["seed"].as<std::uint64_t>();
+  o.fencing = !vm["no-fencing"].as<bool>();
+  o.pauses_per_run = vm["pauses"].as<int>();
+  o.kill_store = vm["kill-store"].as<bool>();
+  o.fenced_path = vm["fenced"].as<std::string>();
+  o.work_dir = vm["work-dir"].as<std::string>();
+  o.keep_all = vm["keep"].as<bool>();
+  for (auto [name, out] : {std::pair{"ttl", &o.ttl}, std::pair{"run-length", &o.run_length},
+                           std::pair{"max-delay", &o.max_delay}}) {
+    auto d = Duration(vm, name);
+    if (!d.ok()) return Fail(kExitError, std::string("--") + name + ": " + d.status().message());
+    *out = *d;
+  }
+  if (!vm["quiet"].as<bool>()) {
+    o.on_run = [](int run, std::uint64_t seed, const pausetest::CheckReport& r) {
+      std::cerr << "run " << run << " seed " << seed << ": acknowledged=" << r.acknowledged_writes
+                << " stale_accepted=" << r.stale_accepted << " lost_updates=" << r.lost_updates
+                << " missing=" << r.missing_acknowledged << " expired_leases=" << r.expired_leases
+                << "\n";
+    };
+  }
+  auto summary = pausetest::RunPauseTests(o);
+  if (!summary.ok()) return FailStatus(summary.status());
+  const auto& s = *summary;
+  std::cerr << "pause-test: " << s.runs << " runs (" << (o.fencing ? "fencing on" : "no fencing")
+            << ", locks " << (o.locks_uri.empty() ? "embedded sqlite" : o.locks_uri) << "); "
+            << s.runs_with_expired_leases << " with a lease that expired while in use; "
+            << s.acknowledged_writes << " acknowledged writes; missing_acknowledged="
+            << s.missing_acknowledged << "; files: " << s.work_dir << "\n";
+  std::cout << s.Line() << std::endl;
+  bool violated = s.stale_accepted > 0 || s.lost_updates > 0 || s.missing_acknowledged > 0;
+  if (o.fencing) return violated ? kExitCheck : kExitOk;
+  if (s.lost_updates == 0) {
+    std::cerr << "fencectl: the control arm saw no lost update: pauses did not land inside a "
+                 "read-modify-write; use more --runs or --pauses\n";
+    return kExitCheck;
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -402,5 +475,6 @@ int main(int argc, char** argv) {
   if (command == "run") return Run(args);
   if (command == "put") return Put(args);
   if (command == "get") return Get(args);
+  if (command == "pause-test") return PauseTest(args);
   return Fail(kExitError, "unknown command \"" + command + "\"; run fencectl --help");
 }

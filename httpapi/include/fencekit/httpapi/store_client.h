@@ -7,9 +7,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fencekit/common/status.h"
 #include "fencekit/common/token.h"
+#include "fencekit/fencedstore/store.h"  // Decision
 
 namespace fencekit {
 
@@ -54,6 +56,8 @@ class StoreClient {
   virtual Result<GetResponse> Get(std::string_view key) = 0;
   // The store's highest accepted token for `lock`; nullopt when none was accepted yet.
   virtual Result<std::optional<FencingToken>> Highest(std::string_view lock) = 0;
+  // The store's most recent decisions (GET /v1/history), oldest first; `limit` 1 to 10,000.
+  virtual Result<std::vector<Decision>> History(std::size_t limit) = 0;
 };
 
 }  // namespace fencekit

@@ -1,0 +1,419 @@
+#include "fencekit/pausetest/runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "fencekit/httpapi/store_client.h"
+#include "fencekit/lockclient/lock_client.h"
+#include "fencekit/pausetest/pauser.h"
+
+namespace fencekit::pausetest {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+Result<std::string> FindFenced(const std::string& given) {
+  if (!given.empty()) {
+    if (::access(given.c_str(), X_OK) == 0) return given;
+    return Status::InvalidArgument("fenced binary " + given + " is not executable; pass the "
+                                   "path of a built fenced");
+  }
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates;
+  if (!ec) {
+    candidates.push_back(self.parent_path() / "fenced");
+    candidates.push_back(self.parent_path() / ".." / "httpapi" / "fenced");
+  }
+  if (const char* path = std::getenv("PATH")) {
+    std::stringstream dirs(path);
+    for (std::string d; std::getline(dirs, d, ':');) candidates.push_back(fs::path(d) / "fenced");
+  }
+  for (const auto& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0) return fs::weakly_canonical(c).string();
+  }
+  return Status::NotFound("cannot find the fenced binary next to this program, in ../httpapi "
+                          "or on PATH; pass its path (--fenced PATH)");
+}
+
+// A fenced child process; its output goes to a log file, where the listening line is read.
+class FencedChild {
+ public:
+  FencedChild(std::string binary, std::string db, std::string log, bool fencing)
+      : binary_(std::move(binary)), db_(std::move(db)), log_(std::move(log)), fencing_(fencing) {}
+  ~FencedChild() { Kill(); }
+
+  // Starts on `port` (0: any free port) and waits until it listens.
+  Status Start(int port) {
+    std::string listen = "127.0.0.1:" + std::to_string(port);
+    std::vector<std::string> args = {binary_, "--listen", listen, "--db", db_, "--history",
+                                     "1000000"};
+    if (!fencing_) args.push_back("--no-fencing");
+    auto offset = fs::exists(log_) ? fs::file_size(log_) : 0;
+    pid_ = ::fork();
+    if (pid_ < 0) return Status::Unavailable("fork failed: cannot start fenced");
+    if (pid_ == 0) {
+      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(binary_.c_str(), argv.data());
+      ::_exit(127);
+    }
+    const std::string marker = "listening on http://127.0.0.1:";
+    for (auto deadline = SteadyClock::now() + std::chrono::seconds(10);
+         SteadyClock::now() < deadline;) {
+      std::ifstream in(log_);
+      in.seekg(static_cast<std::streamoff>(offset));
+      for (std::string line; std::getline(in, line);) {
+        if (auto at = line.find(marker); at != std::string::npos) {
+          port_ = std::atoi(line.c_str() + at + marker.size());
+          return Status::Ok();
+        }
+      }
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return Status::Unavailable("fenced exited at start; see " + log_);
+      }
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    Kill();
+    return Status::Unavailable("fenced did not start listening within 10s; see " + log_);
+  }
+
+  void Kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  int port() const { return port_; }
+
+ private:
+  std::string binary_, db_, log_;
+  bool fencing_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+bool StopRequested(int stop_fd) {
+  pollfd p{stop_fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+struct ClientPlan {
+  int index = 0;
+  std::string locks_uri, lock, key, claim_key, store_url, history_path;
+  milliseconds ttl{0}, max_delay{0};
+  std::uint64_t seed = 0;
+  int stop_fd = -1;
+};
+
+// The body of one client process: acquire, claim, read, write counter + 1, release; until the
+// stop pipe closes. Every operation is recorded as it ends.
+int ClientMain(const ClientPlan& plan) {
+  auto history = HistoryWriter::Open(plan.history_path);
+  if (!history.ok()) return 3;
+  LockOptions lock_options;
+  lock_options.ttl = plan.ttl;
+  auto locks = LockClient::Open(plan.locks_uri, lock_options);
+  auto store = StoreClient::Open(plan.store_url, {.timeout = milliseconds(2'000)});
+  if (!locks.ok() || !store.ok()) {
+    HistoryOp op{plan.index, "acquire", plan.lock};
+    op.outcome = "error";
+    op.detail = !locks.ok() ? locks.status().ToString() : store.status().ToString();
+    op.start_us = op.end_us = NowMicros();
+    (void)history->Append(op);
+    return 3;
+  }
+  std::mt19937_64 rng(plan.seed);
+  while (!StopRequested(plan.stop_fd)) {
+    HistoryOp op{plan.index, "acquire", plan.lock};
+    op.start_us = NowMicros();
+    auto lease = (*locks)->Acquire(plan.lock, SteadyClock::now() + std::chrono::seconds(2));
+    op.end_us = NowMicros();
+    if (!lease.ok()) {
+      op.outcome = lease.status().IsTimeout() ? "timeout" : "error";
+      op.detail = lease.status().ToString();
+      (void)history->Append(op);
+      continue;
+    }
+    const FencingToken token = lease->token;
+    op.token = token.value();
+    op.outcome = "ok";
+    (void)history->Append(op);
+    auto record = [&](HistoryOp& o, const Status& s) {
+      o.end_us = NowMicros();
+      o.token = token.value();
+      o.outcome = s.ok() ? "ok" : s.IsStaleToken() ? "stale" : "error";
+      if (!s.ok()) o.detail = s.ToString();
+      o.lease_expired = SteadyClock::now() > lease->valid_until;
+      (void)history->Append(o);
+      return s.ok();
+    };
+    bool done = false;
+    // The claim raises the lock's fence to this token before the read, so a write by an older
+    // holder that read before this one cannot land afterwards.
+    HistoryOp claim{plan.index, "claim", plan.lock, 0, plan.claim_key, plan.index};
+    claim.start_us = NowMicros();
+    done = !record(claim, (*store)->Put(plan.lock, token, plan.claim_key,
+                                        std::to_string(plan.index))
+                              .status());
+    std::int64_t value = 0;
+    if (!done) {
+      HistoryOp read{plan.index, "read", plan.lock, 0, plan.key};
+      read.start_us = NowMicros();
+      auto got = (*store)->Get(plan.key);
+      Status s = got.status();
+      if (got.ok()) {
+        value = std::atoll(got->value.c_str());
+      } else if (got.status().IsNotFound()) {
+        s = Status::Ok();
+      }
+      read.value = value;
+      done = !record(read, s);
+    }
+    if (!done && plan.max_delay.count() > 0) {
+      std::uniform_int_distribution<long long> delay(0, plan.max_delay.count());
+      std::this_thread::sleep_for(milliseconds(delay(rng)));
+    }
+    if (!done) {
+      HistoryOp write{plan.index, "write", plan.lock, 0, plan.key, value + 1};
+      write.start_us = NowMicros();
+      Status s = (*store)->Put(plan.lock, token, plan.key, std::to_string(value + 1)).status();
+      record(write, s);
+      if (s.IsStaleToken()) {
+        // Told by the store: this lease is lost. Release anyway, to record what the service says.
+      }
+    }
+    HistoryOp release{plan.index, "release", plan.lock};
+    release.start_us = NowMicros();
+    Status s = (*locks)->Release(*lease);
+    release.end_us = NowMicros();
+    release.token = token.value();
+    release.outcome = s.ok() ? "ok" : s.IsNotHeld() ? "not_held" : "error";
+    if (!s.ok()) release.detail = s.ToString();
+    release.lease_expired = SteadyClock::now() > lease->valid_until;
+    (void)history->Append(release);
+  }
+  return 0;
+}
+
+struct Event {
+  milliseconds at;
+  enum Kind { kPause, kResume, kKillStore } kind;
+  int target = 0;
+};
+
+}  // namespace
+
+std::string PauseTestSummary::Line() const {
+  return "pause-runs: runs=" + std::to_string(runs) +
+         " stale_accepted=" + std::to_string(stale_accepted) +
+         " lost_updates=" + std::to_string(lost_updates) +
+         " expired_leases=" + std::to_string(expired_leases);
+}
+
+Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
+  if (options.runs < 1) return Status::InvalidArgument("--runs must be at least 1");
+  if (options.clients < 2) {
+    return Status::InvalidArgument("--clients must be at least 2: pauses matter only when "
+                                   "another client can take the lock");
+  }
+  if (options.ttl < milliseconds(10)) return Status::InvalidArgument("ttl must be >= 10ms");
+  auto fenced = FindFenced(options.fenced_path);
+  if (!fenced.ok()) return fenced.status();
+
+  PauseTestSummary summary;
+  std::string work = options.work_dir;
+  if (work.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/fencekit-pause-test-XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) {
+      return Status::Unavailable("cannot create a work directory under " + templ);
+    }
+    work = templ;
+  }
+  std::error_code ec;
+  fs::create_directories(work, ec);
+  if (ec) return Status::Unavailable("cannot create " + work + ": " + ec.message());
+  summary.work_dir = work;
+
+  if (!options.locks_uri.empty()) {  // fail fast, before forking, if the service is unusable
+    auto probe = LockClient::Open(options.locks_uri);
+    if (!probe.ok()) return probe.status();
+    auto info = (*probe)->Inspect("pause-test-probe");
+    if (!info.ok()) return info.status();
+  }
+
+  for (int run = 0; run < options.runs; ++run) {
+    const std::uint64_t run_seed = options.seed * 1'000'003ULL + static_cast<std::uint64_t>(run);
+    const std::string dir = work + "/run-" + std::to_string(run);
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir, ec);
+    if (ec) return Status::Unavailable("cannot create " + dir + ": " + ec.message());
+
+    FencedChild store(*fenced, dir + "/store.db", dir + "/fenced.log", options.fencing);
+    if (Status s = store.Start(0); !s.ok()) return s;
+    const std::string url = "http://127.0.0.1:" + std::to_string(store.port());
+
+    ClientPlan base;
+    base.locks_uri =
+        options.locks_uri.empty() ? "sqlite://" + dir + "/locks.db" : options.locks_uri;
+    base.lock = "pause-test-" + std::to_string(options.seed) + "-" + std::to_string(run);
+    base.key = base.lock + "/counter";
+    base.claim_key = base.lock + "/claim";
+    base.store_url = url;
+    base.history_path = dir + "/history.jsonl";
+    base.ttl = options.ttl;
+    base.max_delay = options.max_delay;
+
+    int stop[2];
+    if (::pipe2(stop, O_CLOEXEC) != 0) return Status::Unavailable("pipe failed");
+    std::vector<pid_t> clients;
+    for (int c = 0; c < options.clients; ++c) {
+      ClientPlan plan = base;
+      plan.index = c;
+      plan.seed = run_seed * 31 + static_cast<std::uint64_t>(c) + 1;
+      plan.stop_fd = stop[0];
+      pid_t pid = ::fork();
+      if (pid < 0) break;
+      if (pid == 0) {
+        ::close(stop[1]);
+        ::_exit(ClientMain(plan));
+      }
+      clients.push_back(pid);
+    }
+    ::close(stop[0]);
+
+    std::vector<Event> events;
+    for (const auto& p : MakePauseSchedule(run_seed, static_cast<int>(clients.size()),
+                                           options.pauses_per_run, options.run_length,
+                                           options.ttl)) {
+      events.push_back({p.at, Event::kPause, p.target});
+      events.push_back({p.at + p.length, Event::kResume, p.target});
+    }
+    if (options.kill_store) {
+      std::mt19937_64 rng(run_seed ^ 0x5bd1e995);
+      auto quarter = options.run_length.count() / 4;
+      events.push_back({milliseconds(quarter + static_cast<long long>(rng() % (2 * quarter + 1))),
+                        Event::kKillStore, 0});
+    }
+    std::stable_sort(events.begin(), events.end(),
+                     [](const Event& a, const Event& b) { return a.at < b.at; });
+
+    ProcessPauser pauser;
+    std::vector<int> depth(clients.size(), 0);  // overlapping pauses of one client nest
+    Status harness = Status::Ok();
+    const auto start = SteadyClock::now();
+    for (const Event& e : events) {
+      if (e.at >= options.run_length) break;  // ResumeAll below ends the pauses still on
+      std::this_thread::sleep_until(start + e.at);
+      switch (e.kind) {
+        case Event::kPause:
+          if (depth[e.target]++ == 0) pauser.Pause(clients[e.target]);
+          break;
+        case Event::kResume:
+          if (--depth[e.target] == 0) pauser.Resume(clients[e.target]);
+          break;
+        case Event::kKillStore: {
+          int port = store.port();
+          store.Kill();
+          if (Status s = store.Start(port); !s.ok()) harness = s;
+          break;
+        }
+      }
+    }
+    std::this_thread::sleep_until(start + options.run_length);
+    pauser.ResumeAll();
+    ::close(stop[1]);  // clients finish their iteration and exit
+    auto wait_deadline = SteadyClock::now() + std::chrono::seconds(15);
+    for (pid_t pid : clients) {
+      for (;;) {
+        int status = 0;
+        pid_t r = ::waitpid(pid, &status, WNOHANG);
+        if (r == pid || r < 0) break;
+        if (SteadyClock::now() > wait_deadline) {
+          ::kill(pid, SIGKILL);
+          ::waitpid(pid, nullptr, 0);
+          if (harness.ok()) harness = Status::Unavailable("a client did not stop within 15s");
+          break;
+        }
+        std::this_thread::sleep_for(milliseconds(2));
+      }
+    }
+    if (!harness.ok()) return harness;
+
+    CheckInput input;
+    {
+      auto client = StoreClient::Open(url);
+      if (!client.ok()) return client.status();
+      auto log = (*client)->History(10'000);
+      if (!log.ok()) return log.status();
+      if (log->size() >= 10'000) {
+        return Status::Internal("run " + std::to_string(run) + " made over 10,000 store "
+                                "decisions, more than the checker can read back; shorten "
+                                "--run-length");
+      }
+      input.store_log = std::move(log).value();
+      auto final_value = (*client)->Get(base.key);
+      if (final_value.ok()) {
+        input.final_counters[base.key] = std::atoll(final_value->value.c_str());
+      } else if (!final_value.status().IsNotFound()) {
+        return final_value.status();
+      }
+    }
+    store.Stop();
+    auto history = ReadHistory(base.history_path);
+    if (!history.ok()) return history.status();
+    input.history = std::move(history).value();
+
+    CheckReport report = CheckHistory(input);
+    {
+      std::ofstream out(dir + "/report.txt");
+      out << "seed " << run_seed << "\n";
+      for (const auto& v : report.violations) out << v << "\n";
+    }
+    summary.runs += 1;
+    summary.stale_accepted += report.stale_accepted;
+    summary.lost_updates += report.lost_updates;
+    summary.missing_acknowledged += report.missing_acknowledged;
+    summary.expired_leases += report.expired_leases;
+    summary.runs_with_expired_leases += report.expired_leases > 0;
+    summary.acknowledged_writes += report.acknowledged_writes;
+    if (options.on_run) options.on_run(run, run_seed, report);
+    if (report.ok() && !options.keep_all) fs::remove_all(dir, ec);
+  }
+  if (!options.keep_all && options.work_dir.empty() && summary.lost_updates == 0 &&
+      summary.stale_accepted == 0 && summary.missing_acknowledged == 0) {
+    fs::remove_all(work, ec);
+  }
+  return summary;
+}
+
+}  // namespace fencekit::pausetest
