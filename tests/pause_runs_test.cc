@@ -1,0 +1,80 @@
+// `fencectl pause-test` end to end, as CI runs it: 50 seeded runs on the embedded SQLite lock
+// service and on a real redis-server, and the --no-fencing control arm on both, which must lose
+// updates (proof that the runs can catch the bug). The long run is in docs/testing-with-pauses.md.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "support/redis_server.h"
+#include "support/test_support.h"
+
+namespace fencekit {
+namespace {
+
+using testing::RedisServer;
+
+struct Summary {
+  int runs = -1, stale = -1, lost = -1, expired = -1, runs_with_expired = -1;
+};
+
+Summary RunPauseTest(std::vector<std::string> extra) {
+  std::vector<std::string> argv = {testing::FencectlBinary(), "pause-test", "--quiet", "--fenced",
+                                   testing::FencedBinary()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto r = testing::RunCommand(argv);
+  Summary s;
+  std::smatch m;
+  // The last line of stdout, exactly.
+  std::regex line(R"(pause-runs: runs=(\d+) stale_accepted=(\d+) lost_updates=(\d+) expired_leases=(\d+)\n$)");
+  EXPECT_TRUE(std::regex_search(r.out, m, line)) << "stdout: " << r.out << "\nstderr: " << r.err;
+  if (!m.empty()) {
+    s.runs = std::stoi(m[1]);
+    s.stale = std::stoi(m[2]);
+    s.lost = std::stoi(m[3]);
+    s.expired = std::stoi(m[4]);
+  }
+  std::regex expired_runs(R"((\d+) with a lease that expired)");
+  if (std::regex_search(r.err, m, expired_runs)) s.runs_with_expired = std::stoi(m[1]);
+  bool control = std::find(extra.begin(), extra.end(), "--no-fencing") != extra.end();
+  bool violated = s.stale > 0 || s.lost > 0;
+  EXPECT_EQ(r.exit_code, control == violated ? 0 : 4) << r.err;
+  return s;
+}
+
+void ExpectSafe(const Summary& s, int runs) {
+  EXPECT_EQ(s.runs, runs);
+  EXPECT_EQ(s.stale, 0);
+  EXPECT_EQ(s.lost, 0);
+  // The pauses really outlived leases, in most runs.
+  EXPECT_GT(s.runs_with_expired, runs / 2);
+}
+
+TEST(PauseRunsTest, SqliteFiftyRunsAcceptNoStaleTokenAndLoseNoUpdate) {
+  ExpectSafe(RunPauseTest({"--runs", "50", "--seed", "11"}), 50);
+}
+
+TEST(PauseRunsTest, RedisFiftyRunsAcceptNoStaleTokenAndLoseNoUpdate) {
+  RedisServer redis;
+  ExpectSafe(RunPauseTest({"--runs", "50", "--seed", "12", "--locks", redis.uri()}), 50);
+}
+
+TEST(PauseRunsTest, SqliteWithStoreKillsAndSlowWritesStaysSafe) {
+  ExpectSafe(RunPauseTest({"--runs", "10", "--seed", "13", "--kill-store", "--max-delay", "5ms"}),
+             10);
+}
+
+TEST(PauseRunsTest, SqliteControlArmWithoutFencingLosesUpdates) {
+  Summary s = RunPauseTest({"--runs", "20", "--seed", "14", "--no-fencing"});
+  EXPECT_EQ(s.runs, 20);
+  EXPECT_GT(s.lost, 0);
+}
+
+TEST(PauseRunsTest, RedisControlArmWithoutFencingLosesUpdates) {
+  RedisServer redis;
+  Summary s = RunPauseTest({"--runs", "20", "--seed", "15", "--no-fencing", "--locks", redis.uri()});
+  EXPECT_EQ(s.runs, 20);
+  EXPECT_GT(s.lost, 0);
+}
+
+}  // namespace
+}  // namespace fencekit
