@@ -25,7 +25,8 @@ Summary RunPauseTest(std::vector<std::string> extra) {
   Summary s;
   std::smatch m;
   // The last line of stdout, exactly.
-  std::regex line(R"(pause-runs: runs=(\d+) stale_accepted=(\d+) lost_updates=(\d+) expired_leases=(\d+)\n$)");
+  std::regex line(
+      R"(pause-runs: runs=(\d+) stale_accepted=(\d+) lost_updates=(\d+) expired_leases=(\d+)\n$)");
   EXPECT_TRUE(std::regex_search(r.out, m, line)) << "stdout: " << r.out << "\nstderr: " << r.err;
   if (!m.empty()) {
     s.runs = std::stoi(m[1]);
@@ -63,6 +64,18 @@ TEST(PauseRunsTest, SqliteWithStoreKillsAndSlowWritesStaysSafe) {
              10);
 }
 
+TEST(PauseRunsTest, RedisRestartedEmptyMidRunStaysSafe) {
+  ExpectSafe(RunPauseTest({"--runs", "10", "--seed", "16", "--start-redis", "--restart-locks"}),
+             10);
+}
+
+TEST(PauseRunsTest, RestartLocksWithoutAnOwnedServiceIsRefused) {
+  auto r = testing::RunCommand({testing::FencectlBinary(), "pause-test", "--runs", "1",
+                                "--restart-locks", "--fenced", testing::FencedBinary()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--start-redis"), std::string::npos) << r.err;
+}
+
 TEST(PauseRunsTest, SqliteControlArmWithoutFencingLosesUpdates) {
   Summary s = RunPauseTest({"--runs", "20", "--seed", "14", "--no-fencing"});
   EXPECT_EQ(s.runs, 20);
@@ -71,7 +84,8 @@ TEST(PauseRunsTest, SqliteControlArmWithoutFencingLosesUpdates) {
 
 TEST(PauseRunsTest, RedisControlArmWithoutFencingLosesUpdates) {
   RedisServer redis;
-  Summary s = RunPauseTest({"--runs", "20", "--seed", "15", "--no-fencing", "--locks", redis.uri()});
+  Summary s =
+      RunPauseTest({"--runs", "20", "--seed", "15", "--no-fencing", "--locks", redis.uri()});
   EXPECT_EQ(s.runs, 20);
   EXPECT_GT(s.lost, 0);
 }

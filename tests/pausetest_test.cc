@@ -1,13 +1,12 @@
 // The pause-test kit's parts: the checker against hand-made bad histories it must catch, the
 // history file format, the seeded schedule, the pauser on a real process, and the runner as a
 // user's own GoogleTest suite would call it.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
-
-#include <gtest/gtest.h>
 
 #include "fencekit/pausetest/checker.h"
 #include "fencekit/pausetest/history.h"

@@ -43,7 +43,8 @@ class HttpStoreClient final : public StoreClient {
   Result<GetResponse> Get(std::string_view key) override {
     auto res = Exchange(http::verb::get, ObjectPath(key), {}, {}, {});
     if (!res.ok()) return res.status();
-    if (res->result() != http::status::ok) return ErrorFrom(*res, "reading \"" + std::string(key) + "\"");
+    if (res->result() != http::status::ok)
+      return ErrorFrom(*res, "reading \"" + std::string(key) + "\"");
     GetResponse out{res->body(), std::string(res->operator[]("Fencing-Lock")),
                     FencingToken::FromInt(1).value(), 0};
     auto token = FencingToken::Parse(res->operator[]("Fencing-Token"));
@@ -125,15 +126,16 @@ class HttpStoreClient final : public StoreClient {
   Result<WriteResponse> Write(http::verb verb, std::string_view lock, FencingToken token,
                               std::string_view key, std::string_view value) {
     if (lock.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos) {
-      return Status::InvalidArgument("lock name contains CR, LF or NUL, which cannot be sent in "
-                                     "an HTTP header; choose another lock name");
+      return Status::InvalidArgument(
+          "lock name contains CR, LF or NUL, which cannot be sent in "
+          "an HTTP header; choose another lock name");
     }
     auto res = Exchange(verb, ObjectPath(key), lock, token.ToString(), value);
     if (!res.ok()) return res.status();
     auto code = res->result();
     if (code != http::status::ok && code != http::status::created) {
-      return ErrorFrom(*res, std::string(verb == http::verb::put ? "writing" : "deleting") +
-                                 " \"" + std::string(key) + "\" with token " + token.ToString());
+      return ErrorFrom(*res, std::string(verb == http::verb::put ? "writing" : "deleting") + " \"" +
+                                 std::string(key) + "\" with token " + token.ToString());
     }
     auto body = ParseJson(res->body());
     if (!body.ok()) return body.status();
@@ -198,9 +200,8 @@ class HttpStoreClient final : public StoreClient {
     if (ec) return Status::Unavailable("cannot resolve " + Where() + ": " + ec.message());
     stream_.emplace(ioc_);
     stream_->expires_after(options_.timeout);
-    stream_->async_connect(endpoints, [&](boost::system::error_code e, const tcp::endpoint&) {
-      ec = e;
-    });
+    stream_->async_connect(endpoints,
+                           [&](boost::system::error_code e, const tcp::endpoint&) { ec = e; });
     RunFor(options_.timeout);
     if (ec) {
       stream_.reset();
@@ -212,8 +213,7 @@ class HttpStoreClient final : public StoreClient {
   }
 
   Result<http::response<http::string_body>> Exchange(http::verb verb, std::string target,
-                                                     std::string_view lock,
-                                                     std::string_view token,
+                                                     std::string_view lock, std::string_view token,
                                                      std::string_view body) {
     http::request<http::string_body> req(verb, target, 11);
     req.set(http::field::host, host_ + ":" + port_);
@@ -240,10 +240,11 @@ class HttpStoreClient final : public StoreClient {
         ec = e;
         if (ec) return;
         stream_->expires_after(options_.timeout);
-        http::async_read(*stream_, buffer_, parser, [&](boost::system::error_code e2, std::size_t n) {
-          ec = e2;
-          got_reply_bytes = n > 0 || parser.got_some();
-        });
+        http::async_read(*stream_, buffer_, parser,
+                         [&](boost::system::error_code e2, std::size_t n) {
+                           ec = e2;
+                           got_reply_bytes = n > 0 || parser.got_some();
+                         });
       });
       RunFor(options_.timeout * 2);
       if (!ec && !parser.is_done()) ec = beast::error::timeout;
@@ -287,8 +288,7 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Open(std::string_view base_url
   if (!url->path().empty() && url->path() != "/") return bad("it must not have a path");
   std::string port = url->has_port() ? std::string(url->port()) : "80";
   return std::unique_ptr<StoreClient>(
-      new HttpStoreClient(std::string(url->host_address()),
-                          port, options));
+      new HttpStoreClient(std::string(url->host_address()), port, options));
 }
 
 }  // namespace fencekit

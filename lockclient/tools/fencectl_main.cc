@@ -30,7 +30,8 @@ constexpr int kExitBusy = 2;   // acquire: busy or timed out
 constexpr int kExitStale = 3;  // put: refused as stale
 constexpr int kExitCheck = 4;  // pause-test: violations with fencing, or none without
 
-constexpr const char* kUsage = R"(fencectl: locks with fencing tokens, and fenced writes, from a shell.
+constexpr const char* kUsage =
+    R"(fencectl: locks with fencing tokens, and fenced writes, from a shell.
 
 Usage:
   fencectl acquire [--locks URI] [--ttl 10s] [--wait 0s] NAME
@@ -117,8 +118,9 @@ Result<std::unique_ptr<LockClient>> OpenLocks(const po::variables_map& vm,
 }
 
 void AddLockOptions(po::options_description& desc) {
-  desc.add_options()("locks", po::value<std::string>()->default_value(
-                                  EnvOr("FENCEKIT_LOCKS", "sqlite://./fencekit-locks.db")),
+  desc.add_options()("locks",
+                     po::value<std::string>()->default_value(
+                         EnvOr("FENCEKIT_LOCKS", "sqlite://./fencekit-locks.db")),
                      "lock service URI: sqlite:///path/locks.db or redis://host:port[/db]")(
       "name", po::value<std::string>()->required(), "lock name");
 }
@@ -132,8 +134,8 @@ json::object LeaseJson(const Lease& lease) {
   return o;
 }
 
-Result<Lease> AcquireFor(LockClient& client, const std::string& name,
-                         std::chrono::milliseconds ttl, std::chrono::milliseconds wait) {
+Result<Lease> AcquireFor(LockClient& client, const std::string& name, std::chrono::milliseconds ttl,
+                         std::chrono::milliseconds wait) {
   if (wait.count() == 0) return client.TryAcquire(name, ttl);
   return client.Acquire(name, std::chrono::steady_clock::now() + wait, ttl);
 }
@@ -187,8 +189,7 @@ int ReleaseOrExtend(const std::string& command, const std::vector<std::string>& 
   bool extend = command == "extend";
   po::options_description desc("Options");
   AddLockOptions(desc);
-  desc.add_options()("owner", po::value<std::string>()->required(),
-                     "owner id printed by acquire")(
+  desc.add_options()("owner", po::value<std::string>()->required(), "owner id printed by acquire")(
       "token", po::value<std::string>(), "token printed by acquire (looked up when omitted)");
   if (extend) {
     desc.add_options()("ttl", po::value<std::string>()->default_value("10s"), "new lease length");
@@ -318,10 +319,10 @@ Result<std::unique_ptr<StoreClient>> OpenStore(const po::variables_map& vm) {
 }
 
 void AddStoreOptions(po::options_description& desc) {
-  desc.add_options()("store",
-                     po::value<std::string>()->default_value(
-                         EnvOr("FENCEKIT_STORE", "http://127.0.0.1:8080")),
-                     "fenced store URL")("key", po::value<std::string>()->required(), "key");
+  desc.add_options()(
+      "store",
+      po::value<std::string>()->default_value(EnvOr("FENCEKIT_STORE", "http://127.0.0.1:8080")),
+      "fenced store URL")("key", po::value<std::string>()->required(), "key");
 }
 
 int Put(const std::vector<std::string>& args) {
@@ -345,8 +346,8 @@ int Put(const std::vector<std::string>& args) {
   }
   auto store = OpenStore(p->vm);
   if (!store.ok()) return FailStatus(store.status());
-  auto r = (*store)->Put(p->vm["lock"].as<std::string>(), *token,
-                         p->vm["key"].as<std::string>(), value);
+  auto r =
+      (*store)->Put(p->vm["lock"].as<std::string>(), *token, p->vm["key"].as<std::string>(), value);
   if (!r.ok()) {
     if (r.status().IsStaleToken()) {
       json::object o;
@@ -392,25 +393,28 @@ int Get(const std::vector<std::string>& args) {
 
 int PauseTest(const std::vector<std::string>& args) {
   po::options_description desc("Options");
-  desc.add_options()
-      ("runs", po::value<int>()->default_value(50), "seeded runs")
-      ("locks", po::value<std::string>()->default_value(""),
-       "lock service URI (default: a fresh embedded SQLite file per run)")
-      ("clients", po::value<int>()->default_value(3), "client processes per run")
-      ("seed", po::value<std::uint64_t>()->default_value(1), "seed of the first run's schedule")
-      ("no-fencing", po::bool_switch(), "control arm: the store accepts every token")
-      ("ttl", po::value<std::string>()->default_value("150ms"), "lease ttl")
-      ("run-length", po::value<std::string>()->default_value("1200ms"), "length of one run")
-      ("pauses", po::value<int>()->default_value(10), "pauses per run, each 0.5-3x the ttl")
-      ("max-delay", po::value<std::string>()->default_value("0ms"),
-       "delay each write by a random 0..max before sending it")
-      ("kill-store", po::bool_switch(), "SIGKILL and restart the store once per run")
-      ("fenced", po::value<std::string>()->default_value(""),
-       "the fenced binary (default: next to fencectl, ../httpapi, or PATH)")
-      ("work-dir", po::value<std::string>()->default_value(""),
-       "where histories go (default: a new temp directory; failing runs are kept)")
-      ("keep", po::bool_switch(), "keep every run's files, not only failing runs'")
-      ("quiet,q", po::bool_switch(), "no line per run on stderr");
+  desc.add_options()("runs", po::value<int>()->default_value(50), "seeded runs")(
+      "locks", po::value<std::string>()->default_value(""),
+      "lock service URI (default: a fresh embedded SQLite file per run)")(
+      "clients", po::value<int>()->default_value(3), "client processes per run")(
+      "seed", po::value<std::uint64_t>()->default_value(1), "seed of the first run's schedule")(
+      "no-fencing", po::bool_switch(), "control arm: the store accepts every token")(
+      "ttl", po::value<std::string>()->default_value("150ms"), "lease ttl")(
+      "run-length", po::value<std::string>()->default_value("1200ms"), "length of one run")(
+      "pauses", po::value<int>()->default_value(10), "pauses per run, each 0.5-3x the ttl")(
+      "max-delay", po::value<std::string>()->default_value("0ms"),
+      "delay each write by a random 0..max before sending it")(
+      "kill-store", po::bool_switch(), "SIGKILL and restart the store once per run")(
+      "start-redis", po::bool_switch(),
+      "start a redis-server per run (loopback, no persistence) as the lock service")(
+      "restart-locks", po::bool_switch(),
+      "with --start-redis: SIGKILL it once per run and restart it empty")(
+      "fenced", po::value<std::string>()->default_value(""),
+      "the fenced binary (default: next to fencectl, ../httpapi, or PATH)")(
+      "work-dir", po::value<std::string>()->default_value(""),
+      "where histories go (default: a new temp directory; failing runs are kept)")(
+      "keep", po::bool_switch(), "keep every run's files, not only failing runs'")(
+      "quiet,q", po::bool_switch(), "no line per run on stderr");
   auto p = Parse("pause-test", desc, {}, args);
   if (!p.ok()) return FailStatus(p.status());
   if (p->help) return kExitOk;
@@ -423,6 +427,8 @@ int PauseTest(const std::vector<std::string>& args) {
   o.fencing = !vm["no-fencing"].as<bool>();
   o.pauses_per_run = vm["pauses"].as<int>();
   o.kill_store = vm["kill-store"].as<bool>();
+  o.start_redis = vm["start-redis"].as<bool>();
+  o.restart_locks = vm["restart-locks"].as<bool>();
   o.fenced_path = vm["fenced"].as<std::string>();
   o.work_dir = vm["work-dir"].as<std::string>();
   o.keep_all = vm["keep"].as<bool>();
@@ -444,10 +450,15 @@ int PauseTest(const std::vector<std::string>& args) {
   if (!summary.ok()) return FailStatus(summary.status());
   const auto& s = *summary;
   std::cerr << "pause-test: " << s.runs << " runs (" << (o.fencing ? "fencing on" : "no fencing")
-            << ", locks " << (o.locks_uri.empty() ? "embedded sqlite" : o.locks_uri) << "); "
+            << ", locks "
+            << (o.start_redis         ? "own redis-server"
+                : o.locks_uri.empty() ? "embedded sqlite"
+                                      : o.locks_uri)
+            << (o.restart_locks ? ", restarted empty each run" : "") << "); "
             << s.runs_with_expired_leases << " with a lease that expired while in use; "
-            << s.acknowledged_writes << " acknowledged writes; missing_acknowledged="
-            << s.missing_acknowledged << "; files: " << s.work_dir << "\n";
+            << s.acknowledged_writes
+            << " acknowledged writes; missing_acknowledged=" << s.missing_acknowledged
+            << "; files: " << s.work_dir << "\n";
   std::cout << s.Line() << std::endl;
   bool violated = s.stale_accepted > 0 || s.lost_updates > 0 || s.missing_acknowledged > 0;
   if (o.fencing) return violated ? kExitCheck : kExitOk;

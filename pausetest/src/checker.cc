@@ -24,9 +24,8 @@ CheckReport CheckHistory(const CheckInput& input) {
     if (!first && d.token < it->second) {
       ++report.stale_accepted;
       report.violations.push_back("store seq " + std::to_string(d.seq) + ": accepted token " +
-                                  std::to_string(d.token) + " for lock \"" + d.lock +
-                                  "\" (key \"" + d.key + "\") after token " +
-                                  std::to_string(it->second));
+                                  std::to_string(d.token) + " for lock \"" + d.lock + "\" (key \"" +
+                                  d.key + "\") after token " + std::to_string(it->second));
     }
     it->second = std::max(it->second, d.token);
   }
@@ -46,10 +45,9 @@ CheckReport CheckHistory(const CheckInput& input) {
     if (op.op == "write") ++acked_per_key[op.key];
     if (!accepted.count({op.lock, op.key, op.token})) {
       ++report.missing_acknowledged;
-      report.violations.push_back("client " + std::to_string(op.client) + "'s acknowledged " +
-                                  op.op + " of \"" + op.key + "\" with token " +
-                                  std::to_string(op.token) +
-                                  " is not in the store's log as accepted");
+      report.violations.push_back(
+          "client " + std::to_string(op.client) + "'s acknowledged " + op.op + " of \"" + op.key +
+          "\" with token " + std::to_string(op.token) + " is not in the store's log as accepted");
     }
   }
   report.expired_leases = static_cast<int>(expired.size());

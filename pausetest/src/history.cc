@@ -46,7 +46,8 @@ Result<HistoryOp> FromJsonLine(std::string_view line) {
   auto num = [&](const char* f, std::int64_t* out) -> Status {
     auto* x = o.if_contains(f);
     if (x == nullptr || !x->is_int64()) {
-      return Status::InvalidArgument(std::string("field \"") + f + "\" is missing or not an integer");
+      return Status::InvalidArgument(std::string("field \"") + f +
+                                     "\" is missing or not an integer");
     }
     *out = x->as_int64();
     return Status::Ok();

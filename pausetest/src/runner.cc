@@ -1,14 +1,18 @@
 #include "fencekit/pausetest/runner.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -27,7 +31,8 @@ using SteadyClock = std::chrono::steady_clock;
 Result<std::string> FindFenced(const std::string& given) {
   if (!given.empty()) {
     if (::access(given.c_str(), X_OK) == 0) return given;
-    return Status::InvalidArgument("fenced binary " + given + " is not executable; pass the "
+    return Status::InvalidArgument("fenced binary " + given +
+                                   " is not executable; pass the "
                                    "path of a built fenced");
   }
   std::error_code ec;
@@ -44,8 +49,9 @@ Result<std::string> FindFenced(const std::string& given) {
   for (const auto& c : candidates) {
     if (::access(c.c_str(), X_OK) == 0) return fs::weakly_canonical(c).string();
   }
-  return Status::NotFound("cannot find the fenced binary next to this program, in ../httpapi "
-                          "or on PATH; pass its path (--fenced PATH)");
+  return Status::NotFound(
+      "cannot find the fenced binary next to this program, in ../httpapi "
+      "or on PATH; pass its path (--fenced PATH)");
 }
 
 // A fenced child process; its output goes to a log file, where the listening line is read.
@@ -58,8 +64,8 @@ class FencedChild {
   // Starts on `port` (0: any free port) and waits until it listens.
   Status Start(int port) {
     std::string listen = "127.0.0.1:" + std::to_string(port);
-    std::vector<std::string> args = {binary_, "--listen", listen, "--db", db_, "--history",
-                                     "1000000"};
+    std::vector<std::string> args = {binary_, "--listen",  listen,   "--db",
+                                     db_,     "--history", "1000000"};
     if (!fencing_) args.push_back("--no-fencing");
     auto offset = fs::exists(log_) ? fs::file_size(log_) : 0;
     pid_ = ::fork();
@@ -117,6 +123,86 @@ class FencedChild {
  private:
   std::string binary_, db_, log_;
   bool fencing_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+// A loopback port nobody listens on at the moment of the call.
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
+bool Listening(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  bool ok = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  if (fd >= 0) ::close(fd);
+  return ok;
+}
+
+// A redis-server child without persistence: a restart loses every key, counters included.
+class RedisChild {
+ public:
+  explicit RedisChild(std::string log) : log_(std::move(log)) {}
+  ~RedisChild() { Kill(); }
+
+  Status Start(int port) {
+    port_ = port;
+    pid_ = ::fork();
+    if (pid_ < 0) return Status::Unavailable("fork failed: cannot start redis-server");
+    if (pid_ == 0) {
+      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+      std::string p = std::to_string(port);
+      ::execlp("redis-server", "redis-server", "--port", p.c_str(), "--bind", "127.0.0.1", "--save",
+               "", "--appendonly", "no", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (auto deadline = SteadyClock::now() + std::chrono::seconds(10);
+         SteadyClock::now() < deadline;) {
+      if (Listening(port)) return Status::Ok();
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return Status::Unavailable(
+            "redis-server exited at start (is it installed? apt-get "
+            "install redis-server); see " +
+            log_);
+      }
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    Kill();
+    return Status::Unavailable("redis-server did not listen within 10s; see " + log_);
+  }
+
+  void Kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  std::string uri() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
+
+ private:
+  std::string log_;
   pid_t pid_ = -1;
   int port_ = 0;
 };
@@ -181,9 +267,9 @@ int ClientMain(const ClientPlan& plan) {
     // holder that read before this one cannot land afterwards.
     HistoryOp claim{plan.index, "claim", plan.lock, 0, plan.claim_key, plan.index};
     claim.start_us = NowMicros();
-    done = !record(claim, (*store)->Put(plan.lock, token, plan.claim_key,
-                                        std::to_string(plan.index))
-                              .status());
+    done = !record(
+        claim,
+        (*store)->Put(plan.lock, token, plan.claim_key, std::to_string(plan.index)).status());
     std::int64_t value = 0;
     if (!done) {
       HistoryOp read{plan.index, "read", plan.lock, 0, plan.key};
@@ -226,7 +312,7 @@ int ClientMain(const ClientPlan& plan) {
 
 struct Event {
   milliseconds at;
-  enum Kind { kPause, kResume, kKillStore } kind;
+  enum Kind { kPause, kResume, kKillStore, kRestartLocks } kind;
   int target = 0;
 };
 
@@ -242,8 +328,9 @@ std::string PauseTestSummary::Line() const {
 Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
   if (options.runs < 1) return Status::InvalidArgument("--runs must be at least 1");
   if (options.clients < 2) {
-    return Status::InvalidArgument("--clients must be at least 2: pauses matter only when "
-                                   "another client can take the lock");
+    return Status::InvalidArgument(
+        "--clients must be at least 2: pauses matter only when "
+        "another client can take the lock");
   }
   if (options.ttl < milliseconds(10)) return Status::InvalidArgument("ttl must be >= 10ms");
   auto fenced = FindFenced(options.fenced_path);
@@ -264,6 +351,16 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
   if (ec) return Status::Unavailable("cannot create " + work + ": " + ec.message());
   summary.work_dir = work;
 
+  if (options.start_redis && !options.locks_uri.empty()) {
+    return Status::InvalidArgument(
+        "--start-redis and --locks both name the lock service; "
+        "give one");
+  }
+  if (options.restart_locks && !options.start_redis) {
+    return Status::InvalidArgument(
+        "--restart-locks needs a lock service this command owns: add "
+        "--start-redis");
+  }
   if (!options.locks_uri.empty()) {  // fail fast, before forking, if the service is unusable
     auto probe = LockClient::Open(options.locks_uri);
     if (!probe.ok()) return probe.status();
@@ -282,9 +379,20 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
     if (Status s = store.Start(0); !s.ok()) return s;
     const std::string url = "http://127.0.0.1:" + std::to_string(store.port());
 
+    std::optional<RedisChild> redis;
+    if (options.start_redis) {
+      redis.emplace(dir + "/redis.log");
+      Status started = Status::Unavailable("no free port for redis-server");
+      for (int attempt = 0; attempt < 5 && !started.ok(); ++attempt) {
+        started = redis->Start(FreePort());
+      }
+      if (!started.ok()) return started;
+    }
+
     ClientPlan base;
-    base.locks_uri =
-        options.locks_uri.empty() ? "sqlite://" + dir + "/locks.db" : options.locks_uri;
+    base.locks_uri = redis                       ? redis->uri()
+                     : options.locks_uri.empty() ? "sqlite://" + dir + "/locks.db"
+                                                 : options.locks_uri;
     base.lock = "pause-test-" + std::to_string(options.seed) + "-" + std::to_string(run);
     base.key = base.lock + "/counter";
     base.claim_key = base.lock + "/claim";
@@ -312,9 +420,9 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
     ::close(stop[0]);
 
     std::vector<Event> events;
-    for (const auto& p : MakePauseSchedule(run_seed, static_cast<int>(clients.size()),
-                                           options.pauses_per_run, options.run_length,
-                                           options.ttl)) {
+    for (const auto& p :
+         MakePauseSchedule(run_seed, static_cast<int>(clients.size()), options.pauses_per_run,
+                           options.run_length, options.ttl)) {
       events.push_back({p.at, Event::kPause, p.target});
       events.push_back({p.at + p.length, Event::kResume, p.target});
     }
@@ -323,6 +431,12 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
       auto quarter = options.run_length.count() / 4;
       events.push_back({milliseconds(quarter + static_cast<long long>(rng() % (2 * quarter + 1))),
                         Event::kKillStore, 0});
+    }
+    if (options.restart_locks) {
+      std::mt19937_64 rng(run_seed ^ 0x27d4eb2f);
+      auto quarter = options.run_length.count() / 4;
+      events.push_back({milliseconds(quarter + static_cast<long long>(rng() % (2 * quarter + 1))),
+                        Event::kRestartLocks, 0});
     }
     std::stable_sort(events.begin(), events.end(),
                      [](const Event& a, const Event& b) { return a.at < b.at; });
@@ -345,6 +459,12 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
           int port = store.port();
           store.Kill();
           if (Status s = store.Start(port); !s.ok()) harness = s;
+          break;
+        }
+        case Event::kRestartLocks: {
+          int port = redis->port();
+          redis->Kill();
+          if (Status s = redis->Start(port); !s.ok()) harness = s;
           break;
         }
       }
@@ -376,7 +496,8 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
       auto log = (*client)->History(10'000);
       if (!log.ok()) return log.status();
       if (log->size() >= 10'000) {
-        return Status::Internal("run " + std::to_string(run) + " made over 10,000 store "
+        return Status::Internal("run " + std::to_string(run) +
+                                " made over 10,000 store "
                                 "decisions, more than the checker can read back; shorten "
                                 "--run-length");
       }

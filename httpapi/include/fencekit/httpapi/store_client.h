@@ -50,9 +50,9 @@ class StoreClient {
 
   // `lock` empty means the key itself.
   virtual Result<WriteResponse> Put(std::string_view lock, FencingToken token, std::string_view key,
-                                  std::string_view value) = 0;
+                                    std::string_view value) = 0;
   virtual Result<WriteResponse> Delete(std::string_view lock, FencingToken token,
-                                     std::string_view key) = 0;
+                                       std::string_view key) = 0;
   virtual Result<GetResponse> Get(std::string_view key) = 0;
   // The store's highest accepted token for `lock`; nullopt when none was accepted yet.
   virtual Result<std::optional<FencingToken>> Highest(std::string_view lock) = 0;

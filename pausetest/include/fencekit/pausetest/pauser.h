@@ -21,8 +21,8 @@ struct PlannedPause {
 // same schedule.
 std::vector<PlannedPause> MakePauseSchedule(std::uint64_t seed, int targets, int count,
                                             std::chrono::milliseconds run,
-                                            std::chrono::milliseconds ttl,
-                                            double min_factor = 0.5, double max_factor = 3.0);
+                                            std::chrono::milliseconds ttl, double min_factor = 0.5,
+                                            double max_factor = 3.0);
 
 // Stops and continues processes, and continues every one it stopped when destroyed, so that a
 // failing test does not leave stopped processes behind.

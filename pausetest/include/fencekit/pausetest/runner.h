@@ -21,8 +21,13 @@
 namespace fencekit::pausetest {
 
 struct PauseTestOptions {
-  // Lock service URI; empty means a fresh embedded SQLite file per run in `work_dir`.
+  // Lock service URI; empty means a fresh embedded SQLite file per run in `work_dir`, or, with
+  // start_redis, a redis-server started for each run.
   std::string locks_uri;
+  bool start_redis = false;
+  // SIGKILL the lock service once per run and restart it empty (needs start_redis): the
+  // counter is lost, so only the clients' memory of tokens and the store's fence remain.
+  bool restart_locks = false;
   int runs = 50;
   int clients = 3;
   std::uint64_t seed = 1;
