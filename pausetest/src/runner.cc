@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -54,79 +56,6 @@ Result<std::string> FindFenced(const std::string& given) {
       "or on PATH; pass its path (--fenced PATH)");
 }
 
-// A fenced child process; its output goes to a log file, where the listening line is read.
-class FencedChild {
- public:
-  FencedChild(std::string binary, std::string db, std::string log, bool fencing)
-      : binary_(std::move(binary)), db_(std::move(db)), log_(std::move(log)), fencing_(fencing) {}
-  ~FencedChild() { Kill(); }
-
-  // Starts on `port` (0: any free port) and waits until it listens.
-  Status Start(int port) {
-    std::string listen = "127.0.0.1:" + std::to_string(port);
-    std::vector<std::string> args = {binary_, "--listen",  listen,   "--db",
-                                     db_,     "--history", "1000000"};
-    if (!fencing_) args.push_back("--no-fencing");
-    auto offset = fs::exists(log_) ? fs::file_size(log_) : 0;
-    pid_ = ::fork();
-    if (pid_ < 0) return Status::Unavailable("fork failed: cannot start fenced");
-    if (pid_ == 0) {
-      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(binary_.c_str(), argv.data());
-      ::_exit(127);
-    }
-    const std::string marker = "listening on http://127.0.0.1:";
-    for (auto deadline = SteadyClock::now() + std::chrono::seconds(10);
-         SteadyClock::now() < deadline;) {
-      std::ifstream in(log_);
-      in.seekg(static_cast<std::streamoff>(offset));
-      for (std::string line; std::getline(in, line);) {
-        if (auto at = line.find(marker); at != std::string::npos) {
-          port_ = std::atoi(line.c_str() + at + marker.size());
-          return Status::Ok();
-        }
-      }
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return Status::Unavailable("fenced exited at start; see " + log_);
-      }
-      std::this_thread::sleep_for(milliseconds(5));
-    }
-    Kill();
-    return Status::Unavailable("fenced did not start listening within 10s; see " + log_);
-  }
-
-  void Kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
-  void Stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
-  int port() const { return port_; }
-
- private:
-  std::string binary_, db_, log_;
-  bool fencing_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
-
 // A loopback port nobody listens on at the moment of the call.
 int FreePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -154,58 +83,97 @@ bool Listening(int port) {
   return ok;
 }
 
-// A redis-server child without persistence: a restart loses every key, counters included.
-class RedisChild {
+// A server child process (fenced, redis-server) whose output goes to a log file.
+// Thread safety: not safe for concurrent use.
+class ServerChild {
  public:
-  explicit RedisChild(std::string log) : log_(std::move(log)) {}
-  ~RedisChild() { Kill(); }
+  // `ready` is polled every 5ms until it returns a port (> 0): the server is up on it.
+  using Ready = std::function<int(std::uintmax_t log_offset)>;
+  explicit ServerChild(std::string log) : log_(std::move(log)) {}
+  ~ServerChild() { Kill(); }
+  ServerChild(const ServerChild&) = delete;
+  ServerChild& operator=(const ServerChild&) = delete;
 
-  Status Start(int port) {
-    port_ = port;
+  Status Start(std::vector<std::string> args, const Ready& ready) {
+    const std::string& name = args.front();
+    std::uintmax_t offset = fs::exists(log_) ? fs::file_size(log_) : 0;
     pid_ = ::fork();
-    if (pid_ < 0) return Status::Unavailable("fork failed: cannot start redis-server");
+    if (pid_ < 0) return Status::Unavailable("fork failed: cannot start " + name);
     if (pid_ == 0) {
       int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) {
         ::dup2(fd, 1);
         ::dup2(fd, 2);
       }
-      std::string p = std::to_string(port);
-      ::execlp("redis-server", "redis-server", "--port", p.c_str(), "--bind", "127.0.0.1", "--save",
-               "", "--appendonly", "no", static_cast<char*>(nullptr));
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execvp(argv[0], argv.data());
+      std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
       ::_exit(127);
     }
     for (auto deadline = SteadyClock::now() + std::chrono::seconds(10);
          SteadyClock::now() < deadline;) {
-      if (Listening(port)) return Status::Ok();
+      if (int port = ready(offset); port > 0) {
+        port_ = port;
+        return Status::Ok();
+      }
       if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
         pid_ = -1;
-        return Status::Unavailable(
-            "redis-server exited at start (is it installed? apt-get "
-            "install redis-server); see " +
-            log_);
+        return Status::Unavailable(name + " exited at start; see " + log_);
       }
       std::this_thread::sleep_for(milliseconds(5));
     }
     Kill();
-    return Status::Unavailable("redis-server did not listen within 10s; see " + log_);
+    return Status::Unavailable(name + " did not start listening within 10s; see " + log_);
   }
 
-  void Kill() {
+  void Kill() { Signal(SIGKILL); }
+  void Stop() { Signal(SIGTERM); }
+  int port() const { return port_; }
+  const std::string& log() const { return log_; }
+
+ private:
+  void Signal(int sig) {
     if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
+    ::kill(pid_, sig);
     ::waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
 
-  std::string uri() const { return "redis://127.0.0.1:" + std::to_string(port_); }
-  int port() const { return port_; }
-
- private:
   std::string log_;
   pid_t pid_ = -1;
   int port_ = 0;
 };
+
+// fenced on `port` (0: any free port); ready when its log says where it listens.
+Status StartFenced(ServerChild& child, const std::string& binary, const std::string& db,
+                   bool fencing, int port) {
+  std::vector<std::string> args = {
+      binary, "--listen", "127.0.0.1:" + std::to_string(port), "--db", db, "--history", "1000000"};
+  if (!fencing) args.push_back("--no-fencing");
+  return child.Start(args, [&](std::uintmax_t offset) {
+    static const std::string marker = "listening on http://127.0.0.1:";
+    std::ifstream in(child.log());
+    in.seekg(static_cast<std::streamoff>(offset));
+    for (std::string line; std::getline(in, line);) {
+      if (auto at = line.find(marker); at != std::string::npos) {
+        return std::atoi(line.c_str() + at + marker.size());
+      }
+    }
+    return 0;
+  });
+}
+
+// redis-server without persistence (a restart loses every key, counters included); ready when
+// it accepts connections.
+Status StartRedis(ServerChild& child, int port) {
+  return child.Start({"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1",
+                      "--save", "", "--appendonly", "no"},
+                     [port](std::uintmax_t) { return Listening(port) ? port : 0; });
+}
+
+std::string RedisUri(int port) { return "redis://127.0.0.1:" + std::to_string(port); }
 
 bool StopRequested(int stop_fd) {
   pollfd p{stop_fd, POLLIN, 0};
@@ -375,24 +343,29 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
     fs::create_directories(dir, ec);
     if (ec) return Status::Unavailable("cannot create " + dir + ": " + ec.message());
 
-    FencedChild store(*fenced, dir + "/store.db", dir + "/fenced.log", options.fencing);
-    if (Status s = store.Start(0); !s.ok()) return s;
+    ServerChild store(dir + "/fenced.log");
+    if (Status s = StartFenced(store, *fenced, dir + "/store.db", options.fencing, 0); !s.ok()) {
+      return s;
+    }
     const std::string url = "http://127.0.0.1:" + std::to_string(store.port());
 
-    std::optional<RedisChild> redis;
+    ServerChild redis(dir + "/redis.log");
     if (options.start_redis) {
-      redis.emplace(dir + "/redis.log");
       Status started = Status::Unavailable("no free port for redis-server");
       for (int attempt = 0; attempt < 5 && !started.ok(); ++attempt) {
-        started = redis->Start(FreePort());
+        started = StartRedis(redis, FreePort());
       }
-      if (!started.ok()) return started;
+      if (!started.ok()) {
+        return Status::Unavailable(started.message() +
+                                   " (is redis-server installed? apt-get "
+                                   "install redis-server)");
+      }
     }
 
     ClientPlan base;
-    base.locks_uri = redis                       ? redis->uri()
-                     : options.locks_uri.empty() ? "sqlite://" + dir + "/locks.db"
-                                                 : options.locks_uri;
+    base.locks_uri = options.locks_uri;
+    if (options.start_redis) base.locks_uri = RedisUri(redis.port());
+    if (base.locks_uri.empty()) base.locks_uri = "sqlite://" + dir + "/locks.db";
     base.lock = "pause-test-" + std::to_string(options.seed) + "-" + std::to_string(run);
     base.key = base.lock + "/counter";
     base.claim_key = base.lock + "/claim";
@@ -456,15 +429,14 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
           if (--depth[e.target] == 0) pauser.Resume(clients[e.target]);
           break;
         case Event::kKillStore: {
-          int port = store.port();
           store.Kill();
-          if (Status s = store.Start(port); !s.ok()) harness = s;
+          Status s = StartFenced(store, *fenced, dir + "/store.db", options.fencing, store.port());
+          if (!s.ok()) harness = s;
           break;
         }
         case Event::kRestartLocks: {
-          int port = redis->port();
-          redis->Kill();
-          if (Status s = redis->Start(port); !s.ok()) harness = s;
+          redis.Kill();
+          if (Status s = StartRedis(redis, redis.port()); !s.ok()) harness = s;
           break;
         }
       }
