@@ -2,6 +2,9 @@
 //
 //   lock_bench floor PORT SECONDS [--host H]      two bare EVALSHA round trips per cycle (hiredis):
 //                                                 SET NX PX + INCR, then compare-and-delete
+//   lock_bench etcd-floor PORT SECONDS [--host H] the same etcd cycle as fencekit's, as raw gateway
+//                                                 calls on one connection (Beast, preformatted
+//                                                 JSON): lease grant, txn, lease revoke
 //   lock_bench cycle URI SECONDS [--lock NAME]    fencekit TryAcquire + Release, one client
 //   lock_bench contend URI SECONDS [--lock NAME] [--start-at-ms EPOCH_MS]
 //                                                 one of several processes contending for the same
@@ -16,6 +19,15 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
+#include <boost/archive/iterators/base64_from_binary.hpp>
+#include <boost/archive/iterators/transform_width.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +56,7 @@ struct Args {
 int Usage() {
   std::fprintf(stderr,
                "usage: lock_bench floor PORT SECONDS [--host H]\n"
+               "       lock_bench etcd-floor PORT SECONDS [--host H]\n"
                "       lock_bench cycle URI SECONDS [--lock NAME]\n"
                "       lock_bench contend URI SECONDS [--lock NAME] [--start-at-ms EPOCH_MS]\n"
                "options: --warmup N, --ttl-ms N\n");
@@ -74,7 +87,8 @@ bool Parse(int argc, char** argv, Args* a) {
       return false;
     }
   }
-  return a->mode == "floor" || a->mode == "cycle" || a->mode == "contend";
+  return a->mode == "floor" || a->mode == "etcd-floor" || a->mode == "cycle" ||
+         a->mode == "contend";
 }
 
 // Per-cycle latencies, in microseconds.
@@ -101,8 +115,8 @@ class Recorder {
 
 void WaitForStart(long long start_at_ms) {
   if (start_at_ms <= 0) return;
-  std::this_thread::sleep_until(std::chrono::system_clock::time_point(
-      std::chrono::milliseconds(start_at_ms)));
+  std::this_thread::sleep_until(
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(start_at_ms)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -154,8 +168,9 @@ int Floor(const Args& a) {
   const std::string token_key = "floor:{" + a.lock + "}:token";
   const std::string ttl = std::to_string(a.ttl_ms);
   // Argument vectors built once; only the owner changes from cycle to cycle.
-  std::vector<const char*> acq = {"EVALSHA", acquire_sha.c_str(), "2", lock_key.c_str(),
-                                  token_key.c_str(), nullptr, ttl.c_str()};
+  std::vector<const char*> acq = {"EVALSHA",        acquire_sha.c_str(), "2",
+                                  lock_key.c_str(), token_key.c_str(),   nullptr,
+                                  ttl.c_str()};
   std::vector<const char*> rel = {"EVALSHA", release_sha.c_str(), "1", lock_key.c_str(), nullptr};
   std::vector<std::size_t> acq_len, rel_len;
   for (auto* s : acq) acq_len.push_back(s ? std::strlen(s) : 0);
@@ -183,8 +198,8 @@ int Floor(const Args& a) {
 
   Recorder rec;
   auto start = Clock::now();
-  auto end = start + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(a.seconds));
+  auto end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
   for (auto t = start; t < end;) {
     if (!one()) ++failures;
     auto now = Clock::now();
@@ -194,6 +209,99 @@ int Floor(const Args& a) {
   }
   rec.Print("floor", std::chrono::duration<double>(Clock::now() - start).count(), failures);
   redisFree(c);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The etcd floor: fencekit's etcd cycle (lease grant; txn that joins the line, records the last
+// token and reads the first key; lease revoke) as bare gateway calls on one keep-alive
+// connection, with the JSON preformatted and the replies only searched for what decides success.
+
+std::string Base64(const std::string& in) {
+  using namespace boost::archive::iterators;
+  using It = base64_from_binary<transform_width<std::string::const_iterator, 6, 8>>;
+  std::string out(It(in.begin()), It(in.end()));
+  out.append((3 - in.size() % 3) % 3, '=');
+  return out;
+}
+
+int EtcdFloor(const Args& a) {
+  namespace http = boost::beast::http;
+  using tcp = boost::asio::ip::tcp;
+  boost::asio::io_context ioc;
+  tcp::socket socket(ioc);
+  boost::system::error_code ec;
+  boost::asio::connect(socket, tcp::resolver(ioc).resolve(a.host, a.target, ec), ec);
+  if (ec) {
+    std::fprintf(stderr, "etcd-floor: cannot connect to %s:%s: %s\n", a.host.c_str(),
+                 a.target.c_str(), ec.message().c_str());
+    return 1;
+  }
+  socket.set_option(tcp::no_delay(true));
+  boost::beast::flat_buffer buffer;
+  const std::string host = a.host + ":" + a.target;
+  auto post = [&](const char* target, std::string body) -> std::string {
+    http::request<http::string_body> req(http::verb::post, target, 11);
+    req.set(http::field::host, host);
+    req.set(http::field::content_type, "application/json");
+    req.body() = std::move(body);
+    req.prepare_payload();
+    http::write(socket, req, ec);
+    if (ec) return {};
+    http::response<http::string_body> res;
+    http::read(socket, buffer, res, ec);
+    if (ec || res.result_int() != 200) return {};
+    return std::move(res.body());
+  };
+  const std::string name = "floor-" + a.lock;
+  const std::string prefix = "fencekit/lock/" + std::to_string(name.size()) + ":" + name + "/";
+  std::string prefix_end = prefix;
+  prefix_end.back() = '0';
+  const std::string range_first = "{\"request_range\":{\"key\":\"" + Base64(prefix) +
+                                  "\",\"range_end\":\"" + Base64(prefix_end) +
+                                  "\",\"sort_target\":\"CREATE\",\"sort_order\":\"ASCEND\","
+                                  "\"limit\":\"1\"}}";
+  const std::string last_key = Base64("fencekit/last/" + std::to_string(name.size()) + ":" + name);
+  const std::string grant =
+      "{\"TTL\":\"" + std::to_string(std::max(1L, (a.ttl_ms + 999) / 1000)) + "\"}";
+  char owner[33];
+  unsigned long long seq = static_cast<unsigned long long>(Clock::now().time_since_epoch().count());
+  auto one = [&]() -> bool {
+    std::string g = post("/v3/lease/grant", grant);
+    auto at = g.find("\"ID\":\"");
+    if (at == std::string::npos) return false;
+    std::string id = g.substr(at + 6, g.find('"', at + 6) - at - 6);
+    std::snprintf(owner, sizeof owner, "%032llx", ++seq);
+    std::string key = Base64(prefix + owner), value = Base64(owner);
+    std::string txn = "{\"compare\":[{\"target\":\"CREATE\",\"key\":\"" + key +
+                      "\",\"create_revision\":\"0\"}],\"success\":[{\"request_put\":{\"key\":\"" +
+                      key + "\",\"value\":\"" + value + "\",\"lease\":\"" + id +
+                      "\"}},{\"request_put\":{\"key\":\"" + last_key + "\",\"value\":\"" + value +
+                      "\"}}," + range_first + "],\"failure\":[]}";
+    std::string t = post("/v3/kv/txn", txn);
+    bool ok = t.find("\"succeeded\":true") != std::string::npos &&
+              t.find(key) != std::string::npos;  // first in line
+    std::string r = post("/v3/lease/revoke", "{\"ID\":\"" + id + "\"}");
+    return ok && !r.empty();
+  };
+  long failures = 0;
+  for (long i = 0; i < (a.warmup < 0 ? 100 : a.warmup); ++i) one();
+  if (ec) {
+    std::fprintf(stderr, "etcd-floor: %s\n", ec.message().c_str());
+    return 1;
+  }
+  Recorder rec;
+  auto start = Clock::now();
+  auto end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+  for (auto t = start; t < end;) {
+    if (!one()) ++failures;
+    auto now = Clock::now();
+    rec.Add(now - t);
+    t = now;
+    if (ec) break;
+  }
+  rec.Print("etcd-floor", std::chrono::duration<double>(Clock::now() - start).count(), failures);
   return 0;
 }
 
@@ -224,8 +332,8 @@ int Cycle(const Args& a, bool contend) {
 
   Recorder rec;
   auto start = Clock::now();
-  auto end = start + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(a.seconds));
+  auto end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
   for (auto t = start; t < end;) {
     auto lease = contend ? lc.Acquire(a.lock, std::min(end, t + std::chrono::seconds(10)), ttl)
                          : lc.TryAcquire(a.lock, ttl);
@@ -254,5 +362,6 @@ int main(int argc, char** argv) {
   Args a;
   if (!Parse(argc, argv, &a)) return Usage();
   if (a.mode == "floor") return Floor(a);
+  if (a.mode == "etcd-floor") return EtcdFloor(a);
   return Cycle(a, a.mode == "contend");
 }

@@ -9,7 +9,7 @@ BUILD_DIR="$FENCEKIT_ROOT/build/release"
 FENCEKIT_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-program-options1.81-dev
-  libsqlite3-dev libhiredis-dev redis-server libgtest-dev libgmock-dev libbenchmark-dev
+  libsqlite3-dev libhiredis-dev redis-server etcd-server libgtest-dev libgmock-dev libbenchmark-dev
   curl sqlite3 zlib1g-dev
   chromium  # the demo's HTML timeline is checked in headless Chromium
 )

@@ -1,7 +1,6 @@
-// One behavioural suite for every lock backend: the embedded SQLite service and a real
-// redis-server started by the test. Later backends join by adding a Backend value.
-#include "fencekit/lockclient/lock_client.h"
-
+// One behavioural suite for every lock backend: the embedded SQLite service, and real
+// redis-server and etcd processes started by the test. Later backends join by adding a Backend
+// value.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -14,6 +13,8 @@
 #include "fencekit/httpapi/server.h"
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/lockclient/fenced_writes.h"
+#include "fencekit/lockclient/lock_client.h"
+#include "support/etcd_server.h"
 #include "support/redis_server.h"
 #include "support/test_support.h"
 
@@ -21,16 +22,22 @@ namespace fencekit {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::EtcdCluster;
 using testing::RedisServer;
 using testing::TempDir;
 
-enum class Backend { kSqlite, kRedis, kRedlock };
+enum class Backend { kSqlite, kRedis, kRedlock, kEtcd };
 
 std::string Name(const ::testing::TestParamInfo<Backend>& info) {
   switch (info.param) {
-    case Backend::kSqlite: return "Sqlite";
-    case Backend::kRedis: return "Redis";
-    case Backend::kRedlock: return "Redlock";
+    case Backend::kSqlite:
+      return "Sqlite";
+    case Backend::kRedis:
+      return "Redis";
+    case Backend::kRedlock:
+      return "Redlock";
+    case Backend::kEtcd:
+      return "Etcd";
   }
   return "";
 }
@@ -60,6 +67,9 @@ class LockBackendTest : public ::testing::TestWithParam<Backend> {
         nodes_.push_back(std::make_unique<RedisServer>());
         uri_ += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes_.back()->port());
       }
+    } else if (GetParam() == Backend::kEtcd) {
+      etcd_ = std::make_unique<EtcdCluster>(1);
+      uri_ = etcd_->uri();
     } else {
       uri_ = "sqlite://" + dir_.File("locks.db");
     }
@@ -74,6 +84,14 @@ class LockBackendTest : public ::testing::TestWithParam<Backend> {
 
   // Removes the lock's key behind the holder's back.
   void DeleteLockKey(const std::string& lock) {
+    if (etcd_) {
+      auto info = client_->Inspect(lock);
+      ASSERT_TRUE(info.ok() && info->held);
+      std::string key =
+          "fencekit/lock/" + std::to_string(lock.size()) + ":" + lock + "/" + info->owner;
+      ASSERT_EQ(etcd_->DeleteKey(key), 1);
+      return;
+    }
     if (!nodes_.empty()) {
       int deleted = 0;
       for (auto& n : nodes_) deleted += n->Command({"DEL", "fencekit:{" + lock + "}:lock"}) == 1;
@@ -96,6 +114,7 @@ class LockBackendTest : public ::testing::TestWithParam<Backend> {
   TempDir dir_;
   std::unique_ptr<RedisServer> redis_;
   std::vector<std::unique_ptr<RedisServer>> nodes_;  // Redlock
+  std::unique_ptr<EtcdCluster> etcd_;
   std::string uri_;
   std::unique_ptr<LockClient> client_;
 };
@@ -258,9 +277,9 @@ TEST_P(LockBackendTest, LostLeaseCallbackFiresWhenKeyIsDeleted) {
   auto lease = client_->TryAcquire("job", 300ms);
   ASSERT_TRUE(lease.ok());
   std::promise<Status> why;
-  HeldLock held(*client_, *lease, {.auto_renew = true, .on_lost = [&](const Lease&, const Status& s) {
-                                     why.set_value(s);
-                                   }});
+  HeldLock held(
+      *client_, *lease,
+      {.auto_renew = true, .on_lost = [&](const Lease&, const Status& s) { why.set_value(s); }});
   DeleteLockKey("job");
   auto f = why.get_future();
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready) << "on_lost never fired";
@@ -281,9 +300,8 @@ TEST_P(LockBackendTest, StoreRefusalMarksLeaseLost) {
   auto old_lease = client_->TryAcquire("job", 100ms);
   ASSERT_TRUE(old_lease.ok());
   std::atomic<int> lost_calls{0};
-  HeldLock old_holder(*client_, *old_lease, {.on_lost = [&](const Lease&, const Status&) {
-                                               ++lost_calls;
-                                             }});
+  HeldLock old_holder(*client_, *old_lease,
+                      {.on_lost = [&](const Lease&, const Status&) { ++lost_calls; }});
   auto new_lease = client_->Acquire("job", Soon(10s), 10s);  // after the old one expired
   ASSERT_TRUE(new_lease.ok());
   HeldLock new_holder(*client_, *new_lease, {});
@@ -304,7 +322,8 @@ TEST_P(LockBackendTest, RejectsBadArguments) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LockBackendTest,
-                         ::testing::Values(Backend::kSqlite, Backend::kRedis, Backend::kRedlock),
+                         ::testing::Values(Backend::kSqlite, Backend::kRedis, Backend::kRedlock,
+                                           Backend::kEtcd),
                          Name);
 
 // --- Backend-specific behaviour ---
@@ -383,12 +402,14 @@ TEST(RedisLockTest, RestartedEmptyTokensStillIncreaseForThisClientAndStoreRefuse
   ASSERT_TRUE(low.ok());
   EXPECT_LT(low->token.value(), before);
   auto server = Server::Start({.port = 0, .threads = 1}, store.get()).value();
-  auto store_client = StoreClient::Open("http://127.0.0.1:" + std::to_string(server->port())).value();
+  auto store_client =
+      StoreClient::Open("http://127.0.0.1:" + std::to_string(server->port())).value();
   HeldLock held(*fresh, *low, {});
   auto r = FencedPut(*store_client, held, "k", "from the low token");
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsStaleToken());
-  EXPECT_NE(r.status().message().find("lost its counter"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("lost its counter"), std::string::npos)
+      << r.status().message();
   EXPECT_TRUE(held.lost());
   EXPECT_EQ(store->Get("k")->value, "v5");
 }
@@ -406,7 +427,8 @@ TEST(RedisLockTest, ScriptsReloadAfterFlushAndConnectionsRecoverAfterRestart) {
 
 TEST(RedisLockTest, DownServerIsUnavailableWithClearError) {
   auto port = testing::FreePort();
-  auto client = LockClient::Open("redis://127.0.0.1:" + std::to_string(port), {.op_timeout = 200ms});
+  auto client =
+      LockClient::Open("redis://127.0.0.1:" + std::to_string(port), {.op_timeout = 200ms});
   ASSERT_TRUE(client.ok());
   auto r = (*client)->TryAcquire("job");
   ASSERT_FALSE(r.ok());

@@ -32,6 +32,17 @@ class LockBackend {
   // Returns when `lock` may have been released, or after at most `max_wait`.
   virtual void WaitForRelease(std::string_view lock, std::chrono::milliseconds max_wait) = 0;
   virtual const std::string& service() const = 0;
+  // Services that keep a first-come-first-served line of waiters (etcd) say so here, and
+  // LockClient::Acquire then waits in that line with AcquireInLine instead of retrying.
+  virtual bool QueuesWaiters() const { return false; }
+  // Joins the line for `lock` and waits until `owner` is first (the token), or `deadline`
+  // (kTimeout, having left the line). *valid_from: when the lease's ttl last started.
+  virtual Result<FencingToken> AcquireInLine(std::string_view lock, std::string_view owner,
+                                             std::chrono::milliseconds ttl,
+                                             std::chrono::steady_clock::time_point deadline,
+                                             std::chrono::steady_clock::time_point* valid_from) {
+    return Status::Internal("this lock service keeps no line of waiters");
+  }
   // See LockClient::counter_resets_detected.
   virtual std::uint64_t counter_resets_detected() const { return 0; }
   // See LockClient::node_metrics.
@@ -44,6 +55,8 @@ Result<std::unique_ptr<LockBackend>> OpenRedisBackend(std::string_view uri,
                                                       const LockOptions& options);
 Result<std::unique_ptr<LockBackend>> OpenRedlockBackend(std::string_view uri,
                                                         const LockOptions& options);
+Result<std::unique_ptr<LockBackend>> OpenEtcdBackend(std::string_view uri,
+                                                     const LockOptions& options);
 
 // "lock \"name\" on SERVICE": how every message names its subject.
 std::string Subject(std::string_view lock, std::string_view service);

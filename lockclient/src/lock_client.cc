@@ -71,10 +71,13 @@ Result<std::unique_ptr<LockClient>> LockClient::Open(std::string_view uri, LockO
     backend = OpenRedisBackend(uri, options);
   } else if (uri.starts_with("redlock://")) {
     backend = OpenRedlockBackend(uri, options);
+  } else if (uri.starts_with("etcd://")) {
+    backend = OpenEtcdBackend(uri, options);
   } else {
     return Status::InvalidArgument("lock service URI \"" + std::string(uri) +
                                    "\" is not supported; use sqlite:///path/locks.db, "
-                                   "redis://host:port[/db] or redlock://h1:p1,h2:p2,h3:p3");
+                                   "redis://host:port[/db], redlock://h1:p1,h2:p2,h3:p3 or "
+                                   "etcd://h1:p1[,h2:p2,...]");
   }
   if (!backend.ok()) return backend.status();
   return std::unique_ptr<LockClient>(new LockClient(std::move(backend).value(), options));
@@ -158,6 +161,7 @@ Result<Lease> LockClient::Acquire(std::string_view lock,
   auto owner = NewOwner();
   if (!owner.ok()) return owner.status();
   auto began = clock_->Now();
+  if (backend_->QueuesWaiters()) return AcquireInLine(lock, deadline, ttl, *owner, began);
   Status last;
   for (int attempt = 0;; ++attempt) {
     milliseconds holder_remaining{0};
@@ -181,6 +185,33 @@ Result<Lease> LockClient::Acquire(std::string_view lock,
   }
   return Status::Timeout(Subject(lock, service()) + " is still held by another owner after " +
                          FormatMs(waited) + " of waiting; retry later or wait longer");
+}
+
+Result<Lease> LockClient::AcquireInLine(std::string_view lock,
+                                        std::chrono::steady_clock::time_point deadline,
+                                        milliseconds ttl, const std::string& owner,
+                                        std::chrono::steady_clock::time_point began) {
+  for (int attempt = 0;; ++attempt) {
+    std::chrono::steady_clock::time_point valid_from;
+    auto token = backend_->AcquireInLine(lock, owner, ttl, deadline, &valid_from);
+    auto now = clock_->Now();
+    if (token.ok()) {
+      return Lease{std::string(lock), owner, *token, ttl,
+                   valid_from + ttl - (now - valid_from) - Drift(ttl)};
+    }
+    auto waited = std::chrono::duration_cast<milliseconds>(now - began);
+    if (token.status().IsTimeout()) {
+      return Status::Timeout(Subject(lock, service()) + " is still held by another owner after " +
+                             FormatMs(waited) + " of waiting; retry later or wait longer");
+    }
+    if (!token.status().IsUnavailable()) return token.status();
+    if (now >= deadline) {
+      return Status::Unavailable(token.status().message() + " (gave up after " + FormatMs(waited) +
+                                 ")");
+    }
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - now) + milliseconds(1);
+    clock_->SleepFor(std::min(left, Backoff(attempt)));
+  }
 }
 
 Status LockClient::Extend(Lease& lease, milliseconds ttl) {

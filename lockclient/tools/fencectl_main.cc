@@ -121,7 +121,8 @@ void AddLockOptions(po::options_description& desc) {
   desc.add_options()("locks",
                      po::value<std::string>()->default_value(
                          EnvOr("FENCEKIT_LOCKS", "sqlite://./fencekit-locks.db")),
-                     "lock service URI: sqlite:///path/locks.db or redis://host:port[/db]")(
+                     "lock service URI: sqlite:///path/locks.db, redis://host:port[/db], "
+                     "redlock://h1:p1,h2:p2,h3:p3 or etcd://h1:p1[,h2:p2,...]")(
       "name", po::value<std::string>()->required(), "lock name");
 }
 

@@ -3,6 +3,7 @@
 //   sqlite:///path/locks.db   embedded, one machine, several processes (the default)
 //   redis://host:port[/db]    one Redis node
 //   redlock://h1:p1,h2:p2,h3:p3[,...]   Redlock over N independent Redis nodes
+//   etcd://h1:p1[,h2:p2,...]  an etcd cluster (consensus); token = the key's create_revision
 //
 // A lease's token is greater than every token granted before it for the same lock (see
 // docs/lock-client.md for what each backend guarantees, and when it cannot).
@@ -93,7 +94,8 @@ class LockClient {
   Result<Lease> TryAcquire(std::string_view lock);
   Result<Lease> TryAcquire(std::string_view lock, std::chrono::milliseconds ttl);
   // Waits until granted or `deadline` passes (kTimeout). Waiters are woken by a release
-  // (Redis: a signal list; SQLite: in-process notification, else polling with backoff).
+  // (Redis: a signal list; SQLite: in-process notification, else polling with backoff; etcd:
+  // a first-come-first-served line, each waiter watching the key before its own).
   Result<Lease> Acquire(std::string_view lock, std::chrono::steady_clock::time_point deadline);
   Result<Lease> Acquire(std::string_view lock, std::chrono::steady_clock::time_point deadline,
                         std::chrono::milliseconds ttl);
@@ -120,6 +122,10 @@ class LockClient {
   // One attempt with a given owner; on kBusy sets *holder_remaining.
   Result<Lease> Grant(std::string_view lock, std::chrono::milliseconds ttl,
                       const std::string& owner, std::chrono::milliseconds* holder_remaining);
+  // Acquire on a service that keeps a line of waiters (etcd).
+  Result<Lease> AcquireInLine(std::string_view lock, std::chrono::steady_clock::time_point deadline,
+                              std::chrono::milliseconds ttl, const std::string& owner,
+                              std::chrono::steady_clock::time_point began);
   std::chrono::steady_clock::duration Drift(std::chrono::milliseconds ttl) const;
   std::chrono::milliseconds Backoff(int attempt);
 

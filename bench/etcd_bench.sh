@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# etcd lock cycles/s: fencekit's etcd backend (TryAcquire + Release) beside the same cycle made
+# with raw gateway calls (lock_bench etcd-floor), against one loopback etcd started here, ROUNDS
+# rounds interleaved (the order alternates each round); medians and same-round ratios printed.
+# Also 4 contending processes (Acquire + Release, waiting in etcd's line). Figures and what they
+# mean: docs/benchmarks.md.
+#
+# Usage: bench/etcd_bench.sh [seconds per run, default 4] [rounds, default 5]
+# Environment:
+#   LOCK_BENCH  the lock_bench binary (default: the most recently built of
+#               build/{bench,lockbench}/bench/lock_bench, build/release/bench/lock_bench)
+#   ETCD_DIR    where etcd keeps its data (default: a temp folder). Its fsync cost sets the rate:
+#               keep it on the disk you mean to measure, not tmpfs.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+secs="${1:-4}"
+rounds="${2:-5}"
+
+bench="${LOCK_BENCH:-}"
+if [ -z "$bench" ]; then
+  for b in "$root/build/bench/bench/lock_bench" "$root/build/lockbench/bench/lock_bench" \
+      "$root/build/release/bench/lock_bench"; do
+    if [ -x "$b" ] && { [ -z "$bench" ] || [ "$b" -nt "$bench" ]; }; then bench="$b"; fi
+  done
+fi
+if [ -z "$bench" ] || [ ! -x "$bench" ]; then
+  echo "lock_bench not built; e.g.:" >&2
+  echo "  cmake -S . -B build/lockbench -G Ninja -DCMAKE_BUILD_TYPE=Release -DFENCEKIT_BUILD_TESTS=OFF" >&2
+  echo "  cmake --build build/lockbench --target lock_bench" >&2
+  exit 1
+fi
+command -v etcd >/dev/null || { echo "etcd not found (apt-get install etcd-server)" >&2; exit 1; }
+
+work="$(mktemp -d)"
+data="${ETCD_DIR:-$work/etcd}"
+etcd_pid=""
+cleanup() {
+  if [ -n "$etcd_pid" ]; then kill "$etcd_pid" 2>/dev/null || true; wait "$etcd_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 40000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+}
+port="$(free_port)" peer="$(free_port)"
+etcd --name bench --data-dir "$data" \
+  --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+  --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+  --initial-cluster "bench=http://127.0.0.1:$peer" >"$work/etcd.log" 2>&1 &
+etcd_pid=$!
+ok=0
+for _ in $(seq 200); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then ok=1; break; fi
+  sleep 0.05
+done
+[ "$ok" -eq 1 ] || { echo "etcd did not start:" >&2; tail -20 "$work/etcd.log" >&2; exit 1; }
+uri="etcd://127.0.0.1:$port"
+
+results="$work/results"  # lines: NAME ROUND PER_SECOND P50_US
+record() {
+  local line="$2"
+  [ -n "$line" ] || line="x 0"
+  awk -v n="$1" -v r="$round" '{p50=0; for (i=3;i<=NF;++i) if ($i ~ /^p50_us=/) {p50=substr($i,8)}
+    print n, r, $2+0, p50; exit}' <<<"$line" >>"$results"
+}
+contend() {  # 4 processes on one lock, one common start time; records their total
+  local name="$1"; shift
+  local pids=() i total=0 start_at
+  start_at=$(( $(date +%s%3N) + 700 ))
+  for i in 1 2 3 4; do "$@" "$start_at" >"$work/c$i" 2>"$work/c$i.err" & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  for i in 1 2 3 4; do total=$((total + $(awk '{print $2+0; exit} END{if (NR==0) print 0}' "$work/c$i"))); done
+  echo "$name $round $total 0" >>"$results"
+}
+
+echo "== etcd_bench: $bench; etcd $(etcd --version | awk 'NR==1{print $3}'); $secs s x $rounds rounds; $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+for round in $(seq "$rounds"); do
+  if [ $((round % 2)) -eq 1 ]; then
+    record etcd_floor "$("$bench" etcd-floor "$port" "$secs")"
+    record fencekit_etcd "$("$bench" cycle "$uri" "$secs")"
+  else
+    record fencekit_etcd "$("$bench" cycle "$uri" "$secs")"
+    record etcd_floor "$("$bench" etcd-floor "$port" "$secs")"
+  fi
+  contend contend4_etcd "$bench" contend "$uri" "$secs" --start-at-ms
+  echo "round $round done: $(awk -v r="$round" '$2==r {printf "%s=%s ", $1, $3}' "$results")" >&2
+done
+
+median() { sort -g | awk '{a[NR]=$1} END{if (NR==0) print 0; else print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+med() { awk -v n="$1" -v c="${2:-3}" '$1==n{print $c}' "$results" | median; }
+ratio="$(awk '$1=="fencekit_etcd"{x[$2]=$3} $1=="etcd_floor"{y[$2]=$3}
+  END{for (r in x) if (y[r] > 0) print x[r]/y[r]}' "$results" | median)"
+echo
+printf "%-24s %10s %8s\n" "medians of $rounds rounds" "cycles/s" "p50 us"
+for name in etcd_floor fencekit_etcd contend4_etcd; do
+  printf "%-24s %10.0f %8s\n" "$name" "$(med "$name")" "$(med "$name" 4)"
+done
+awk -v r="$ratio" 'BEGIN{printf "fencekit etcd / raw gateway cycle: %.2f (same-round median) target >= 0.90: %s\n",
+  r, (r >= 0.9 ? "met" : "MISSED")}'
