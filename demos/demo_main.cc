@@ -600,7 +600,8 @@ int main(int argc, char** argv) {
       "no-fencing", po::bool_switch(),
       "run the store unguarded (demonstration only) to show the lost update")(
       "locks", po::value(&locks),
-      "lock service URI (default: an embedded sqlite:// file in a temporary folder)")(
+      "lock service URI: sqlite:///path/locks.db, redis://host:port, redlock://h1:p1,h2:p2,h3:p3 "
+      "or etcd://h1:p1[,...] (default: an embedded sqlite:// file in a temporary folder)")(
       "ttl", po::value(&ttl_text)->default_value("1s"), "lease length of the clients")(
       "json", po::value(&json_path), "write the events and the final value as JSON to FILE")(
       "html", po::value(&html_path), "write a standalone timeline page (SVG) to FILE")(

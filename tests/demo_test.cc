@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "support/etcd_server.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -74,6 +75,19 @@ TEST(DemoTest, PausedClientsStaleWriteIsRefusedAndBsValueKept) {
       EXPECT_TRUE(e.as_object().contains(field)) << field;
     }
   }
+}
+
+TEST(DemoTest, OnEtcdThePausedClientsOlderRevisionIsRefused) {
+  testing::EtcdCluster etcd(1);
+  TempDir dir;
+  auto run = RunDemo(dir, {"--locks", etcd.uri()});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto a = Writes(run.json, "A"), b = Writes(run.json, "B");
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_LT(a[0].at("token").as_int64(), b[0].at("token").as_int64());
+  EXPECT_EQ(a[0].at("status").as_string(), "refused, stale token");
+  EXPECT_NE(std::string(run.json.at("final_value").as_string()).find("B's"), std::string::npos);
 }
 
 TEST(DemoTest, WithoutFencingTheStaleWriteOverwritesB) {
