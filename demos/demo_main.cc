@@ -3,14 +3,14 @@
 // The parent starts `fenced` and two client processes (this same binary with --role client),
 // drives them step by step, freezes client A with SIGSTOP past its lease, and records a
 // timeline. See docs/tutorial.md.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 
 #include <atomic>
 #include <boost/json/object.hpp>
@@ -43,9 +43,7 @@ constexpr const char* kKey = "shared-record";
 // ---------------------------------------------------------------------------------------------
 // The client role: reads one command per line on stdin, answers one JSON line on stdout.
 
-void Reply(const json::object& o) {
-  std::cout << json::serialize(o) << std::endl;
-}
+void Reply(const json::object& o) { std::cout << json::serialize(o) << std::endl; }
 
 int RunClient(const std::string& name, const std::string& locks, const std::string& store_url,
               std::chrono::milliseconds ttl, bool sequential) {
@@ -75,8 +73,8 @@ int RunClient(const std::string& name, const std::string& locks, const std::stri
       }
       // The client still believes it holds the lock: it writes with the token it has.
       auto r = FencedPut(**store, *held, kKey, line.substr(6));
-      json::object o{{"ok", r.ok()}, {"token", held->lease().token.value()},
-                     {"lease_lost", held->lost()}};
+      json::object o{
+          {"ok", r.ok()}, {"token", held->lease().token.value()}, {"lease_lost", held->lost()}};
       if (!r.ok()) {
         o["stale"] = r.status().IsStaleToken();
         o["highest"] = r.status().highest_token().value_or(0);
@@ -309,14 +307,16 @@ class Demo {
     auto at = line.find("http://");
     if (at == std::string::npos) return "fenced did not start (" + fenced_path_ + "): " + line;
     store_url_ = line.substr(at, line.find(' ', at) - at);
-    store_port_ = static_cast<std::uint16_t>(std::atoi(store_url_.c_str() + store_url_.rfind(':') + 1));
+    store_port_ =
+        static_cast<std::uint16_t>(std::atoi(store_url_.c_str() + store_url_.rfind(':') + 1));
     return "";
   }
 
   // Starts `n` redis-server nodes on free loopback ports.
   std::string StartRedis(int n) {
     if (!locks_.empty() && !locks_.starts_with("redis://") && !locks_.starts_with("redlock://")) {
-      return "the " + timeline_.scenario + " scenario starts its own redis-server nodes; leave "
+      return "the " + timeline_.scenario +
+             " scenario starts its own redis-server nodes; leave "
              "out --locks";
     }
     for (int i = 0; i < n; ++i) {
@@ -370,8 +370,16 @@ class Demo {
 
   std::unique_ptr<Child> StartClient(const std::string& name, const std::string& store_url,
                                      bool sequential = false) {
-    std::vector<std::string> argv = {"/proc/self/exe", "--role", "client", "--name", name,
-                                     "--locks", locks_, "--store", store_url, "--ttl",
+    std::vector<std::string> argv = {"/proc/self/exe",
+                                     "--role",
+                                     "client",
+                                     "--name",
+                                     name,
+                                     "--locks",
+                                     locks_,
+                                     "--store",
+                                     store_url,
+                                     "--ttl",
                                      std::to_string(ttl_.count()) + "ms"};
     if (sequential) argv.push_back("--sequential");
     return std::make_unique<Child>(argv);
@@ -398,8 +406,9 @@ class Demo {
       return true;
     }
     if (r.contains("stale") && r["stale"].as_bool()) {
-      Log("store", "refuses " + name + "'s write: it has seen token " +
-                       std::to_string(r["highest"].as_int64()),
+      Log("store",
+          "refuses " + name + "'s write: it has seen token " +
+              std::to_string(r["highest"].as_int64()),
           token, "409 Conflict", Kind::kRefused);
       Log(name, "writes", token, "refused, stale token", Kind::kRefused);
       if (r["lease_lost"].as_bool()) Log(name, "learns its lease is lost", token, "", Kind::kLost);
@@ -434,8 +443,8 @@ class Demo {
   std::string GcPause(bool slow_network) {
     std::unique_ptr<DelayProxy> proxy;
     if (slow_network) proxy = std::make_unique<DelayProxy>(store_port_);
-    auto a = StartClient("A", slow_network ? "http://127.0.0.1:" + std::to_string(proxy->port())
-                                           : store_url_);
+    auto a = StartClient(
+        "A", slow_network ? "http://127.0.0.1:" + std::to_string(proxy->port()) : store_url_);
     auto b = StartClient("B", store_url_);
     std::string error;
     std::int64_t ta = 0, tb = 0;
@@ -454,8 +463,7 @@ class Demo {
     const std::string b_value = "B's update (token " + std::to_string(tb) + ")";
     LogWrite("B", b->Ask("write " + b_value));
     auto read = b->Ask("read");
-    Log("B", "reads back \"" + std::string(read["value"].as_string()) + "\"", tb, "",
-        Kind::kRead);
+    Log("B", "reads back \"" + std::string(read["value"].as_string()) + "\"", tb, "", Kind::kRead);
     b->Stop();
     bool a_accepted;
     if (slow_network) {
@@ -471,14 +479,12 @@ class Demo {
     if (auto err = FinalRead(); !err.empty()) return err;
     if (timeline_.fencing) {
       timeline_.lesson_shown = !a_accepted && timeline_.final_value == b_value && ta < tb;
-      timeline_.verdict = timeline_.lesson_shown
-                              ? "stale write refused: the store kept B's value"
-                              : "unexpected: the stale write was not refused";
+      timeline_.verdict = timeline_.lesson_shown ? "stale write refused: the store kept B's value"
+                                                 : "unexpected: the stale write was not refused";
     } else {
       timeline_.lesson_shown = a_accepted && timeline_.final_value == a_value;
-      timeline_.verdict = timeline_.lesson_shown
-                              ? "lost update: B's write was overwritten by A"
-                              : "unexpected: no lost update without fencing";
+      timeline_.verdict = timeline_.lesson_shown ? "lost update: B's write was overwritten by A"
+                                                 : "unexpected: no lost update without fencing";
     }
     return "";
   }
@@ -498,8 +504,8 @@ class Demo {
     if (!Acquire(*a, "A", ta, error)) return error;
     LogWrite("A", a->Ask("write A's first update"));
     if (auto err = RestartRedis(0); !err.empty()) return err;
-    Log("lock service", "Redis restarts empty: the lock and the counter are gone", std::nullopt,
-        "", Kind::kRestart);
+    Log("lock service", "Redis restarts empty: the lock and the counter are gone", std::nullopt, "",
+        Kind::kRestart);
     if (!Acquire(*b, "B", tb, error)) return error;
     Log("lock service", "two holders at once: A and B", std::nullopt, "", Kind::kNote);
     bool b_accepted = LogWrite("B", b->Ask("write B's update"));
@@ -509,12 +515,11 @@ class Demo {
     if (auto err = FinalRead(); !err.empty()) return err;
     if (timeline_.fencing) {
       timeline_.lesson_shown = tb < ta && !b_accepted && a_accepted;
-      timeline_.verdict =
-          timeline_.lesson_shown
-              ? "two holders at once, but the store refused the lower token (B's " +
-                    std::to_string(tb) + " < A's " + std::to_string(ta) +
-                    "): only one holder's writes reached storage"
-              : "unexpected: both holders' writes were accepted";
+      timeline_.verdict = timeline_.lesson_shown
+                              ? "two holders at once, but the store refused the lower token (B's " +
+                                    std::to_string(tb) + " < A's " + std::to_string(ta) +
+                                    "): only one holder's writes reached storage"
+                              : "unexpected: both holders' writes were accepted";
     } else {
       timeline_.lesson_shown = b_accepted && a_accepted;
       timeline_.verdict = timeline_.lesson_shown
@@ -534,8 +539,8 @@ class Demo {
     std::int64_t ta = 0, tb = 0;
     if (!Acquire(*a, "A", ta, error)) return error;
     Log("lock service", "A holds nodes 1, 2, 3 (a majority of 5)", ta, "", Kind::kNote);
-    std::string cmd = "redis-cli -p " + std::to_string(redis_ports_[2]) +
-                      " DEL 'fencekit:{" + std::string(kLock) + "}:lock' >/dev/null";
+    std::string cmd = "redis-cli -p " + std::to_string(redis_ports_[2]) + " DEL 'fencekit:{" +
+                      std::string(kLock) + "}:lock' >/dev/null";
     if (std::system(cmd.c_str()) != 0) return "redis-cli failed (install redis-tools)";
     Log("lock service", "clock of node 3 jumps forward: A's key there expires early", ta, "",
         Kind::kExpire, "");
@@ -608,8 +613,8 @@ int main(int argc, char** argv) {
       "color", po::value(&colour)->default_value("auto"), "auto, always or never")(
       "fenced", po::value(&fenced)->default_value(FENCED_PATH), "path of the fenced binary")(
       "role", po::value(&role), "internal: 'client' runs one client process")(
-      "name", po::value(&name), "internal: client name")(
-      "store", po::value(&store), "internal: store URL for a client")(
+      "name", po::value(&name), "internal: client name")("store", po::value(&store),
+                                                         "internal: store URL for a client")(
       "sequential", po::bool_switch(), "internal: the client asks Redlock nodes one at a time");
   po::variables_map vm;
   try {
@@ -638,7 +643,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const Timeline& t = demo.timeline();
-  bool use_colour = colour == "always" || (colour == "auto" && isatty(1) && !std::getenv("NO_COLOR"));
+  bool use_colour =
+      colour == "always" || (colour == "auto" && isatty(1) && !std::getenv("NO_COLOR"));
   std::cout << "Scenario " << t.scenario << ", fencing " << (fencing ? "on" : "OFF") << "\n\n"
             << RenderTerminal(t, use_colour);
   if (!json_path.empty() && !WriteFile(json_path, RenderJson(t))) {

@@ -137,8 +137,8 @@ TEST(DemoTest, RedlockClockJumpTwoHoldersOlderTokenRefused) {
   EXPECT_EQ(a[0].at("status").as_string(), "refused, stale token");
   bool two_holders = false;
   for (const auto& e : run.json.at("events").as_array()) {
-    two_holders |= std::string(e.as_object().at("event").as_string()).find("two holders") !=
-                   std::string::npos;
+    two_holders |=
+        std::string(e.as_object().at("event").as_string()).find("two holders") != std::string::npos;
   }
   EXPECT_TRUE(two_holders);
 }
@@ -180,10 +180,17 @@ TEST(DemoHtmlTest, TimelineRendersInHeadlessChromium) {
   std::string page = Slurp(html);
   EXPECT_EQ(page.find("http://"), page.find("http://www.w3.org/2000/svg"))
       << "the page must not load network resources";
-  std::vector<std::string> chromium = {
-      "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-      "--no-first-run", "--disable-background-networking", "--disable-component-update",
-      "--disable-sync", "--user-data-dir=" + dir.File("profile"), "--window-size=1400,700"};
+  std::vector<std::string> chromium = {"chromium",
+                                       "--headless",
+                                       "--no-sandbox",
+                                       "--disable-gpu",
+                                       "--disable-quic",
+                                       "--no-first-run",
+                                       "--disable-background-networking",
+                                       "--disable-component-update",
+                                       "--disable-sync",
+                                       "--user-data-dir=" + dir.File("profile"),
+                                       "--window-size=1400,700"};
   auto dom_args = chromium;
   dom_args.push_back("--dump-dom");
   dom_args.push_back("file://" + html);

@@ -171,6 +171,28 @@ TEST(EtcdClusterTest, LeaderKilledClientCarriesOnThroughAnotherMemberAndTokensKe
   }
 }
 
+TEST(EtcdClusterTest, HungMemberIsSkippedAfterTheRequestTimeout) {
+  EtcdCluster etcd(3);
+  int leader = etcd.Leader();
+  ASSERT_GE(leader, 0);
+  int hung = (leader + 1) % 3;
+  std::string uri = "etcd://127.0.0.1:" + std::to_string(etcd.client_port(hung));
+  for (int m = 0; m < 3; ++m) {
+    if (m != hung) uri += ",127.0.0.1:" + std::to_string(etcd.client_port(m));
+  }
+  etcd.Pause(hung);  // its socket still accepts connections; nothing answers
+  auto started = std::chrono::steady_clock::now();
+  auto client = Open(uri, {.op_timeout = 300ms});
+  ASSERT_NE(client, nullptr);
+  auto lease = client->TryAcquire("job");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  ASSERT_TRUE(client->Release(*lease).ok());
+  auto took = std::chrono::steady_clock::now() - started;
+  // One op_timeout lost on the hung member, then the others answer at once.
+  EXPECT_LT(took, 2s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+  etcd.Resume(hung);
+}
+
 std::int64_t TokenIn(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;

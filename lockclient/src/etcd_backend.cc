@@ -19,7 +19,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
@@ -148,19 +147,20 @@ class GatewayConn {
     auto endpoints = resolver.resolve(endpoint_.host, endpoint_.port, ec);
     if (ec) return Status::Unavailable("cannot resolve " + endpoint_.Name() + ": " + ec.message());
     stream_.emplace(ioc_);
-    stream_->expires_after(timeout);
     bool done = false;
-    stream_->async_connect(endpoints, [&](boost::system::error_code e, const tcp::endpoint&) {
+    net::async_connect(*stream_, endpoints, [&](boost::system::error_code e, const tcp::endpoint&) {
       ec = e;
       done = true;
     });
-    Run(done, timeout);
-    if (!done || ec) {
-      Close();
-      return Status::Unavailable("cannot connect to " + endpoint_.Name() + ": " +
-                                 (done ? ec.message() : std::string("timed out")));
+    if (!Run(done, timeout)) {
+      return Status::Unavailable("cannot connect to " + endpoint_.Name() + ": no answer within " +
+                                 FormatMs(timeout));
     }
-    stream_->socket().set_option(tcp::no_delay(true), ec);
+    if (ec) {
+      Close();
+      return Status::Unavailable("cannot connect to " + endpoint_.Name() + ": " + ec.message());
+    }
+    stream_->set_option(tcp::no_delay(true), ec);
     return Status::Ok();
   }
 
@@ -173,7 +173,6 @@ class GatewayConn {
     parser.body_limit(64 << 20);
     boost::system::error_code ec;
     bool done = false;
-    stream_->expires_after(timeout);
     http::async_write(*stream_, req, [&](boost::system::error_code e, std::size_t) {
       if (e) {
         ec = e;
@@ -185,12 +184,12 @@ class GatewayConn {
         done = true;
       });
     });
-    Run(done, timeout);
-    if (!done || ec) {
-      std::string why = done ? ec.message() : "timed out";
-      if (ec == beast::error::timeout) why = "no reply within " + FormatMs(timeout);
+    if (!Run(done, timeout)) {
+      return Status::Unavailable(endpoint_.Name() + ": no reply within " + FormatMs(timeout));
+    }
+    if (ec) {
       Close();
-      return Status::Unavailable(endpoint_.Name() + ": " + why);
+      return Status::Unavailable(endpoint_.Name() + ": " + ec.message());
     }
     Reply out{static_cast<int>(parser.get().result_int()), std::move(parser.get().body())};
     if (!parser.get().keep_alive()) Close();
@@ -205,7 +204,6 @@ class GatewayConn {
     stream_parser_->body_limit(boost::none);
     boost::system::error_code ec;
     bool done = false;
-    stream_->expires_after(timeout);
     http::async_write(*stream_, req, [&](boost::system::error_code e, std::size_t) {
       if (e) {
         ec = e;
@@ -218,10 +216,12 @@ class GatewayConn {
                                 done = true;
                               });
     });
-    Run(done, timeout);
-    if (!done || ec) {
+    if (!Run(done, timeout)) {
+      return Status::Unavailable(endpoint_.Name() + ": no reply within " + FormatMs(timeout));
+    }
+    if (ec) {
       Close();
-      return Status::Unavailable(endpoint_.Name() + ": " + (done ? ec.message() : "timed out"));
+      return Status::Unavailable(endpoint_.Name() + ": " + ec.message());
     }
     if (stream_parser_->get().result_int() != 200) {
       int status = stream_parser_->get().result_int();
@@ -229,7 +229,6 @@ class GatewayConn {
       return Status::Unavailable(endpoint_.Name() + " refused a watch: HTTP " +
                                  std::to_string(status));
     }
-    stream_->expires_never();
     return Status::Ok();
   }
 
@@ -280,22 +279,25 @@ class GatewayConn {
     return req;
   }
 
-  // Runs queued operations until `done`; the stream's own expiry bounds them, the margin is
-  // only a backstop. Leaves no handler pending that refers to the caller's frame.
-  void Run(bool& done, milliseconds timeout) {
+  // Runs queued operations until `done` or `timeout` (no timer objects: the wait itself is
+  // bounded). False on a timeout, after closing the connection, which completes every pending
+  // handler now: none is left that refers to the caller's frame.
+  bool Run(bool& done, milliseconds timeout) {
     ioc_.restart();
-    auto until = std::chrono::steady_clock::now() + timeout + milliseconds(200);
+    auto until = std::chrono::steady_clock::now() + timeout;
     while (!done && std::chrono::steady_clock::now() < until) {
       if (ioc_.run_one_until(until) == 0 && ioc_.stopped()) break;
     }
-    if (!done) Close();
+    if (done) return true;
+    Close();
+    return false;
   }
 
   void Close() {
     if (stream_) {
       boost::system::error_code ec;
-      stream_->socket().shutdown(tcp::socket::shutdown_both, ec);
-      stream_->socket().close(ec);
+      stream_->shutdown(tcp::socket::shutdown_both, ec);
+      stream_->close(ec);
       ioc_.restart();
       ioc_.run();  // completes cancelled handlers now, while what they refer to is alive
       stream_.reset();
@@ -312,8 +314,8 @@ class GatewayConn {
  private:
   Endpoint endpoint_;
   std::size_t index_;
-  net::io_context ioc_;
-  std::optional<beast::tcp_stream> stream_;
+  net::io_context ioc_{1};  // one thread at a time: lets Asio skip its locking
+  std::optional<tcp::socket> stream_;
   beast::flat_buffer buffer_;
   std::optional<http::response_parser<http::string_body>> stream_parser_;
   bool read_pending_ = false;
