@@ -10,6 +10,7 @@ namespace {
 
 TEST(EtcdClusterSupportTest, ThreeMembersElectAnotherLeaderWhenTheirLeaderIsPausedOrKilled) {
   EtcdCluster etcd(3);
+  ASSERT_FALSE(HasFailure()) << "the cluster did not start";
   ASSERT_EQ(etcd.size(), 3);
   EXPECT_EQ(etcd.uri(), "etcd://127.0.0.1:" + std::to_string(etcd.client_port(0)) +
                             ",127.0.0.1:" + std::to_string(etcd.client_port(1)) +
@@ -34,6 +35,7 @@ TEST(EtcdClusterSupportTest, ThreeMembersElectAnotherLeaderWhenTheirLeaderIsPaus
 
 TEST(EtcdClusterSupportTest, DeleteKeyDeletesAKeyPutThroughTheGateway) {
   EtcdCluster etcd(1);
+  ASSERT_FALSE(HasFailure()) << "etcd did not start";
   RawConnection conn(etcd.client_port(0));
   ASSERT_TRUE(conn.connected());
   // key "fencekit/smoke", value "v", base64 as the gateway wants bytes.

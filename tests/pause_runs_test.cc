@@ -1,10 +1,12 @@
 // `fencectl pause-test` end to end, as CI runs it: 50 seeded runs on the embedded SQLite lock
-// service and on a real redis-server, and the --no-fencing control arm on both, which must lose
-// updates (proof that the runs can catch the bug). The long run is in docs/testing-with-pauses.md.
+// service and on a real redis-server, 12 on a real etcd (its leases are whole seconds, so each run
+// is 5s), and the --no-fencing control arm on each, which must lose updates (proof that the runs
+// can catch the bug). The long run is in docs/testing-with-pauses.md.
 #include <gtest/gtest.h>
 
 #include <regex>
 
+#include "support/etcd_server.h"
 #include "support/redis_server.h"
 #include "support/test_support.h"
 
@@ -59,6 +61,19 @@ TEST(PauseRunsTest, RedisFiftyRunsAcceptNoStaleTokenAndLoseNoUpdate) {
   ExpectSafe(RunPauseTest({"--runs", "50", "--seed", "12", "--locks", redis.uri()}), 50);
 }
 
+// etcd leases are at least 1s (this test etcd's minimum): pauses of 0.5-3s, 10 per 5s run, and
+// writes delayed up to 300ms, so that holders hold long enough for the pauses to hit them (a
+// paused waiter holds up etcd's line instead, until its lease expires).
+const std::vector<std::string> kEtcdRuns = {"--ttl",    "1s", "--run-length", "5s",
+                                            "--pauses", "10", "--max-delay",  "300ms"};
+
+TEST(PauseRunsTest, EtcdTwelveRunsAcceptNoStaleTokenAndLoseNoUpdate) {
+  testing::EtcdCluster etcd(1);
+  std::vector<std::string> args = {"--runs", "12", "--seed", "17", "--locks", etcd.uri()};
+  args.insert(args.end(), kEtcdRuns.begin(), kEtcdRuns.end());
+  ExpectSafe(RunPauseTest(args), 12);
+}
+
 TEST(PauseRunsTest, SqliteWithStoreKillsAndSlowWritesStaysSafe) {
   ExpectSafe(RunPauseTest({"--runs", "10", "--seed", "13", "--kill-store", "--max-delay", "5ms"}),
              10);
@@ -87,6 +102,16 @@ TEST(PauseRunsTest, RedisControlArmWithoutFencingLosesUpdates) {
   Summary s =
       RunPauseTest({"--runs", "20", "--seed", "15", "--no-fencing", "--locks", redis.uri()});
   EXPECT_EQ(s.runs, 20);
+  EXPECT_GT(s.lost, 0);
+}
+
+TEST(PauseRunsTest, EtcdControlArmWithoutFencingLosesUpdates) {
+  testing::EtcdCluster etcd(1);
+  std::vector<std::string> args = {"--runs",       "8",       "--seed",  "18",
+                                   "--no-fencing", "--locks", etcd.uri()};
+  args.insert(args.end(), kEtcdRuns.begin(), kEtcdRuns.end());
+  Summary s = RunPauseTest(args);
+  EXPECT_EQ(s.runs, 8);
   EXPECT_GT(s.lost, 0);
 }
 

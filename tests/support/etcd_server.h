@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,7 @@ namespace fencekit::testing {
 class EtcdCluster {
  public:
   // Starts `members` processes (1 = a single node) and waits up to 15s until every member
-  // answers and they have a leader; fails the test if not, with the failing member's log.
+  // answers and they have a leader; fails the test if not, with the members' log tails.
   explicit EtcdCluster(int members = 1);
   ~EtcdCluster();  // SIGKILLs every member and removes the data folders
   EtcdCluster(const EtcdCluster&) = delete;
@@ -48,18 +49,22 @@ class EtcdCluster {
     std::uint16_t client_port = 0, peer_port = 0;
     pid_t pid = -1;  // -1 once killed
     bool paused = false;
-    std::string log;  // its stdout and stderr
+    bool ready = false;  // answered once with a leader, during Start()
+    std::string log;     // its stdout and stderr
   };
   // Starts every member and waits until ready. False (members killed) when a member exited
-  // for a port taken since FreePort() and this is not the last attempt; the caller retries.
+  // for a port taken since FreePort() and this is not the last attempt: the caller retries.
+  // True otherwise, the test having failed if the cluster is not up.
   bool Start(bool last_attempt);
+  // When a member has exited: kills the others and returns what Start() should return.
+  std::optional<bool> ReapEarlyExit(bool last_attempt);
+  // Fails the test with `what` and every member's log tail, kills the members; true.
+  bool FailWithLogs(const std::string& what);
   // True when `member` answers, knows a leader, and is the process we started, not another
   // etcd that took its client port: its member list holds our peer URL.
   bool Ready(int member) const;
   void StopAll();
   bool Running(int member) const { return members_[member].pid > 0 && !members_[member].paused; }
-  // POSTs JSON `body` to a member's gateway; the reply body, or "" on any error or non-200.
-  std::string Post(int member, const std::string& target, const std::string& body) const;
 
   TempDir dir_;
   std::vector<Member> members_;
