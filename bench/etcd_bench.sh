@@ -16,19 +16,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 secs="${1:-4}"
 rounds="${2:-5}"
 
-bench="${LOCK_BENCH:-}"
-if [ -z "$bench" ]; then
-  for b in "$root/build/bench/bench/lock_bench" "$root/build/lockbench/bench/lock_bench" \
-      "$root/build/release/bench/lock_bench"; do
-    if [ -x "$b" ] && { [ -z "$bench" ] || [ "$b" -nt "$bench" ]; }; then bench="$b"; fi
-  done
-fi
-if [ -z "$bench" ] || [ ! -x "$bench" ]; then
-  echo "lock_bench not built; e.g.:" >&2
-  echo "  cmake -S . -B build/lockbench -G Ninja -DCMAKE_BUILD_TYPE=Release -DFENCEKIT_BUILD_TESTS=OFF" >&2
-  echo "  cmake --build build/lockbench --target lock_bench" >&2
-  exit 1
-fi
+source "$root/bench/lib.sh"
+bench="$(find_lock_bench "$root")"
 command -v etcd >/dev/null || { echo "etcd not found (apt-get install etcd-server)" >&2; exit 1; }
 
 work="$(mktemp -d)"
@@ -92,7 +81,6 @@ for round in $(seq "$rounds"); do
   echo "round $round done: $(awk -v r="$round" '$2==r {printf "%s=%s ", $1, $3}' "$results")" >&2
 done
 
-median() { sort -g | awk '{a[NR]=$1} END{if (NR==0) print 0; else print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 med() { awk -v n="$1" -v c="${2:-3}" '$1==n{print $c}' "$results" | median; }
 ratio="$(awk '$1=="fencekit_etcd"{x[$2]=$3} $1=="etcd_floor"{y[$2]=$3}
   END{for (r in x) if (y[r] > 0) print x[r]/y[r]}' "$results" | median)"

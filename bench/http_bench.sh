@@ -9,6 +9,7 @@
 #   FENCED_ARGS="..."       extra fenced options, e.g. "--threads 2"
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+source "$root/bench/lib.sh"  # median
 fenced="${FENCED:-$root/build/bench/httpapi/fenced}"
 secs="${1:-10}"
 rounds="${2:-3}"
@@ -143,7 +144,6 @@ for round in $(seq "$rounds"); do
   run fenced_c64 64 "$fenced_url" -s "$root/bench/put.lua"
 done
 
-median() { sort -g | awk '{a[NR]=$1} END{if (NR == 0) print 0; else print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 col() { awk -v n="$1" -v c="$2" '$1==n{print $c}' "$work/results"; }
 
 echo

@@ -113,6 +113,25 @@ class Recorder {
   std::vector<float> us_;
 };
 
+// Runs `one` (a cycle; false when it failed) for `seconds` or until `broken()`, and prints the
+// rate and latencies.
+template <typename One, typename Broken>
+void MeasureCycles(const char* mode, double seconds, One one, Broken broken) {
+  long failures = 0;
+  Recorder rec;
+  auto start = Clock::now();
+  auto end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  for (auto t = start; t < end;) {
+    if (!one()) ++failures;
+    auto now = Clock::now();
+    rec.Add(now - t);
+    t = now;
+    if (broken()) break;
+  }
+  rec.Print(mode, std::chrono::duration<double>(Clock::now() - start).count(), failures);
+}
+
 void WaitForStart(long long start_at_ms) {
   if (start_at_ms <= 0) return;
   std::this_thread::sleep_until(
@@ -178,7 +197,6 @@ int Floor(const Args& a) {
   char owner[33];
   unsigned long long seq = static_cast<unsigned long long>(Clock::now().time_since_epoch().count());
 
-  long failures = 0;
   auto one = [&]() -> bool {
     std::snprintf(owner, sizeof owner, "%032llx", ++seq);
     acq[5] = owner;
@@ -196,18 +214,7 @@ int Floor(const Args& a) {
     return 1;
   }
 
-  Recorder rec;
-  auto start = Clock::now();
-  auto end =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
-  for (auto t = start; t < end;) {
-    if (!one()) ++failures;
-    auto now = Clock::now();
-    rec.Add(now - t);
-    t = now;
-    if (c->err) break;
-  }
-  rec.Print("floor", std::chrono::duration<double>(Clock::now() - start).count(), failures);
+  MeasureCycles("floor", a.seconds, one, [&] { return c->err != 0; });
   redisFree(c);
   return 0;
 }
@@ -284,24 +291,12 @@ int EtcdFloor(const Args& a) {
     std::string r = post("/v3/lease/revoke", "{\"ID\":\"" + id + "\"}");
     return ok && !r.empty();
   };
-  long failures = 0;
   for (long i = 0; i < (a.warmup < 0 ? 100 : a.warmup); ++i) one();
   if (ec) {
     std::fprintf(stderr, "etcd-floor: %s\n", ec.message().c_str());
     return 1;
   }
-  Recorder rec;
-  auto start = Clock::now();
-  auto end =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
-  for (auto t = start; t < end;) {
-    if (!one()) ++failures;
-    auto now = Clock::now();
-    rec.Add(now - t);
-    t = now;
-    if (ec) break;
-  }
-  rec.Print("etcd-floor", std::chrono::duration<double>(Clock::now() - start).count(), failures);
+  MeasureCycles("etcd-floor", a.seconds, one, [&] { return bool(ec); });
   return 0;
 }
 

@@ -17,19 +17,8 @@ secs="${1:-4}"
 rounds="${2:-3}"
 with_redlock="${LOCK_BENCH_REDLOCK:-1}"
 
-bench="${LOCK_BENCH:-}"
-if [ -z "$bench" ]; then  # the most recently built
-  for b in "$root/build/bench/bench/lock_bench" "$root/build/lockbench/bench/lock_bench" \
-      "$root/build/release/bench/lock_bench"; do
-    if [ -x "$b" ] && { [ -z "$bench" ] || [ "$b" -nt "$bench" ]; }; then bench="$b"; fi
-  done
-fi
-if [ -z "$bench" ] || [ ! -x "$bench" ]; then
-  echo "lock_bench not built; e.g.:" >&2
-  echo "  cmake -S . -B build/lockbench -G Ninja -DCMAKE_BUILD_TYPE=Release -DFENCEKIT_BUILD_TESTS=OFF" >&2
-  echo "  cmake --build build/lockbench --target lock_bench" >&2
-  exit 1
-fi
+source "$root/bench/lib.sh"
+bench="$(find_lock_bench "$root")"
 for tool in redis-server redis-cli node npm; do
   command -v "$tool" >/dev/null || { echo "$tool not found (apt-get install redis-server nodejs npm)" >&2; exit 1; }
 done
@@ -131,7 +120,6 @@ for round in $(seq "$rounds"); do
 done
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-median() { sort -g | awk '{a[NR]=$1} END{if (NR==0) print 0; else print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 med() { awk -v n="$1" -v c="${2:-3}" '$1==n{print $c}' "$results" | median; }
 # Median over rounds of the ratio A/B measured in the same round.
 med_ratio() {

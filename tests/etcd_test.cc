@@ -24,19 +24,9 @@ namespace {
 using namespace std::chrono_literals;
 using testing::EtcdCluster;
 using testing::FencedProcess;
+using testing::Soon;
 using testing::TempDir;
-
-auto Soon(std::chrono::milliseconds d) { return std::chrono::steady_clock::now() + d; }
-
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::milliseconds bound = 10s) {
-  auto deadline = Soon(bound);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using testing::WaitFor;
 
 std::unique_ptr<LockClient> Open(const std::string& uri, LockOptions options = {}) {
   auto c = LockClient::Open(uri, options);

@@ -24,7 +24,9 @@ namespace {
 using namespace std::chrono_literals;
 using testing::EtcdCluster;
 using testing::RedisServer;
+using testing::Soon;
 using testing::TempDir;
+using testing::WaitFor;
 
 enum class Backend { kSqlite, kRedis, kRedlock, kEtcd };
 
@@ -40,19 +42,6 @@ std::string Name(const ::testing::TestParamInfo<Backend>& info) {
       return "Etcd";
   }
   return "";
-}
-
-auto Soon(std::chrono::milliseconds d) { return std::chrono::steady_clock::now() + d; }
-
-// Waits for `pred` with a bound: an event, not a fixed sleep.
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::milliseconds bound = 10s) {
-  auto deadline = Soon(bound);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
 }
 
 class LockBackendTest : public ::testing::TestWithParam<Backend> {

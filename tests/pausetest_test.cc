@@ -184,7 +184,9 @@ TEST(PauseScheduleTest, IsReproducibleFromItsSeedAndWithinBounds) {
     EXPECT_GE(a[i].length, 50ms);
     EXPECT_LE(a[i].length, 300ms);
     EXPECT_LT(a[i].at, 1000ms);
-    if (i > 0) EXPECT_GE(a[i].at, a[i - 1].at);
+    if (i > 0) {
+      EXPECT_GE(a[i].at, a[i - 1].at);
+    }
   }
   EXPECT_TRUE(differs);
 }

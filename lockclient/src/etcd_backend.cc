@@ -167,30 +167,11 @@ class GatewayConn {
   // POSTs a JSON body and reads the whole reply. kUnavailable on a transport error or timeout;
   // the connection is then closed.
   Result<Reply> Post(std::string_view target, const std::string& body, milliseconds timeout) {
-    used_ = true;
-    auto req = Request(target, body);
     http::response_parser<http::string_body> parser;
     parser.body_limit(64 << 20);
-    boost::system::error_code ec;
-    bool done = false;
-    http::async_write(*stream_, req, [&](boost::system::error_code e, std::size_t) {
-      if (e) {
-        ec = e;
-        done = true;
-        return;
-      }
-      http::async_read(*stream_, buffer_, parser, [&](boost::system::error_code e2, std::size_t) {
-        ec = e2;
-        done = true;
-      });
-    });
-    if (!Run(done, timeout)) {
-      return Status::Unavailable(endpoint_.Name() + ": no reply within " + FormatMs(timeout));
-    }
-    if (ec) {
-      Close();
-      return Status::Unavailable(endpoint_.Name() + ": " + ec.message());
-    }
+    Status s = Exchange(target, body, timeout,
+                        [&](auto done) { http::async_read(*stream_, buffer_, parser, done); });
+    if (!s.ok()) return s;
     Reply out{static_cast<int>(parser.get().result_int()), std::move(parser.get().body())};
     if (!parser.get().keep_alive()) Close();
     return out;
@@ -198,33 +179,13 @@ class GatewayConn {
 
   // Starts a streaming POST (a watch) and reads its headers. Messages then come one per line.
   Status OpenStream(std::string_view target, const std::string& body, milliseconds timeout) {
-    used_ = true;
-    auto req = Request(target, body);
     stream_parser_.emplace();
     stream_parser_->body_limit(boost::none);
-    boost::system::error_code ec;
-    bool done = false;
-    http::async_write(*stream_, req, [&](boost::system::error_code e, std::size_t) {
-      if (e) {
-        ec = e;
-        done = true;
-        return;
-      }
-      http::async_read_header(*stream_, buffer_, *stream_parser_,
-                              [&](boost::system::error_code e2, std::size_t) {
-                                ec = e2;
-                                done = true;
-                              });
+    Status s = Exchange(target, body, timeout, [&](auto done) {
+      http::async_read_header(*stream_, buffer_, *stream_parser_, done);
     });
-    if (!Run(done, timeout)) {
-      return Status::Unavailable(endpoint_.Name() + ": no reply within " + FormatMs(timeout));
-    }
-    if (ec) {
-      Close();
-      return Status::Unavailable(endpoint_.Name() + ": " + ec.message());
-    }
-    if (stream_parser_->get().result_int() != 200) {
-      int status = stream_parser_->get().result_int();
+    if (!s.ok()) return s;
+    if (int status = static_cast<int>(stream_parser_->get().result_int()); status != 200) {
       Close();
       return Status::Unavailable(endpoint_.Name() + " refused a watch: HTTP " +
                                  std::to_string(status));
@@ -269,6 +230,32 @@ class GatewayConn {
   }
 
  private:
+  // Writes the request, then starts `read(handler)`, and runs both to completion or `timeout`.
+  template <typename StartRead>
+  Status Exchange(std::string_view target, const std::string& body, milliseconds timeout,
+                  StartRead read) {
+    used_ = true;
+    auto req = Request(target, body);
+    boost::system::error_code ec;
+    bool done = false;
+    auto finish = [&](boost::system::error_code e, std::size_t) {
+      ec = e;
+      done = true;
+    };
+    http::async_write(*stream_, req, [&](boost::system::error_code e, std::size_t n) {
+      if (e) return finish(e, n);
+      read(finish);
+    });
+    if (!Run(done, timeout)) {
+      return Status::Unavailable(endpoint_.Name() + ": no reply within " + FormatMs(timeout));
+    }
+    if (ec) {
+      Close();
+      return Status::Unavailable(endpoint_.Name() + ": " + ec.message());
+    }
+    return Status::Ok();
+  }
+
   http::request<http::string_body> Request(std::string_view target, const std::string& body) {
     http::request<http::string_body> req(http::verb::post, target, 11);
     req.set(http::field::host, endpoint_.Name());

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace fencekit::testing {
@@ -81,6 +82,23 @@ class FencedProcess {
   std::string output_path_;
   std::uint16_t port_ = 0;
 };
+
+// `d` from now, on the steady clock: a deadline for Acquire and friends.
+inline std::chrono::steady_clock::time_point Soon(std::chrono::milliseconds d) {
+  return std::chrono::steady_clock::now() + d;
+}
+
+// Waits for `pred` with a bound (an event, polled every millisecond, not a fixed sleep); false
+// when the bound passed first.
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds bound = std::chrono::seconds(10)) {
+  auto deadline = Soon(bound);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
 
 // Path of the fenced and fencectl binaries built beside the tests (set by CMake).
 std::string FencedBinary();
