@@ -474,6 +474,8 @@ struct Place {
   std::int64_t revision = 0;     // the store revision this view was read at
 };
 
+// The lock line protocol above, over a Gateway. Thread safety: safe for concurrent use; a
+// waiting Acquire holds no lock while it waits (its watch has a connection of its own).
 class EtcdBackend final : public LockBackend {
  public:
   EtcdBackend(std::vector<Endpoint> endpoints, const LockOptions& options, std::string service)
