@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -111,6 +112,25 @@ TEST(EtcdLockTest, DownEndpointIsSkippedAndAllDownIsUnavailableWithClearError) {
       << down.status().message();
   EXPECT_NE(down.status().message().find(dead_endpoint), std::string::npos)
       << down.status().message();
+}
+
+TEST(EtcdLockTest, KeepAlivesThatCannotReachEtcdLoseTheLeaseWhenItsValidityRunsOut) {
+  EtcdCluster etcd(1);
+  auto client = Open(etcd.uri(), {.op_timeout = 200ms});
+  auto lease = client->TryAcquire("job", 1s);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  std::promise<Status> why;
+  HeldLock held(
+      *client, *lease,
+      {.auto_renew = true, .on_lost = [&](const Lease&, const Status& s) { why.set_value(s); }});
+  etcd.Pause(0);  // every keep-alive now times out
+  auto lost = why.get_future();
+  ASSERT_EQ(lost.wait_for(10s), std::future_status::ready) << "on_lost never fired";
+  Status s = lost.get();
+  etcd.Resume(0);
+  EXPECT_TRUE(s.IsNotHeld()) << s.ToString();
+  EXPECT_NE(s.message().find("before its validity ran out"), std::string::npos) << s.message();
+  EXPECT_TRUE(held.lost());
 }
 
 TEST(EtcdLockTest, MalformedUrisAreRefusedWithTheExpectedForm) {
