@@ -255,6 +255,14 @@ TEST(RunPauseTestsTest, RefusesOptionsThatCannotTestAnything) {
   r = RunPauseTests(options);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("/nonexistent/fenced"), std::string::npos);
+  // etcd grants whole seconds: a 150ms ttl would never be outlived by a pause.
+  options.fenced_path.clear();
+  options.locks_uri = "etcd://127.0.0.1:2379";
+  r = RunPauseTests(options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsInvalidArgument()) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("whole seconds"), std::string::npos);
+  EXPECT_NE(r.status().message().find("--ttl 1s"), std::string::npos);
 }
 
 }  // namespace

@@ -400,11 +400,12 @@ int PauseTest(const std::vector<std::string>& args) {
       "clients", po::value<int>()->default_value(3), "client processes per run")(
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of the first run's schedule")(
       "no-fencing", po::bool_switch(), "control arm: the store accepts every token")(
-      "ttl", po::value<std::string>()->default_value("150ms"), "lease ttl")(
-      "run-length", po::value<std::string>()->default_value("1200ms"), "length of one run")(
-      "pauses", po::value<int>()->default_value(10), "pauses per run, each 0.5-3x the ttl")(
+      "ttl", po::value<std::string>()->default_value("150ms"), "lease ttl (etcd://: 1s)")(
+      "run-length", po::value<std::string>()->default_value("1200ms"),
+      "length of one run (etcd://: 5s)")("pauses", po::value<int>()->default_value(10),
+                                         "pauses per run, each 0.5-3x the ttl")(
       "max-delay", po::value<std::string>()->default_value("0ms"),
-      "delay each write by a random 0..max before sending it")(
+      "delay each write by a random 0..max before sending it (etcd://: 300ms)")(
       "kill-store", po::bool_switch(), "SIGKILL and restart the store once per run")(
       "start-redis", po::bool_switch(),
       "start a redis-server per run (loopback, no persistence) as the lock service")(
@@ -438,6 +439,13 @@ int PauseTest(const std::vector<std::string>& args) {
     auto d = Duration(vm, name);
     if (!d.ok()) return Fail(kExitError, std::string("--") + name + ": " + d.status().message());
     *out = *d;
+  }
+  if (o.locks_uri.starts_with("etcd://")) {
+    // etcd leases are whole seconds; holders hold a while, so that pauses land on them rather
+    // than on waiters (a paused waiter holds up etcd's line). See docs/testing-with-pauses.md.
+    if (vm["ttl"].defaulted()) o.ttl = std::chrono::seconds(1);
+    if (vm["run-length"].defaulted()) o.run_length = std::chrono::seconds(5);
+    if (vm["max-delay"].defaulted()) o.max_delay = std::chrono::milliseconds(300);
   }
   if (!vm["quiet"].as<bool>()) {
     o.on_run = [](int run, std::uint64_t seed, const pausetest::CheckReport& r) {

@@ -301,6 +301,16 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
         "another client can take the lock");
   }
   if (options.ttl < milliseconds(10)) return Status::InvalidArgument("ttl must be >= 10ms");
+  if (options.locks_uri.starts_with("etcd://") && options.ttl < milliseconds(1'000)) {
+    return Status::InvalidArgument(
+        "ttl " + std::to_string(options.ttl.count()) +
+        "ms is too short for etcd: its leases are whole seconds, so etcd would keep each lock "
+        "for at least 1s while the clients count " +
+        std::to_string(options.ttl.count()) +
+        "ms, and the pauses (0.5-3x the ttl) would not outlive a lease; use a ttl of 1s or "
+        "more, e.g. --ttl 1s --run-length 5s --pauses 10 --max-delay 300ms (fencectl's "
+        "defaults for etcd://)");
+  }
   auto fenced = FindFenced(options.fenced_path);
   if (!fenced.ok()) return fenced.status();
 
