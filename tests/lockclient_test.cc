@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <future>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -401,6 +402,31 @@ TEST(RedisLockTest, RestartedEmptyTokensStillIncreaseForThisClientAndStoreRefuse
       << r.status().message();
   EXPECT_TRUE(held.lost());
   EXPECT_EQ(store->Get("k")->value, "v5");
+}
+
+TEST(RedisLockTest, RemembersTheHighestTokensOfTheMostRecentlyUsedLocksOnly) {
+  RedisServer redis;
+  auto client = LockClient::Open(redis.uri(), {.remembered_locks = 2}).value();
+  std::map<std::string, std::int64_t> highest;
+  for (std::string lock : {"a", "b", "c", "b", "c"}) {  // "a" is the least recently used
+    for (int i = 0; i < 3; ++i) {
+      auto l = client->TryAcquire(lock);
+      ASSERT_TRUE(l.ok()) << l.status().ToString();
+      highest[lock] = l->token.value();
+      ASSERT_TRUE(client->Release(*l).ok());
+    }
+  }
+  redis.RestartEmpty();  // every counter is gone
+  for (std::string lock : {"b", "c"}) {
+    auto l = client->TryAcquire(lock);
+    ASSERT_TRUE(l.ok());
+    EXPECT_GT(l->token.value(), highest[lock]) << lock << " is remembered";
+  }
+  EXPECT_EQ(client->counter_resets_detected(), 2u);
+  auto forgotten = client->TryAcquire("a");
+  ASSERT_TRUE(forgotten.ok());
+  EXPECT_EQ(forgotten->token.value(), 1) << "\"a\" was forgotten: its counter starts over";
+  EXPECT_EQ(client->counter_resets_detected(), 2u);
 }
 
 TEST(RedisLockTest, ScriptsReloadAfterFlushAndConnectionsRecoverAfterRestart) {

@@ -10,10 +10,12 @@
 #include <atomic>
 #include <boost/url/parse.hpp>
 #include <charconv>
+#include <list>
 #include <map>
 #include <mutex>
 #include <random>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "backend.h"
@@ -22,6 +24,46 @@ namespace fencekit {
 namespace {
 
 using std::chrono::milliseconds;
+
+// The highest token this client has seen per lock, for the `capacity` locks it used most
+// recently (the least recently used is forgotten first, so a client that touches many lock
+// names does not grow without bound). Thread safety: safe for concurrent use.
+class SeenTokens {
+ public:
+  explicit SeenTokens(std::size_t capacity) : capacity_(std::max<std::size_t>(capacity, 1)) {}
+
+  // 0 when the lock is not remembered.
+  std::int64_t Floor(std::string_view lock) {
+    std::lock_guard guard(mu_);
+    auto it = tokens_.find(std::string(lock));
+    if (it == tokens_.end()) return 0;
+    order_.splice(order_.begin(), order_, it->second.second);
+    return it->second.first;
+  }
+
+  void Raise(std::string_view lock, std::int64_t token) {
+    std::lock_guard guard(mu_);
+    auto [it, added] = tokens_.try_emplace(std::string(lock));
+    if (added) {
+      order_.push_front(it->first);
+      it->second = {token, order_.begin()};
+      if (tokens_.size() > capacity_) {
+        tokens_.erase(order_.back());
+        order_.pop_back();
+      }
+      return;
+    }
+    it->second.first = std::max(it->second.first, token);
+    order_.splice(order_.begin(), order_, it->second.second);
+  }
+
+ private:
+  const std::size_t capacity_;
+  std::mutex mu_;
+  std::list<std::string> order_;  // GUARDED_BY(mu_): most recently used first
+  std::unordered_map<std::string, std::pair<std::int64_t, std::list<std::string>::iterator>>
+      tokens_;  // GUARDED_BY(mu_)
+};
 
 // Grants when free; a retry by the same owner gets its token back. Never lets the counter
 // produce a token at or below ARGV[3], the highest this client has seen for the lock: if the
@@ -134,16 +176,12 @@ class RedisBackend final : public LockBackend {
         db_(db),
         password_(std::move(password)),
         options_(options),
-        service_("redis://" + host_ + ":" + std::to_string(port_) + "/" + std::to_string(db_)) {}
+        service_("redis://" + host_ + ":" + std::to_string(port_) + "/" + std::to_string(db_)),
+        seen_(options.remembered_locks) {}
 
   Result<FencingToken> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
                                   milliseconds* holder_remaining) override {
-    std::int64_t floor = 0;
-    {
-      std::lock_guard guard(seen_mu_);
-      if (auto it = seen_.find(std::string(lock)); it != seen_.end()) floor = it->second;
-    }
-    return TryAcquireAbove(lock, owner, ttl, floor, holder_remaining);
+    return TryAcquireAbove(lock, owner, ttl, seen_.Floor(lock), holder_remaining);
   }
 
   // One node's grant, with a token above `floor`.
@@ -177,11 +215,7 @@ class RedisBackend final : public LockBackend {
     }
     std::int64_t token = r->element[1]->integer;
     if (r->elements > 2 && r->element[2]->integer == 1) counter_behind_.fetch_add(1);
-    {
-      std::lock_guard guard(seen_mu_);
-      auto& seen = seen_[std::string(lock)];
-      seen = std::max(seen, token);
-    }
+    seen_.Raise(lock, token);
     return FencingToken::FromInt(token);
   }
 
@@ -453,8 +487,7 @@ class RedisBackend final : public LockBackend {
   std::vector<Idle> idle_;          // GUARDED_BY(pool_mu_)
   std::string shas_[kScriptCount];  // GUARDED_BY(pool_mu_)
 
-  std::mutex seen_mu_;
-  std::map<std::string, std::int64_t> seen_;  // GUARDED_BY(seen_mu_): highest token per lock
+  SeenTokens seen_;
   std::atomic<std::uint64_t> counter_behind_{0};
 };
 
@@ -520,18 +553,15 @@ class RedlockBackend final : public LockBackend {
       : nodes_(std::move(nodes)),
         counters_(nodes_.size()),
         options_(options),
-        service_(std::move(service)) {
+        service_(std::move(service)),
+        seen_(options.remembered_locks) {
     quorum_ = static_cast<int>(nodes_.size()) / 2 + 1;
   }
 
   Result<FencingToken> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
                                   milliseconds* holder_remaining) override {
     auto start = std::chrono::steady_clock::now();
-    std::int64_t floor = 0;
-    {
-      std::lock_guard guard(seen_mu_);
-      if (auto it = seen_.find(std::string(lock)); it != seen_.end()) floor = it->second;
-    }
+    const std::int64_t floor = seen_.Floor(lock);
     const std::vector<bool> all(nodes_.size(), true);
     auto votes = Round(kAcquire, RedisBackend::AcquireKeys(lock),
                        RedisBackend::AcquireArgs(owner, ttl, floor), all, quorum_,
@@ -574,9 +604,7 @@ class RedlockBackend final : public LockBackend {
         if (!recorded) votes = written;
       }
       if (recorded) {
-        std::lock_guard guard(seen_mu_);
-        auto& seen = seen_[std::string(lock)];
-        seen = std::max(seen, token);
+        seen_.Raise(lock, token);
         return t;
       }
     }
@@ -929,8 +957,7 @@ class RedlockBackend final : public LockBackend {
   LockOptions options_;
   std::string service_;
   int quorum_ = 1;
-  std::mutex seen_mu_;
-  std::map<std::string, std::int64_t> seen_;  // GUARDED_BY(seen_mu_)
+  SeenTokens seen_;
 };
 
 }  // namespace

@@ -75,6 +75,11 @@ struct LockOptions {
   // Connections kept open to a network service.
   int pool_size = 4;
 
+  // --- Redis and Redlock ---
+  // Locks whose highest token this client remembers (least recently used forgotten first), to
+  // keep tokens rising for them if Redis loses its counters; see counter_resets_detected().
+  std::size_t remembered_locks = 100'000;
+
   // --- Redlock only ---
   // Each node has this long per request (far below the ttl, so a dead node is skipped fast).
   std::chrono::milliseconds redlock_node_timeout{50};
