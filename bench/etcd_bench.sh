@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # etcd lock cycles/s: fencekit's etcd backend (TryAcquire + Release) beside the same cycle made
-# with raw gateway calls (lock_bench etcd-floor), against one loopback etcd started here, ROUNDS
-# rounds interleaved (the order alternates each round); medians and same-round ratios printed.
+# with raw gateway calls, against one loopback etcd started here. Each round is one
+# `lock_bench etcd-paired` run, which takes the two in turns of 20 cycles, so both see the same
+# etcd (its history grows and its fsync times drift over a run); medians and same-round ratios
+# printed.
 # Also 4 contending processes (Acquire + Release, waiting in etcd's line). Figures and what they
 # mean: docs/benchmarks.md.
 #
@@ -70,14 +72,10 @@ contend() {  # 4 processes on one lock, one common start time; records their tot
 
 echo "== etcd_bench: $bench; etcd $(etcd --version | awk 'NR==1{print $3}'); $secs s x $rounds rounds; $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for round in $(seq "$rounds"); do
-  if [ $((round % 2)) -eq 1 ]; then
-    record etcd_floor "$("$bench" etcd-floor "$port" "$secs")"
-    record fencekit_etcd "$("$bench" cycle "$uri" "$secs")"
-  else
-    record fencekit_etcd "$("$bench" cycle "$uri" "$secs")"
-    record etcd_floor "$("$bench" etcd-floor "$port" "$secs")"
-  fi
-  contend contend4_etcd "$bench" contend "$uri" "$secs" --start-at-ms
+  pair="$("$bench" etcd-paired "$port" "$secs")"
+  record etcd_floor "$(grep '^etcd-floor ' <<<"$pair")"
+  record fencekit_etcd "$(grep '^cycle ' <<<"$pair")"
+  contend contend4_etcd "$bench" contend "$uri" "$secs" --lock contend-bench --start-at-ms
   echo "round $round done: $(awk -v r="$round" '$2==r {printf "%s=%s ", $1, $3}' "$results")" >&2
 done
 
@@ -87,7 +85,9 @@ ratio="$(awk '$1=="fencekit_etcd"{x[$2]=$3} $1=="etcd_floor"{y[$2]=$3}
 echo
 printf "%-24s %10s %8s\n" "medians of $rounds rounds" "cycles/s" "p50 us"
 for name in etcd_floor fencekit_etcd contend4_etcd; do
-  printf "%-24s %10.0f %8s\n" "$name" "$(med "$name")" "$(med "$name" 4)"
+  p50="$(med "$name" 4)"
+  [[ "$name" != contend* ]] || p50="-"  # a total over 4 processes has no one latency
+  printf "%-24s %10.0f %8s\n" "$name" "$(med "$name")" "$p50"
 done
 awk -v r="$ratio" 'BEGIN{printf "fencekit etcd / raw gateway cycle: %.2f (same-round median) target >= 0.90: %s\n",
   r, (r >= 0.9 ? "met" : "MISSED")}'

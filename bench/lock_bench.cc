@@ -5,6 +5,9 @@
 //   lock_bench etcd-floor PORT SECONDS [--host H] the same etcd cycle as fencekit's, as raw gateway
 //                                                 calls on one connection (Beast, preformatted
 //                                                 JSON): lease grant, txn, lease revoke
+//   lock_bench redis-paired PORT SECONDS [--host H]  floor and fencekit's cycle (redis://H:PORT)
+//                                                 in alternate blocks of 20 cycles; two lines
+//   lock_bench etcd-paired PORT SECONDS [--host H] the same with etcd-floor and etcd://H:PORT
 //   lock_bench cycle URI SECONDS [--lock NAME]    fencekit TryAcquire + Release, one client
 //   lock_bench contend URI SECONDS [--lock NAME] [--start-at-ms EPOCH_MS]
 //                                                 one of several processes contending for the same
@@ -57,6 +60,8 @@ int Usage() {
   std::fprintf(stderr,
                "usage: lock_bench floor PORT SECONDS [--host H]\n"
                "       lock_bench etcd-floor PORT SECONDS [--host H]\n"
+               "       lock_bench redis-paired PORT SECONDS [--host H] [--lock NAME]\n"
+               "       lock_bench etcd-paired PORT SECONDS [--host H] [--lock NAME]\n"
                "       lock_bench cycle URI SECONDS [--lock NAME]\n"
                "       lock_bench contend URI SECONDS [--lock NAME] [--start-at-ms EPOCH_MS]\n"
                "options: --warmup N, --ttl-ms N\n");
@@ -87,8 +92,8 @@ bool Parse(int argc, char** argv, Args* a) {
       return false;
     }
   }
-  return a->mode == "floor" || a->mode == "etcd-floor" || a->mode == "cycle" ||
-         a->mode == "contend";
+  return a->mode == "floor" || a->mode == "etcd-floor" || a->mode == "redis-paired" ||
+         a->mode == "etcd-paired" || a->mode == "cycle" || a->mode == "contend";
 }
 
 // Per-cycle latencies, in microseconds.
@@ -165,58 +170,76 @@ Reply Command(redisContext* c, const std::vector<std::string>& args) {
       redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data())));
 }
 
-int Floor(const Args& a) {
-  int port = std::atoi(a.target.c_str());
-  redisContext* c = redisConnect(a.host.c_str(), port);  // hiredis sets TCP_NODELAY
-  if (c == nullptr || c->err) {
-    std::fprintf(stderr, "floor: cannot connect to %s:%d: %s\n", a.host.c_str(), port,
-                 c ? c->errstr : "out of memory");
-    return 1;
+// One connection's worth of floor cycles; error() is empty while the connection is usable.
+class RedisFloorCycle {
+ public:
+  explicit RedisFloorCycle(const Args& a)
+      : c_(redisConnect(a.host.c_str(), std::atoi(a.target.c_str()))),  // sets TCP_NODELAY
+        seq_(static_cast<unsigned long long>(Clock::now().time_since_epoch().count())) {
+    if (c_ == nullptr || c_->err) return;
+    acquire_sha_ = Load(kFloorAcquire);
+    release_sha_ = Load(kFloorRelease);
+    if (acquire_sha_.empty() || release_sha_.empty()) {
+      load_failed_ = true;
+      return;
+    }
+    lock_key_ = "floor:{" + a.lock + "}:lock";
+    token_key_ = "floor:{" + a.lock + "}:token";
+    ttl_ = std::to_string(a.ttl_ms);
+    // Argument vectors built once; only the owner changes from cycle to cycle.
+    acq_ = {"EVALSHA", acquire_sha_.c_str(), "2", lock_key_.c_str(), token_key_.c_str(),
+            owner_,    ttl_.c_str()};
+    rel_ = {"EVALSHA", release_sha_.c_str(), "1", lock_key_.c_str(), owner_};
+    for (auto* s : acq_) acq_len_.push_back(std::strlen(s));
+    for (auto* s : rel_) rel_len_.push_back(std::strlen(s));
   }
-  auto load = [&](const char* script) -> std::string {
-    Reply r = Command(c, {"SCRIPT", "LOAD", script});
+  ~RedisFloorCycle() {
+    if (c_ != nullptr) redisFree(c_);
+  }
+  RedisFloorCycle(const RedisFloorCycle&) = delete;
+  RedisFloorCycle& operator=(const RedisFloorCycle&) = delete;
+
+  std::string error() const {
+    if (c_ == nullptr) return "out of memory";
+    if (c_->err) return c_->errstr;
+    return load_failed_ ? "SCRIPT LOAD failed" : "";
+  }
+
+  bool One() {
+    std::snprintf(owner_, sizeof owner_, "%032llx", ++seq_);
+    Reply r1(static_cast<redisReply*>(redisCommandArgv(c_, 7, acq_.data(), acq_len_.data())));
+    bool ok = r1 && r1->type == REDIS_REPLY_INTEGER && r1->integer > 0;
+    Reply r2(static_cast<redisReply*>(redisCommandArgv(c_, 5, rel_.data(), rel_len_.data())));
+    return ok && r2 && r2->type == REDIS_REPLY_INTEGER && r2->integer == 1;
+  }
+
+ private:
+  std::string Load(const char* script) {
+    Reply r = Command(c_, {"SCRIPT", "LOAD", script});
     if (!r || r->type != REDIS_REPLY_STRING) return {};
     return std::string(r->str, r->len);
-  };
-  std::string acquire_sha = load(kFloorAcquire), release_sha = load(kFloorRelease);
-  if (acquire_sha.empty() || release_sha.empty()) {
-    std::fprintf(stderr, "floor: SCRIPT LOAD failed\n");
-    return 1;
-  }
-  const std::string lock_key = "floor:{" + a.lock + "}:lock";
-  const std::string token_key = "floor:{" + a.lock + "}:token";
-  const std::string ttl = std::to_string(a.ttl_ms);
-  // Argument vectors built once; only the owner changes from cycle to cycle.
-  std::vector<const char*> acq = {"EVALSHA",        acquire_sha.c_str(), "2",
-                                  lock_key.c_str(), token_key.c_str(),   nullptr,
-                                  ttl.c_str()};
-  std::vector<const char*> rel = {"EVALSHA", release_sha.c_str(), "1", lock_key.c_str(), nullptr};
-  std::vector<std::size_t> acq_len, rel_len;
-  for (auto* s : acq) acq_len.push_back(s ? std::strlen(s) : 0);
-  for (auto* s : rel) rel_len.push_back(s ? std::strlen(s) : 0);
-  char owner[33];
-  unsigned long long seq = static_cast<unsigned long long>(Clock::now().time_since_epoch().count());
-
-  auto one = [&]() -> bool {
-    std::snprintf(owner, sizeof owner, "%032llx", ++seq);
-    acq[5] = owner;
-    acq_len[5] = 32;
-    rel[4] = owner;
-    rel_len[4] = 32;
-    Reply r1(static_cast<redisReply*>(redisCommandArgv(c, 7, acq.data(), acq_len.data())));
-    bool ok = r1 && r1->type == REDIS_REPLY_INTEGER && r1->integer > 0;
-    Reply r2(static_cast<redisReply*>(redisCommandArgv(c, 5, rel.data(), rel_len.data())));
-    return ok && r2 && r2->type == REDIS_REPLY_INTEGER && r2->integer == 1;
-  };
-  for (long i = 0; i < (a.warmup < 0 ? 100 : a.warmup); ++i) one();
-  if (c->err) {
-    std::fprintf(stderr, "floor: %s\n", c->errstr);
-    return 1;
   }
 
-  MeasureCycles("floor", a.seconds, one, [&] { return c->err != 0; });
-  redisFree(c);
-  return 0;
+  redisContext* c_;
+  bool load_failed_ = false;
+  std::string acquire_sha_, release_sha_, lock_key_, token_key_, ttl_;
+  char owner_[33] = "00000000000000000000000000000000";
+  unsigned long long seq_;
+  std::vector<const char*> acq_, rel_;
+  std::vector<std::size_t> acq_len_, rel_len_;
+};
+
+int Floor(const Args& a) {
+  RedisFloorCycle floor(a);
+  if (!floor.error().empty()) {
+    std::fprintf(stderr, "floor: %s:%s: %s\n", a.host.c_str(), a.target.c_str(),
+                 floor.error().c_str());
+    return 1;
+  }
+  for (long i = 0; i < (a.warmup < 0 ? 100 : a.warmup); ++i) floor.One();
+  MeasureCycles(
+      "floor", a.seconds, [&] { return floor.One(); }, [&] { return !floor.error().empty(); });
+  return floor.error().empty() ? 0 : 1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -232,72 +255,84 @@ std::string Base64(const std::string& in) {
   return out;
 }
 
-int EtcdFloor(const Args& a) {
-  namespace http = boost::beast::http;
-  using tcp = boost::asio::ip::tcp;
-  boost::asio::io_context ioc;
-  tcp::socket socket(ioc);
-  boost::system::error_code ec;
-  boost::asio::connect(socket, tcp::resolver(ioc).resolve(a.host, a.target, ec), ec);
-  if (ec) {
-    std::fprintf(stderr, "etcd-floor: cannot connect to %s:%s: %s\n", a.host.c_str(),
-                 a.target.c_str(), ec.message().c_str());
-    return 1;
+// One connection's worth of raw etcd cycles; error() is empty while the connection is usable.
+class EtcdFloorCycle {
+ public:
+  explicit EtcdFloorCycle(const Args& a)
+      : socket_(ioc_),
+        host_(a.host + ":" + a.target),
+        seq_(static_cast<unsigned long long>(Clock::now().time_since_epoch().count())) {
+    using tcp = boost::asio::ip::tcp;
+    boost::asio::connect(socket_, tcp::resolver(ioc_).resolve(a.host, a.target, ec_), ec_);
+    if (ec_) return;
+    socket_.set_option(tcp::no_delay(true));
+    const std::string name = "floor-" + a.lock;
+    prefix_ = "fencekit/lock/" + std::to_string(name.size()) + ":" + name + "/";
+    std::string prefix_end = prefix_;
+    prefix_end.back() = '0';
+    range_first_ = "{\"request_range\":{\"key\":\"" + Base64(prefix_) + "\",\"range_end\":\"" +
+                   Base64(prefix_end) +
+                   "\",\"sort_target\":\"CREATE\",\"sort_order\":\"ASCEND\",\"limit\":\"1\"}}";
+    last_key_ = Base64("fencekit/last/" + std::to_string(name.size()) + ":" + name);
+    grant_ = "{\"TTL\":\"" + std::to_string(std::max(1L, (a.ttl_ms + 999) / 1000)) + "\"}";
   }
-  socket.set_option(tcp::no_delay(true));
-  boost::beast::flat_buffer buffer;
-  const std::string host = a.host + ":" + a.target;
-  auto post = [&](const char* target, std::string body) -> std::string {
-    http::request<http::string_body> req(http::verb::post, target, 11);
-    req.set(http::field::host, host);
-    req.set(http::field::content_type, "application/json");
-    req.body() = std::move(body);
-    req.prepare_payload();
-    http::write(socket, req, ec);
-    if (ec) return {};
-    http::response<http::string_body> res;
-    http::read(socket, buffer, res, ec);
-    if (ec || res.result_int() != 200) return {};
-    return std::move(res.body());
-  };
-  const std::string name = "floor-" + a.lock;
-  const std::string prefix = "fencekit/lock/" + std::to_string(name.size()) + ":" + name + "/";
-  std::string prefix_end = prefix;
-  prefix_end.back() = '0';
-  const std::string range_first = "{\"request_range\":{\"key\":\"" + Base64(prefix) +
-                                  "\",\"range_end\":\"" + Base64(prefix_end) +
-                                  "\",\"sort_target\":\"CREATE\",\"sort_order\":\"ASCEND\","
-                                  "\"limit\":\"1\"}}";
-  const std::string last_key = Base64("fencekit/last/" + std::to_string(name.size()) + ":" + name);
-  const std::string grant =
-      "{\"TTL\":\"" + std::to_string(std::max(1L, (a.ttl_ms + 999) / 1000)) + "\"}";
-  char owner[33];
-  unsigned long long seq = static_cast<unsigned long long>(Clock::now().time_since_epoch().count());
-  auto one = [&]() -> bool {
-    std::string g = post("/v3/lease/grant", grant);
+  std::string error() const { return ec_ ? ec_.message() : std::string(); }
+
+  bool One() {
+    std::string g = Post("/v3/lease/grant", grant_);
     auto at = g.find("\"ID\":\"");
     if (at == std::string::npos) return false;
     std::string id = g.substr(at + 6, g.find('"', at + 6) - at - 6);
-    std::snprintf(owner, sizeof owner, "%032llx", ++seq);
-    std::string key = Base64(prefix + owner), value = Base64(owner);
+    char owner[33];
+    std::snprintf(owner, sizeof owner, "%032llx", ++seq_);
+    std::string key = Base64(prefix_ + owner), value = Base64(owner);
     std::string txn = "{\"compare\":[{\"target\":\"CREATE\",\"key\":\"" + key +
                       "\",\"create_revision\":\"0\"}],\"success\":[{\"request_put\":{\"key\":\"" +
                       key + "\",\"value\":\"" + value + "\",\"lease\":\"" + id +
-                      "\"}},{\"request_put\":{\"key\":\"" + last_key + "\",\"value\":\"" + value +
-                      "\"}}," + range_first + "],\"failure\":[]}";
-    std::string t = post("/v3/kv/txn", txn);
+                      "\"}},{\"request_put\":{\"key\":\"" + last_key_ + "\",\"value\":\"" + value +
+                      "\"}}," + range_first_ + "],\"failure\":[]}";
+    std::string t = Post("/v3/kv/txn", txn);
     bool ok = t.find("\"succeeded\":true") != std::string::npos &&
               t.find(key) != std::string::npos;  // first in line
-    std::string r = post("/v3/lease/revoke", "{\"ID\":\"" + id + "\"}");
+    std::string r = Post("/v3/lease/revoke", "{\"ID\":\"" + id + "\"}");
     return ok && !r.empty();
-  };
-  for (long i = 0; i < (a.warmup < 0 ? 100 : a.warmup); ++i) one();
-  if (ec) {
-    std::fprintf(stderr, "etcd-floor: %s\n", ec.message().c_str());
+  }
+
+ private:
+  std::string Post(const char* target, std::string body) {
+    namespace http = boost::beast::http;
+    http::request<http::string_body> req(http::verb::post, target, 11);
+    req.set(http::field::host, host_);
+    req.set(http::field::content_type, "application/json");
+    req.body() = std::move(body);
+    req.prepare_payload();
+    http::write(socket_, req, ec_);
+    if (ec_) return {};
+    http::response<http::string_body> res;
+    http::read(socket_, buffer_, res, ec_);
+    if (ec_ || res.result_int() != 200) return {};
+    return std::move(res.body());
+  }
+
+  boost::asio::io_context ioc_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::beast::flat_buffer buffer_;
+  boost::system::error_code ec_;
+  std::string host_, prefix_, range_first_, last_key_, grant_;
+  unsigned long long seq_;
+};
+
+int EtcdFloor(const Args& a) {
+  EtcdFloorCycle floor(a);
+  if (!floor.error().empty()) {
+    std::fprintf(stderr, "etcd-floor: cannot connect to %s:%s: %s\n", a.host.c_str(),
+                 a.target.c_str(), floor.error().c_str());
     return 1;
   }
-  MeasureCycles("etcd-floor", a.seconds, one, [&] { return bool(ec); });
-  return 0;
+  for (long i = 0; i < (a.warmup < 0 ? 100 : a.warmup); ++i) floor.One();
+  MeasureCycles(
+      "etcd-floor", a.seconds, [&] { return floor.One(); }, [&] { return !floor.error().empty(); });
+  return floor.error().empty() ? 0 : 1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -351,6 +386,59 @@ int Cycle(const Args& a, bool contend) {
   return 0;
 }
 
+// A floor and fencekit's cycle on the same server, taken turn about in blocks of 20 cycles, so
+// that both see the same server state (etcd's history grows, fsync times drift) and the same
+// neighbours; each side's rate is its cycles over the time spent in its own blocks. Prints the
+// floor's line, then fencekit's ("cycle").
+template <typename FloorCycle>
+int Paired(const Args& a, const char* floor_mode, FloorCycle& floor, const std::string& uri) {
+  auto broken = [&] { return !floor.error().empty(); };
+  if (broken()) {
+    std::fprintf(stderr, "%s: cannot use %s:%s: %s\n", floor_mode, a.host.c_str(), a.target.c_str(),
+                 floor.error().c_str());
+    return 1;
+  }
+  auto client = fencekit::LockClient::Open(uri);
+  if (!client.ok()) {
+    std::fprintf(stderr, "%s\n", client.status().ToString().c_str());
+    return 1;
+  }
+  fencekit::LockClient& lc = **client;
+  const std::chrono::milliseconds ttl(a.ttl_ms);
+  long failures[2] = {0, 0};
+  std::string first_error;
+  auto fencekit_one = [&] {
+    auto lease = lc.TryAcquire(a.lock, ttl);
+    fencekit::Status s = lease.ok() ? lc.Release(*lease) : lease.status();
+    if (!s.ok() && first_error.empty()) first_error = s.ToString();
+    return s.ok();
+  };
+  for (long i = 0; i < (a.warmup < 0 ? 100 : a.warmup); ++i) {
+    floor.One();
+    fencekit_one();
+  }
+  Recorder rec[2];
+  Clock::duration spent[2] = {};
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(a.seconds));
+  for (int side = 0; Clock::now() < end && !broken(); side = 1 - side) {
+    auto t = Clock::now();
+    for (int i = 0; i < 20; ++i) {
+      if (!(side == 0 ? floor.One() : fencekit_one())) ++failures[side];
+      auto now = Clock::now();
+      rec[side].Add(now - t);
+      spent[side] += now - t;
+      t = now;
+    }
+  }
+  auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  rec[0].Print(floor_mode, secs(spent[0]), failures[0]);
+  rec[1].Print("cycle", secs(spent[1]), failures[1]);
+  if (broken()) std::fprintf(stderr, "%s: %s\n", floor_mode, floor.error().c_str());
+  if (!first_error.empty()) std::fprintf(stderr, "first failure: %s\n", first_error.c_str());
+  return broken() ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -358,5 +446,13 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, &a)) return Usage();
   if (a.mode == "floor") return Floor(a);
   if (a.mode == "etcd-floor") return EtcdFloor(a);
+  if (a.mode == "redis-paired") {
+    RedisFloorCycle floor(a);
+    return Paired(a, "floor", floor, "redis://" + a.host + ":" + a.target);
+  }
+  if (a.mode == "etcd-paired") {
+    EtcdFloorCycle floor(a);
+    return Paired(a, "etcd-floor", floor, "etcd://" + a.host + ":" + a.target);
+  }
   return Cycle(a, a.mode == "contend");
 }
