@@ -486,17 +486,13 @@ class EtcdBackend final : public LockBackend {
 
   Result<FencingToken> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
                                   milliseconds* holder_remaining) override {
-    auto lease = LeaseFor(owner, ttl);
-    if (!lease.ok()) return lease.status();
-    auto place = Enqueue(lock, owner, *lease);
-    if (!place.ok()) {
-      Forget(owner);
-      return place.status();
-    }
-    if (place->first_key == Key(lock, owner)) return Token(lock, place->first_rev);
+    auto joined = Join(lock, owner, ttl);
+    if (!joined.ok()) return joined.status();
+    const Place& place = joined->place;
+    if (place.first_key == Key(lock, owner)) return Token(lock, place.first_rev);
     // Busy: leave the line at once, so nobody waits behind a contender that went away.
-    *holder_remaining = Remaining(place->first_lease);
-    (void)Revoke(Forget(owner).value_or(*lease).id, nullptr);
+    *holder_remaining = Remaining(place.first_lease);
+    (void)Revoke(Forget(owner).value_or(joined->lease).id, nullptr);
     return Status::Busy("held");
   }
 
@@ -506,21 +502,17 @@ class EtcdBackend final : public LockBackend {
                                      milliseconds ttl, SteadyTime deadline,
                                      SteadyTime* valid_from) override {
     *valid_from = clock_->Now();
-    auto lease = LeaseFor(owner, ttl);
-    if (!lease.ok()) return lease.status();
-    auto place = Enqueue(lock, owner, *lease);
-    if (!place.ok()) {
-      Forget(owner);
-      return place.status();
-    }
+    auto joined = Join(lock, owner, ttl);
+    if (!joined.ok()) return joined.status();
+    const LeaseRef lease = joined->lease;
     const std::string my_key = Key(lock, owner);
-    if (place->first_key == my_key) return Token(lock, place->first_rev);
-    const std::int64_t mine = place->mine;
+    if (joined->place.first_key == my_key) return Token(lock, joined->place.first_rev);
+    const std::int64_t mine = joined->place.mine;
     const milliseconds renew_every =
-        std::max(milliseconds(50), milliseconds(lease->ttl_s * 1000) / 3);
+        std::max(milliseconds(50), milliseconds(lease.ttl_s * 1000) / 3);
     auto next_renewal = clock_->Now() + renew_every;
     auto leave = [&](Status why) -> Status {
-      (void)Revoke(lease->id, nullptr);
+      (void)Revoke(lease.id, nullptr);
       Forget(owner);
       return why;
     };
@@ -535,7 +527,7 @@ class EtcdBackend final : public LockBackend {
       if (where->first_key == my_key) {
         // First in line: restart the lease's TTL so the grant has a whole ttl of validity.
         *valid_from = clock_->Now();
-        auto ttl_left = KeepAlive(lease->id);
+        auto ttl_left = KeepAlive(lease.id);
         if (!ttl_left.ok()) return leave(ttl_left.status());
         if (*ttl_left <= 0) {
           return leave(Status::Unavailable(Subject(lock, service_) +
@@ -574,7 +566,7 @@ class EtcdBackend final : public LockBackend {
         auto now = clock_->Now();
         if (now >= deadline) return leave(Status::Timeout("still held"));
         if (now >= next_renewal) {
-          auto ttl_left = KeepAlive(lease->id);
+          auto ttl_left = KeepAlive(lease.id);
           if (!ttl_left.ok()) return leave(ttl_left.status());
           if (*ttl_left <= 0) {
             return leave(Status::Unavailable(Subject(lock, service_) +
@@ -805,6 +797,22 @@ class EtcdBackend final : public LockBackend {
     LeaseRef out = it->second;
     leases_.erase(it);
     return out;
+  }
+
+  // A lease (a retried attempt's, else a new one) and this owner's place in the lock's line.
+  struct Joined {
+    LeaseRef lease;
+    Place place;
+  };
+  Result<Joined> Join(std::string_view lock, std::string_view owner, milliseconds ttl) {
+    auto lease = LeaseFor(owner, ttl);
+    if (!lease.ok()) return lease.status();
+    auto place = Enqueue(lock, owner, *lease);
+    if (!place.ok()) {
+      Forget(owner);
+      return place.status();
+    }
+    return Joined{*lease, std::move(place).value()};
   }
 
   // Joins the line (or finds this owner's key from an earlier attempt whose reply was lost).
