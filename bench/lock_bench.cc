@@ -229,19 +229,6 @@ class RedisFloorCycle {
   std::vector<std::size_t> acq_len_, rel_len_;
 };
 
-int Floor(const Args& a) {
-  RedisFloorCycle floor(a);
-  if (!floor.error().empty()) {
-    std::fprintf(stderr, "floor: %s:%s: %s\n", a.host.c_str(), a.target.c_str(),
-                 floor.error().c_str());
-    return 1;
-  }
-  for (long i = 0; i < (a.warmup < 0 ? 100 : a.warmup); ++i) floor.One();
-  MeasureCycles(
-      "floor", a.seconds, [&] { return floor.One(); }, [&] { return !floor.error().empty(); });
-  return floor.error().empty() ? 0 : 1;
-}
-
 // ---------------------------------------------------------------------------------------------
 // The etcd floor: fencekit's etcd cycle (lease grant; txn that joins the line, records the last
 // token and reads the first key; lease revoke) as bare gateway calls on one keep-alive
@@ -322,19 +309,6 @@ class EtcdFloorCycle {
   unsigned long long seq_;
 };
 
-int EtcdFloor(const Args& a) {
-  EtcdFloorCycle floor(a);
-  if (!floor.error().empty()) {
-    std::fprintf(stderr, "etcd-floor: cannot connect to %s:%s: %s\n", a.host.c_str(),
-                 a.target.c_str(), floor.error().c_str());
-    return 1;
-  }
-  for (long i = 0; i < (a.warmup < 0 ? 100 : a.warmup); ++i) floor.One();
-  MeasureCycles(
-      "etcd-floor", a.seconds, [&] { return floor.One(); }, [&] { return !floor.error().empty(); });
-  return floor.error().empty() ? 0 : 1;
-}
-
 // ---------------------------------------------------------------------------------------------
 // fencekit's LockClient.
 
@@ -384,6 +358,21 @@ int Cycle(const Args& a, bool contend) {
             std::chrono::duration<double>(Clock::now() - start).count(), failures);
   if (!first_error.empty()) std::fprintf(stderr, "first failure: %s\n", first_error.c_str());
   return 0;
+}
+
+// A floor alone (modes floor and etcd-floor), for looking at one side without the other.
+template <typename FloorCycle>
+int Alone(const Args& a, const char* mode, FloorCycle& floor) {
+  auto broken = [&] { return !floor.error().empty(); };
+  if (broken()) {
+    std::fprintf(stderr, "%s: cannot use %s:%s: %s\n", mode, a.host.c_str(), a.target.c_str(),
+                 floor.error().c_str());
+    return 1;
+  }
+  for (long i = 0; i < (a.warmup < 0 ? 100 : a.warmup); ++i) floor.One();
+  MeasureCycles(
+      mode, a.seconds, [&] { return floor.One(); }, broken);
+  return broken() ? 1 : 0;
 }
 
 // A floor and fencekit's cycle on the same server, taken turn about in blocks of 20 cycles, so
@@ -444,8 +433,14 @@ int Paired(const Args& a, const char* floor_mode, FloorCycle& floor, const std::
 int main(int argc, char** argv) {
   Args a;
   if (!Parse(argc, argv, &a)) return Usage();
-  if (a.mode == "floor") return Floor(a);
-  if (a.mode == "etcd-floor") return EtcdFloor(a);
+  if (a.mode == "floor") {
+    RedisFloorCycle floor(a);
+    return Alone(a, "floor", floor);
+  }
+  if (a.mode == "etcd-floor") {
+    EtcdFloorCycle floor(a);
+    return Alone(a, "etcd-floor", floor);
+  }
   if (a.mode == "redis-paired") {
     RedisFloorCycle floor(a);
     return Paired(a, "floor", floor, "redis://" + a.host + ":" + a.target);
