@@ -22,8 +22,6 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
-#include <boost/archive/iterators/base64_from_binary.hpp>
-#include <boost/archive/iterators/transform_width.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -39,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "fencekit/common/text.h"
 #include "fencekit/lockclient/lock_client.h"
 
 namespace {
@@ -234,13 +233,7 @@ class RedisFloorCycle {
 // token and reads the first key; lease revoke) as bare gateway calls on one keep-alive
 // connection, with the JSON preformatted and the replies only searched for what decides success.
 
-std::string Base64(const std::string& in) {
-  using namespace boost::archive::iterators;
-  using It = base64_from_binary<transform_width<std::string::const_iterator, 6, 8>>;
-  std::string out(It(in.begin()), It(in.end()));
-  out.append((3 - in.size() % 3) % 3, '=');
-  return out;
-}
+using fencekit::Base64Encode;
 
 // One connection's worth of raw etcd cycles; error() is empty while the connection is usable.
 class EtcdFloorCycle {
@@ -257,10 +250,10 @@ class EtcdFloorCycle {
     prefix_ = "fencekit/lock/" + std::to_string(name.size()) + ":" + name + "/";
     std::string prefix_end = prefix_;
     prefix_end.back() = '0';
-    range_first_ = "{\"request_range\":{\"key\":\"" + Base64(prefix_) + "\",\"range_end\":\"" +
-                   Base64(prefix_end) +
+    range_first_ = "{\"request_range\":{\"key\":\"" + Base64Encode(prefix_) +
+                   "\",\"range_end\":\"" + Base64Encode(prefix_end) +
                    "\",\"sort_target\":\"CREATE\",\"sort_order\":\"ASCEND\",\"limit\":\"1\"}}";
-    last_key_ = Base64("fencekit/last/" + std::to_string(name.size()) + ":" + name);
+    last_key_ = Base64Encode("fencekit/last/" + std::to_string(name.size()) + ":" + name);
     grant_ = "{\"TTL\":\"" + std::to_string(std::max(1L, (a.ttl_ms + 999) / 1000)) + "\"}";
   }
   std::string error() const { return ec_ ? ec_.message() : std::string(); }
@@ -272,7 +265,7 @@ class EtcdFloorCycle {
     std::string id = g.substr(at + 6, g.find('"', at + 6) - at - 6);
     char owner[33];
     std::snprintf(owner, sizeof owner, "%032llx", ++seq_);
-    std::string key = Base64(prefix_ + owner), value = Base64(owner);
+    std::string key = Base64Encode(prefix_ + owner), value = Base64Encode(owner);
     std::string txn = "{\"compare\":[{\"target\":\"CREATE\",\"key\":\"" + key +
                       "\",\"create_revision\":\"0\"}],\"success\":[{\"request_put\":{\"key\":\"" +
                       key + "\",\"value\":\"" + value + "\",\"lease\":\"" + id +

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "fencekit/common/clock.h"
+#include "fencekit/common/text.h"
 #include "fencekit/common/token.h"
 #include "fencekit/common/units.h"
 
@@ -45,6 +46,23 @@ TEST(FakeClockTest, SleepAdvancesTimeWithoutWaiting) {
   EXPECT_EQ(clock.WallNow() - wall, std::chrono::hours(5));
   clock.Advance(std::chrono::seconds(1));
   EXPECT_EQ(clock.Now() - start, std::chrono::hours(5) + std::chrono::seconds(1));
+}
+
+TEST(Base64Test, EncodesWithPaddingAndDecodesBack) {
+  // RFC 4648 test vectors.
+  EXPECT_EQ(Base64Encode(""), "");
+  EXPECT_EQ(Base64Encode("f"), "Zg==");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+  EXPECT_EQ(Base64Encode("foo"), "Zm9v");
+  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  const std::string bytes("fencekit/lock/\0\xff\x80", 17);
+  EXPECT_EQ(Base64Decode(Base64Encode(bytes)), bytes);
+  EXPECT_EQ(Base64Decode("Zm8="), "fo");
+}
+
+TEST(Base64Test, RefusesTextThatIsNotBase64) {
+  EXPECT_FALSE(Base64Decode("Zm9v!").has_value());
+  EXPECT_FALSE(Base64Decode("not base64").has_value());
 }
 
 }  // namespace

@@ -12,9 +12,6 @@
 // values are omitted (a failed txn has no "succeeded", a PUT event has no "type", an expired
 // lease's keep-alive has no "TTL"), and streaming calls answer one JSON object per line.
 #include <algorithm>
-#include <boost/archive/iterators/base64_from_binary.hpp>
-#include <boost/archive/iterators/binary_from_base64.hpp>
-#include <boost/archive/iterators/transform_width.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -32,6 +29,7 @@
 #include <thread>
 
 #include "backend.h"
+#include "fencekit/common/text.h"
 
 namespace fencekit {
 namespace {
@@ -49,30 +47,6 @@ constexpr std::int64_t kGrpcInvalidArgument = 3;
 constexpr std::int64_t kGrpcDeadlineExceeded = 4;
 constexpr std::int64_t kGrpcNotFound = 5;
 constexpr std::int64_t kGrpcUnavailable = 14;
-
-std::string Base64(std::string_view in) {
-  using namespace boost::archive::iterators;
-  using It = base64_from_binary<transform_width<std::string_view::const_iterator, 6, 8>>;
-  std::string out(It(in.begin()), It(in.end()));
-  out.append((3 - in.size() % 3) % 3, '=');
-  return out;
-}
-
-std::optional<std::string> FromBase64(std::string_view in) {
-  using namespace boost::archive::iterators;
-  using It = transform_width<binary_from_base64<std::string_view::const_iterator>, 8, 6>;
-  std::size_t pad = 0;
-  while (!in.empty() && in.back() == '=' && pad < 2) {
-    in.remove_suffix(1);
-    ++pad;
-  }
-  try {
-    std::string out(It(in.begin()), It(in.end()));
-    return out;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
 
 // An int64 field, sent by the gateway as a string (or, leniently, as a number); 0 if absent.
 std::int64_t Int(const json::object& o, std::string_view key) {
@@ -655,7 +629,7 @@ class EtcdBackend final : public LockBackend {
     const json::object* first = FirstKv(TxnResponse(*reply, 0, "response_range"));
     if (first == nullptr) return info;
     info.held = true;
-    info.owner = FromBase64(String(*first, "value")).value_or("");
+    info.owner = Base64Decode(String(*first, "value")).value_or("");
     auto token = Token(lock, Int(*first, "create_revision"));
     if (!token.ok()) return token.status();
     info.token = *token;
@@ -668,8 +642,8 @@ class EtcdBackend final : public LockBackend {
     auto until = clock_->Now() + max_wait;
     auto stream = gateway_.Stream();
     if (!stream.ok()) return;
-    json::object create{{"key", Base64(Prefix(lock))},
-                        {"range_end", Base64(PrefixEnd(lock))},
+    json::object create{{"key", Base64Encode(Prefix(lock))},
+                        {"range_end", Base64Encode(PrefixEnd(lock))},
                         {"filters", json::array{"NOPUT"}}};
     if (!(*stream)
              ->OpenStream("/v3/watch", json::serialize(json::object{{"create_request", create}}),
@@ -697,11 +671,11 @@ class EtcdBackend final : public LockBackend {
     return end;
   }
   static std::string Key(std::string_view lock, std::string_view owner) {
-    return Base64(Prefix(lock) + std::string(owner));
+    return Base64Encode(Prefix(lock) + std::string(owner));
   }
   // Written by every Enqueue: its mod_revision is the last token issued for the lock.
   static std::string LastKey(std::string_view lock) {
-    return Base64("fencekit/last/" + std::to_string(lock.size()) + ":" + std::string(lock));
+    return Base64Encode("fencekit/last/" + std::to_string(lock.size()) + ":" + std::string(lock));
   }
 
   static json::object Range(std::string key) {
@@ -709,8 +683,8 @@ class EtcdBackend final : public LockBackend {
   }
   // The line's first key: the holder.
   static json::object RangeFirst(std::string_view lock) {
-    return json::object{{"request_range", json::object{{"key", Base64(Prefix(lock))},
-                                                       {"range_end", Base64(PrefixEnd(lock))},
+    return json::object{{"request_range", json::object{{"key", Base64Encode(Prefix(lock))},
+                                                       {"range_end", Base64Encode(PrefixEnd(lock))},
                                                        {"sort_target", "CREATE"},
                                                        {"sort_order", "ASCEND"},
                                                        {"limit", "1"}}}};
@@ -819,10 +793,10 @@ class EtcdBackend final : public LockBackend {
   Result<Place> Enqueue(std::string_view lock, std::string_view owner, LeaseRef lease) {
     const std::string my_key = Key(lock, owner);
     json::object put_mine{{"request_put", json::object{{"key", my_key},
-                                                       {"value", Base64(owner)},
+                                                       {"value", Base64Encode(owner)},
                                                        {"lease", std::to_string(lease.id)}}}};
     json::object put_last{
-        {"request_put", json::object{{"key", LastKey(lock)}, {"value", Base64(owner)}}}};
+        {"request_put", json::object{{"key", LastKey(lock)}, {"value", Base64Encode(owner)}}}};
     json::object txn{
         {"compare", json::array{json::object{
                         {"target", "CREATE"}, {"key", my_key}, {"create_revision", "0"}}}},
@@ -854,8 +828,8 @@ class EtcdBackend final : public LockBackend {
   // Reads the line again: the holder, this waiter's key, and the key just before it.
   Result<Place> Look(std::string_view lock, std::string_view owner, std::int64_t mine) {
     json::object before{
-        {"request_range", json::object{{"key", Base64(Prefix(lock))},
-                                       {"range_end", Base64(PrefixEnd(lock))},
+        {"request_range", json::object{{"key", Base64Encode(Prefix(lock))},
+                                       {"range_end", Base64Encode(PrefixEnd(lock))},
                                        {"sort_target", "CREATE"},
                                        {"sort_order", "DESCEND"},
                                        {"max_create_revision", std::to_string(mine - 1)},

@@ -9,8 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/archive/iterators/base64_from_binary.hpp>
-#include <boost/archive/iterators/transform_width.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -22,20 +20,13 @@
 #include <sstream>
 #include <thread>
 
+#include "fencekit/common/text.h"
 #include "support/redis_server.h"  // FreePort
 
 namespace fencekit::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string Base64(const std::string& in) {
-  using namespace boost::archive::iterators;
-  using It = base64_from_binary<transform_width<std::string::const_iterator, 6, 8>>;
-  std::string out(It(in.begin()), It(in.end()));
-  out.append((3 - in.size() % 3) % 3, '=');
-  return out;
-}
 
 // The value of a JSON field `"name":"..."` in `body` (etcd sends int64s as strings); "" when
 // absent, which is also how the gateway sends zero.
@@ -323,7 +314,7 @@ long long EtcdCluster::DeleteKey(const std::string& key) {
   for (int i = 0; i < size(); ++i) {
     if (!Running(i)) continue;
     std::string reply = Call(members_[i].client_port, "POST", "/v3/kv/deleterange",
-                             "{\"key\":\"" + Base64(key) + "\"}");
+                             "{\"key\":\"" + Base64Encode(key) + "\"}");
     if (reply.find("\"header\"") == std::string::npos) continue;
     return std::strtoll(Field(reply, "deleted").c_str(), nullptr, 10);  // absent: 0
   }

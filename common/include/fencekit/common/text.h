@@ -1,6 +1,7 @@
 // Byte strings shown as text: how fencekit puts arbitrary keys and values into JSON.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -11,5 +12,9 @@ bool IsValidUtf8(std::string_view bytes);
 std::string PercentEncode(std::string_view bytes);
 // `bytes` itself when valid UTF-8, else PercentEncode(bytes) and *was_encoded = true.
 std::string JsonSafeText(std::string_view bytes, bool* was_encoded = nullptr);
+// RFC 4648 base64 with padding: how etcd's JSON gateway carries keys and values.
+std::string Base64Encode(std::string_view bytes);
+// The bytes `text` encodes; nullopt when it is not base64.
+std::optional<std::string> Base64Decode(std::string_view text);
 
 }  // namespace fencekit
