@@ -353,15 +353,20 @@ int Cycle(const Args& a, bool contend) {
   return 0;
 }
 
+// False, with the reason on stderr, when the floor's connection could not be set up.
+template <typename FloorCycle>
+bool Usable(const Args& a, const char* mode, const FloorCycle& floor) {
+  if (floor.error().empty()) return true;
+  std::fprintf(stderr, "%s: cannot use %s:%s: %s\n", mode, a.host.c_str(), a.target.c_str(),
+               floor.error().c_str());
+  return false;
+}
+
 // A floor alone (modes floor and etcd-floor), for looking at one side without the other.
 template <typename FloorCycle>
 int Alone(const Args& a, const char* mode, FloorCycle& floor) {
+  if (!Usable(a, mode, floor)) return 1;
   auto broken = [&] { return !floor.error().empty(); };
-  if (broken()) {
-    std::fprintf(stderr, "%s: cannot use %s:%s: %s\n", mode, a.host.c_str(), a.target.c_str(),
-                 floor.error().c_str());
-    return 1;
-  }
   for (long i = 0; i < (a.warmup < 0 ? 100 : a.warmup); ++i) floor.One();
   MeasureCycles(
       mode, a.seconds, [&] { return floor.One(); }, broken);
@@ -374,12 +379,8 @@ int Alone(const Args& a, const char* mode, FloorCycle& floor) {
 // floor's line, then fencekit's ("cycle").
 template <typename FloorCycle>
 int Paired(const Args& a, const char* floor_mode, FloorCycle& floor, const std::string& uri) {
+  if (!Usable(a, floor_mode, floor)) return 1;
   auto broken = [&] { return !floor.error().empty(); };
-  if (broken()) {
-    std::fprintf(stderr, "%s: cannot use %s:%s: %s\n", floor_mode, a.host.c_str(), a.target.c_str(),
-                 floor.error().c_str());
-    return 1;
-  }
   auto client = fencekit::LockClient::Open(uri);
   if (!client.ok()) {
     std::fprintf(stderr, "%s\n", client.status().ToString().c_str());
