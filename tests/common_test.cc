@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "fencekit/common/clock.h"
+#include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
 #include "fencekit/common/token.h"
 #include "fencekit/common/units.h"
@@ -11,7 +12,15 @@ namespace {
 TEST(FencingTokenTest, ParsesDecimalInRange) {
   EXPECT_EQ(FencingToken::Parse("1")->value(), 1);
   EXPECT_EQ(FencingToken::Parse("9223372036854775807")->value(), INT64_MAX);
-  EXPECT_EQ(FencingToken::Parse("007")->value(), 7);
+}
+
+TEST(FencingTokenTest, RefusesLeadingZerosSoEachValueHasOneSpelling) {
+  for (const char* bad : {"007", "01", "00", "09223372036854775807"}) {
+    auto t = FencingToken::Parse(bad);
+    EXPECT_FALSE(t.ok()) << bad;
+    EXPECT_NE(t.status().message().find("leading zero"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(FencingToken::Parse("10")->value(), 10);
 }
 
 TEST(FencingTokenTest, RejectsEverythingElseWithoutClamping) {
@@ -63,6 +72,50 @@ TEST(Base64Test, EncodesWithPaddingAndDecodesBack) {
 TEST(Base64Test, RefusesTextThatIsNotBase64) {
   EXPECT_FALSE(Base64Decode("Zm9v!").has_value());
   EXPECT_FALSE(Base64Decode("not base64").has_value());
+}
+
+TEST(Utf8Test, AcceptsEveryWellFormedSequence) {
+  for (std::string_view ok : {"", "plain ascii", "\x7F", "\xC2\x80", "\xDF\xBF", "\xE0\xA0\x80",
+                              "\xED\x9F\xBF", "\xEE\x80\x80", "\xEF\xBF\xBF",
+                              "\xF0\x90\x80\x80", "\xF0\x9F\x98\x80", "\xF4\x8F\xBF\xBF",
+                              "r\xC3\xA9sum\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC"}) {
+    EXPECT_TRUE(IsValidUtf8(ok)) << PercentEncode(ok);
+  }
+}
+
+TEST(Utf8Test, RefusesOverlongSurrogateAndOutOfRangeForms) {
+  for (std::string_view bad : {
+           "\xC0\xAF",              // overlong '/'
+           "\xC1\xBF",              // overlong
+           "\xE0\x80\xAF",          // overlong 3-byte
+           "\xE0\x9F\xBF",          // overlong 3-byte, highest
+           "\xF0\x80\x80\xAF",      // overlong 4-byte
+           "\xF0\x8F\xBF\xBF",      // overlong 4-byte, highest
+           "\xED\xA0\x80",          // U+D800, a surrogate
+           "\xED\xBF\xBF",          // U+DFFF
+           "\xF4\x90\x80\x80",      // U+110000
+           "\xF5\x80\x80\x80",      // lead byte above F4
+           "\xFF", "\x80", "\xC2", "\xE6\x97", "\xC2\x41", "a\xF0\x9F\x98",
+       }) {
+    EXPECT_FALSE(IsValidUtf8(bad)) << PercentEncode(bad);
+    bool encoded = false;
+    EXPECT_EQ(JsonSafeText(bad, &encoded), PercentEncode(bad));
+    EXPECT_TRUE(encoded);
+  }
+}
+
+TEST(NamesTest, RefusesControlCharactersEmptyAndOverlongNames) {
+  EXPECT_TRUE(CheckName("key", "reports/q3.pdf").ok());
+  EXPECT_TRUE(CheckName("key", "\xFF\xFE not utf-8, still a key").ok());
+  EXPECT_TRUE(CheckName("key", std::string(kMaxNameBytes, 'k')).ok());
+  EXPECT_FALSE(CheckName("key", std::string(kMaxNameBytes + 1, 'k')).ok());
+  EXPECT_FALSE(CheckName("key", "").ok());
+  for (char c : {'\0', '\r', '\n', '\t', '\x01', '\x1F', '\x7F'}) {
+    auto s = CheckName("lock name", std::string("a") + c + "b");
+    EXPECT_TRUE(s.IsInvalidArgument()) << int(c);
+    EXPECT_NE(s.message().find("lock name contains"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("at byte 1"), std::string::npos) << s.message();
+  }
 }
 
 }  // namespace

@@ -7,20 +7,39 @@
 
 namespace fencekit {
 
+// RFC 3629, table 3-7 of the Unicode standard: the second byte's range depends on the first, which
+// is what excludes overlong forms (C0, C1, E0 80..9F, F0 80..8F), surrogates (ED A0..BF) and
+// code points above U+10FFFF (F4 90..BF, F5..FF).
 bool IsValidUtf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = c < 0x80           ? 1
-                    : (c >> 5) == 0x6  ? 2
-                    : (c >> 4) == 0xE  ? 3
-                    : (c >> 3) == 0x1E ? 4
-                                       : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (std::size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* end = p + s.size();
+  auto in = [](unsigned char c, unsigned char lo, unsigned char hi) { return c >= lo && c <= hi; };
+  while (p < end) {
+    unsigned char c = *p;
+    if (c < 0x80) {
+      ++p;
+      continue;
     }
-    i += n;
+    std::size_t n;
+    unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+    if (in(c, 0xC2, 0xDF)) {
+      n = 2;
+    } else if (in(c, 0xE0, 0xEF)) {
+      n = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (in(c, 0xF0, 0xF4)) {
+      n = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (static_cast<std::size_t>(end - p) < n || !in(p[1], lo, hi)) return false;
+    for (std::size_t k = 2; k < n; ++k) {
+      if (!in(p[k], 0x80, 0xBF)) return false;
+    }
+    p += n;
   }
   return true;
 }

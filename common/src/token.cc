@@ -23,6 +23,7 @@ Result<FencingToken> FencingToken::Parse(std::string_view text) {
   for (char c : text) {
     if (c < '0' || c > '9') return invalid("it must contain only the digits 0-9");
   }
+  if (text.size() > 1 && text[0] == '0') return invalid("it has a leading zero");
   std::int64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec == std::errc::result_out_of_range) return invalid("it is 2^63 or larger");

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "fencekit/common/names.h"
 #include "sqlite/sqlite_util.h"
 
 namespace fencekit {
@@ -46,22 +47,6 @@ constexpr const char* kMigrations[] = {
 };
 constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
-Status ValidateName(std::string_view what, std::string_view name, std::size_t max_bytes) {
-  if (name.empty()) {
-    return Status::InvalidArgument(std::string(what) + " is empty; give a non-empty " +
-                                   std::string(what));
-  }
-  if (name.size() > max_bytes) {
-    return Status::InvalidArgument(std::string(what) + " is " + std::to_string(name.size()) +
-                                   " bytes long; the limit is " + std::to_string(max_bytes) +
-                                   " bytes");
-  }
-  if (name.find('\0') != std::string_view::npos) {
-    return Status::InvalidArgument(std::string(what) +
-                                   " contains a NUL byte, which is not allowed; remove it");
-  }
-  return Status::Ok();
-}
 
 Result<int> QueryInt(sqlite3* db, const char* sql) {
   auto st = Stmt::Prepare(db, sql);
@@ -198,8 +183,8 @@ class SqliteStore final : public FencedStore {
   }
 
   void Submit(WriteRequest request, WriteCallback done) override {
-    Status bad = ValidateName("key", request.key, options_.max_key_bytes);
-    if (bad.ok()) bad = ValidateName("lock name", request.lock, options_.max_key_bytes);
+    Status bad = CheckName("key", request.key, options_.max_key_bytes);
+    if (bad.ok()) bad = CheckName("lock name", request.lock, options_.max_key_bytes);
     if (!bad.ok()) {
       done(bad);
       return;
@@ -216,7 +201,7 @@ class SqliteStore final : public FencedStore {
   }
 
   Result<StoredObject> Get(std::string_view key) override {
-    if (auto s = ValidateName("key", key, options_.max_key_bytes); !s.ok()) return s;
+    if (auto s = CheckName("key", key, options_.max_key_bytes); !s.ok()) return s;
     return WithReader([&](Reader& r) -> Result<StoredObject> {
       sqlite::ResetOnExit reset(r.get);
       r.get.BindBlob(1, key);
@@ -230,7 +215,7 @@ class SqliteStore final : public FencedStore {
   }
 
   Result<std::optional<FencingToken>> Highest(std::string_view lock) override {
-    if (auto s = ValidateName("lock name", lock, options_.max_key_bytes); !s.ok()) return s;
+    if (auto s = CheckName("lock name", lock, options_.max_key_bytes); !s.ok()) return s;
     return WithReader([&](Reader& r) -> Result<std::optional<FencingToken>> {
       sqlite::ResetOnExit reset(r.fence);
       r.fence.BindBlob(1, lock);

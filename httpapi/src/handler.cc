@@ -6,8 +6,11 @@
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
 
+#include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
 #include "fencekit/fencedstore/store.h"
+#include "wire.h"
+#include "work_queue.h"
 
 namespace fencekit {
 namespace http = boost::beast::http;
@@ -17,10 +20,10 @@ namespace {
 
 constexpr std::string_view kObjectsPrefix = "/v1/objects/";
 constexpr std::string_view kFencesPrefix = "/v1/fences/";
-constexpr std::string_view kTokenHeader = "Fencing-Token";
-constexpr std::string_view kLockHeader = "Fencing-Lock";
-constexpr std::string_view kHighestHeader = "Fencing-Highest";
-constexpr std::string_view kVersionHeader = "Object-Version";
+using wire::kHighestHeader;
+using wire::kLockHeader;
+using wire::kTokenHeader;
+using wire::kVersionHeader;
 
 HttpResponse JsonResponse(http::status status, const json::object& body, const HttpRequest& req) {
   HttpResponse res(status, req.version());
@@ -159,7 +162,7 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond)
     HttpResponse res(http::status::ok, version);
     res.set(http::field::content_type, "application/octet-stream");
     res.set(kTokenHeader, got->token.ToString());
-    res.set(kLockHeader, JsonSafeText(got->lock));
+    res.set(kLockHeader, wire::NameToHeader(got->lock));
     res.set(kVersionHeader, std::to_string(got->version));
     res.keep_alive(keep_alive);
     if (req.method() == http::verb::get) {
@@ -189,6 +192,9 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond)
     return refuse(http::status::bad_request, "invalid_token", RefusalReason::kInvalidToken,
                   token.status().message());
   }
+  if (Status bad = CheckName("key", key); !bad.ok()) {
+    return refuse(http::status::bad_request, "bad_key", RefusalReason::kBadKey, bad.message());
+  }
   std::string lock = key;
   auto locks = req.equal_range(kLockHeader);
   std::size_t lock_count = std::distance(locks.first, locks.second);
@@ -202,6 +208,10 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond)
       return refuse(http::status::bad_request, "bad_lock", RefusalReason::kBadKey,
                     "the Fencing-Lock header is empty; name the lock or leave the header out to "
                     "use the key as the lock name");
+    }
+    if (Status bad = CheckName("lock name", lock); !bad.ok()) {
+      return refuse(http::status::bad_request, "bad_lock", RefusalReason::kBadKey,
+                    bad.message());
     }
   }
   const bool is_put = req.method() == http::verb::put;
@@ -263,32 +273,54 @@ void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view&
     auto [end, ec] = std::from_chars(param.value.data(), param.value.data() + param.value.size(),
                                      limit);
     if (ec != std::errc() || end != param.value.data() + param.value.size() || limit == 0 ||
-        limit > 10000) {
+        limit > kMaxHistoryLimit) {
       return respond(Error(http::status::bad_request, "bad_limit",
-                           "limit must be a whole number from 1 to 10000", req.version(),
+                           "limit must be a whole number from 1 to " +
+                               std::to_string(kMaxHistoryLimit),
+                           req.version(),
                            req.keep_alive()));
     }
   }
-  auto history = store_->History(limit);
-  if (!history.ok()) {
-    return respond(Error(http::status::service_unavailable, "storage_error",
-                         history.status().message(), req.version(), req.keep_alive()));
+  // Up to ~10 MB of JSON: built on the long-read queue, never on an I/O thread.
+  const unsigned version = req.version();
+  const bool keep_alive = req.keep_alive();
+  auto shared_respond = std::make_shared<Respond>(std::move(respond));
+  bool queued = long_reads_->TryPost([this, limit, version, keep_alive, shared_respond] {
+    auto history = store_->History(limit);
+    if (!history.ok()) {
+      return (*shared_respond)(Error(http::status::service_unavailable, "storage_error",
+                                     history.status().message(), version, keep_alive));
+    }
+    json::array decisions;
+    decisions.reserve(history->size());
+    for (const auto& d : *history) {
+      json::object o;
+      o["seq"] = d.seq;
+      o["time_ms"] =
+          std::chrono::duration_cast<std::chrono::milliseconds>(d.time.time_since_epoch()).count();
+      o["op"] = d.op;
+      PutNameFields(o, "lock", d.lock);
+      o["token"] = d.token;
+      PutNameFields(o, "key", d.key);
+      o["accepted"] = d.accepted;
+      o["highest"] = d.highest;
+      decisions.push_back(std::move(o));
+    }
+    HttpResponse res(http::status::ok, version);
+    res.set(http::field::content_type, "application/json");
+    res.keep_alive(keep_alive);
+    res.body() = json::serialize(json::object{{"decisions", std::move(decisions)}});
+    res.body() += '\n';
+    res.prepare_payload();
+    (*shared_respond)(std::move(res));
+  });
+  if (!queued) {
+    HttpResponse res = Error(http::status::service_unavailable, "busy",
+                             "too many long reads are queued; retry in a second", version,
+                             keep_alive);
+    res.set(http::field::retry_after, "1");
+    (*shared_respond)(std::move(res));
   }
-  json::array decisions;
-  for (const auto& d : *history) {
-    json::object o;
-    o["seq"] = d.seq;
-    o["time_ms"] =
-        std::chrono::duration_cast<std::chrono::milliseconds>(d.time.time_since_epoch()).count();
-    o["op"] = d.op;
-    PutNameFields(o, "lock", d.lock);
-    o["token"] = d.token;
-    PutNameFields(o, "key", d.key);
-    o["accepted"] = d.accepted;
-    o["highest"] = d.highest;
-    decisions.push_back(std::move(o));
-  }
-  respond(JsonResponse(http::status::ok, json::object{{"decisions", std::move(decisions)}}, req));
 }
 
 void Handler::HandleFence(const HttpRequest& req, std::string lock, Respond& respond) {

@@ -13,6 +13,7 @@
 namespace fencekit {
 
 class FencedStore;
+class WorkQueue;
 
 using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
 using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
@@ -22,10 +23,16 @@ class Handler {
  public:
   using Respond = std::function<void(HttpResponse)>;
 
-  Handler(FencedStore* store, Metrics* metrics) : store_(store), metrics_(metrics) {}
+  // Most decisions one GET /v1/history returns.
+  static constexpr std::size_t kMaxHistoryLimit = 10000;
 
-  // Answers `req` through `respond`, exactly once: synchronously for reads and refusals, from
-  // the store's writer thread for writes.
+  // `long_reads` runs the reads too slow for an I/O thread (the history).
+  Handler(FencedStore* store, Metrics* metrics, WorkQueue* long_reads)
+      : store_(store), metrics_(metrics), long_reads_(long_reads) {}
+
+  // Answers `req` through `respond`, exactly once: synchronously for short reads and refusals,
+  // from the store's writer thread for writes, from a long-read worker for the history (503
+  // "busy" when its queue is full).
   void Handle(HttpRequest&& req, Respond respond);
 
   // A JSON error response {"error": code, "message": message}.
@@ -39,6 +46,7 @@ class Handler {
 
   FencedStore* store_;
   Metrics* metrics_;
+  WorkQueue* long_reads_;
 };
 
 }  // namespace fencekit

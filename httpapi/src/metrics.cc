@@ -9,7 +9,8 @@ namespace {
 
 constexpr std::string_view kReasonLabels[] = {
     "stale_token", "missing_token",     "invalid_token", "bad_key",
-    "body_too_large", "headers_too_large", "storage_error", "malformed_request"};
+    "body_too_large", "headers_too_large", "storage_error", "malformed_request",
+    "bad_framing"};
 static_assert(std::size(kReasonLabels) == static_cast<std::size_t>(RefusalReason::kCount));
 
 void Append(std::string& out, const char* fmt, auto... args) {
@@ -77,6 +78,25 @@ std::string Metrics::Render(const StoreStats& store) const {
          static_cast<unsigned long long>(store.commits));
   Append(out, "fenced_commit_batch_size_sum %llu\n",
          static_cast<unsigned long long>(store.accepted + store.refused_stale));
+  auto counter = [&](const char* name, const char* help, const auto& value) {
+    std::string_view n(name);
+    out.append("# HELP ").append(n).append(" ").append(help).append("\n# TYPE ").append(n);
+    out.append(n.ends_with("_total") ? " counter\n" : " gauge\n").append(n).append(" ");
+    out += std::to_string(value.load(std::memory_order_relaxed));
+    out += '\n';
+  };
+  counter("fenced_connections_open", "Client connections open now.", connections_open_);
+  counter("fenced_connections_max", "The connection limit in force (--max-connections).",
+          max_connections_);
+  counter("fenced_connections_refused_total",
+          "Connections answered 503 and closed because the limit was reached.",
+          connections_refused_);
+  counter("fenced_write_timeouts_total",
+          "Connections closed because a response was not read within --write-timeout.",
+          write_timeouts_);
+  counter("fenced_long_reads_refused_total",
+          "Long reads (history) answered 503 busy because their queue was full.",
+          long_reads_refused_);
   out += "# HELP fenced_commits_total Group-commit transactions committed.\n";
   out += "# TYPE fenced_commits_total counter\n";
   Append(out, "fenced_commits_total %llu\n", static_cast<unsigned long long>(store.commits));

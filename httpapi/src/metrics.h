@@ -21,7 +21,8 @@ enum class RefusalReason {
   kBodyTooLarge,
   kHeadersTooLarge,
   kStorageError,
-  kMalformed,  // not parseable as HTTP
+  kMalformed,   // not parseable as HTTP (request line, fields, chunk framing)
+  kBadFraming,  // parseable but ambiguous: Transfer-Encoding, Host (see framing.h)
   kCount,
 };
 
@@ -33,6 +34,12 @@ class Metrics {
     refused_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
   }
   void ObserveLatency(std::chrono::steady_clock::duration d);
+  void ConnectionOpened() { connections_open_.fetch_add(1, std::memory_order_relaxed); }
+  void ConnectionClosed() { connections_open_.fetch_sub(1, std::memory_order_relaxed); }
+  void CountConnectionRefused() { connections_refused_.fetch_add(1, std::memory_order_relaxed); }
+  void CountWriteTimeout() { write_timeouts_.fetch_add(1, std::memory_order_relaxed); }
+  void CountLongReadRefused() { long_reads_refused_.fetch_add(1, std::memory_order_relaxed); }
+  void SetMaxConnections(std::uint64_t n) { max_connections_.store(n, std::memory_order_relaxed); }
   // The whole exposition, with the store's commit statistics appended.
   std::string Render(const StoreStats& store) const;
 
@@ -45,6 +52,11 @@ class Metrics {
   std::array<std::atomic<std::uint64_t>, kLatencyBounds.size() + 1> latency_buckets_{};
   std::atomic<std::uint64_t> latency_count_{0};
   std::atomic<std::uint64_t> latency_sum_ns_{0};
+  std::atomic<std::int64_t> connections_open_{0};
+  std::atomic<std::uint64_t> connections_refused_{0};
+  std::atomic<std::uint64_t> max_connections_{0};
+  std::atomic<std::uint64_t> write_timeouts_{0};
+  std::atomic<std::uint64_t> long_reads_refused_{0};
 };
 
 }  // namespace fencekit

@@ -3,6 +3,7 @@
 // order (pipelined requests wait in the read buffer until the previous response is written).
 #include "fencekit/httpapi/server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
@@ -10,6 +11,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -24,8 +26,12 @@
 #include <unordered_set>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "fencekit/fencedstore/store.h"
+#include "framing.h"
 #include "handler.h"
+#include "work_queue.h"
 
 namespace fencekit {
 namespace {
@@ -59,6 +65,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnBody(beast::error_code ec);
   void Write(HttpResponse res);
   void OnWrite(bool keep_alive, beast::error_code ec);
+  // Removes the fields a chunked body's trailer added: fenced reads fields from the header
+  // section only, so a trailer cannot set a fence that proxies and logs never show.
+  void DropTrailerFields();
   // Answers a request whose body was not (fully) read, then closes the connection.
   void RefuseAndClose(http::status status, std::string_view code, RefusalReason reason,
                       std::string message);
@@ -73,6 +82,9 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::chrono::steady_clock::time_point started_;
+  // The header section's fields of a chunked request (Beast keeps same-named fields together,
+  // so a trailer field can land between them: they are told apart by identity, not position).
+  std::vector<const void*> header_fields_;
   bool idle_ = false;      // waiting for a new request with nothing buffered
   bool stopping_ = false;  // the server is stopping: close after the current response
 };
@@ -82,13 +94,15 @@ class ServerImpl final : public Server {
   ServerImpl(ServerOptions options, FencedStore* store)
       : options_(std::move(options)),
         store_(store),
-        handler_(store, &metrics_),
+        long_reads_(options_.long_read_threads, options_.max_queued_long_reads),
+        handler_(store, &metrics_, &long_reads_),
         acceptor_(net::make_strand(ioc_)),
         drain_timer_(ioc_) {}
 
   ~ServerImpl() override {
     Stop();
     Wait();
+    long_reads_.Stop();  // its tasks post to sessions' strands: done before ioc_ goes
   }
 
   Status Bind() {
@@ -109,6 +123,8 @@ class ServerImpl final : public Server {
                                  "; pick another --listen address or stop the other process");
     }
     port_ = acceptor_.local_endpoint().port();
+    max_connections_ = EffectiveMaxConnections(options_.max_connections);
+    metrics_.SetMaxConnections(max_connections_);
     return Status::Ok();
   }
 
@@ -121,12 +137,14 @@ class ServerImpl final : public Server {
   }
 
   std::uint16_t port() const override { return port_; }
+  std::size_t max_connections() const override { return max_connections_; }
 
   void Stop() override {
     if (stop_requested_.exchange(true)) return;
     net::post(acceptor_.get_executor(), [this] {
       beast::error_code ec;
       acceptor_.close(ec);
+      accept_timer_.cancel();
       drain_deadline_ = std::chrono::steady_clock::now() + options_.drain_timeout;
       std::vector<std::shared_ptr<Session>> sessions;
       {
@@ -156,30 +174,100 @@ class ServerImpl final : public Server {
   void Register(Session* s) {
     std::lock_guard lock(sessions_mu_);
     sessions_.insert(s);
+    metrics_.ConnectionOpened();
   }
   void Unregister(Session* s) {
     std::lock_guard lock(sessions_mu_);
-    sessions_.erase(s);
+    if (sessions_.erase(s) != 0) metrics_.ConnectionClosed();
   }
 
  private:
+  // The file descriptors kept back from connections: the database, its WAL and shared-memory
+  // files for the writer and each reader, and refused connections being closed.
+  static constexpr std::size_t kReservedFds = 128;
+
+  static std::size_t EffectiveMaxConnections(std::size_t wanted) {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return wanted;
+    auto fds = static_cast<std::size_t>(lim.rlim_cur);
+    std::size_t reserve = std::min(kReservedFds, fds / 2);
+    return std::max<std::size_t>(1, std::min(wanted, fds - reserve));
+  }
+
   void Accept() {
     acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec,
                                                           tcp::socket socket) {
       if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-      if (ec) {
-        // Typically out of file descriptors: back off instead of spinning, keep serving.
-        std::cerr << "fenced: accept failed: " << ec.message() << "; retrying in 50ms\n";
-        auto timer = std::make_shared<net::steady_timer>(acceptor_.get_executor(),
-                                                         std::chrono::milliseconds(50));
-        timer->async_wait([this, timer](beast::error_code) { Accept(); });
-        return;
+      if (ec) return OnAcceptError(ec);
+      accept_backoff_ = std::chrono::milliseconds(0);
+      bool full;
+      {
+        std::lock_guard lock(sessions_mu_);
+        full = sessions_.size() >= max_connections_;
       }
-      socket.set_option(tcp::no_delay(true), ec);
-      auto session = std::make_shared<Session>(std::move(socket), this);
-      Register(session.get());
-      session->Start();
+      if (full) {
+        RefuseConnection(std::move(socket));
+      } else {
+        socket.set_option(tcp::no_delay(true), ec);
+        auto session = std::make_shared<Session>(std::move(socket), this);
+        Register(session.get());
+        session->Start();
+      }
       Accept();
+    });
+  }
+
+  // Typically out of file descriptors: wait (10 ms doubling to 1 s) instead of spinning, keep
+  // serving the connections already open, and log at most once per 10 s.
+  void OnAcceptError(beast::error_code ec) {
+    accept_backoff_ = std::clamp(accept_backoff_ * 2, std::chrono::milliseconds(10),
+                                 std::chrono::milliseconds(1000));
+    ++accept_errors_unlogged_;
+    auto now = std::chrono::steady_clock::now();
+    if (now - accept_error_logged_ >= std::chrono::seconds(10)) {
+      std::cerr << "fenced: accept failed " << accept_errors_unlogged_
+                << " time(s) since the last report: " << ec.message() << "; retrying in "
+                << accept_backoff_.count() << "ms (lower --max-connections or raise ulimit -n)"
+                << std::endl;
+      accept_error_logged_ = now;
+      accept_errors_unlogged_ = 0;
+    }
+    accept_timer_.expires_after(accept_backoff_);
+    accept_timer_.async_wait([this](beast::error_code wait_ec) {
+      if (wait_ec != net::error::operation_aborted && acceptor_.is_open()) Accept();
+    });
+  }
+
+  // Over the limit: a fixed 503, then a lingering close (the client's request is read and
+  // dropped for up to 1 s so that the close does not reset the connection before the client has
+  // read the answer). Lingering sockets are bounded too; beyond the bound the close is at once.
+  void RefuseConnection(tcp::socket socket) {
+    static constexpr std::string_view kBody =
+        "{\"error\":\"too_many_connections\",\"message\":\"the server is at its connection "
+        "limit (fenced --max-connections); retry later\"}\n";
+    static const std::string kResponse =
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
+        std::to_string(kBody.size()) + "\r\n\r\n" + std::string(kBody);
+    metrics_.CountConnectionRefused();
+    beast::error_code ec;
+    socket.non_blocking(true, ec);
+    socket.write_some(net::buffer(kResponse), ec);  // fits in a new socket's send buffer
+    socket.shutdown(tcp::socket::shutdown_send, ec);
+    if (lingering_.load() >= kReservedFds / 4) return;  // closed at once by ~socket
+    ++lingering_;
+    auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
+    stream->expires_after(std::chrono::seconds(1));
+    Drain(std::move(stream), std::make_shared<std::array<char, 1024>>());
+  }
+
+  void Drain(std::shared_ptr<beast::tcp_stream> stream,
+             std::shared_ptr<std::array<char, 1024>> sink) {
+    stream->async_read_some(net::buffer(*sink), [this, stream, sink](beast::error_code ec,
+                                                                     std::size_t) {
+      if (!ec) return Drain(stream, sink);
+      stream->close();
+      --lingering_;
     });
   }
 
@@ -203,10 +291,18 @@ class ServerImpl final : public Server {
   ServerOptions options_;
   FencedStore* store_;
   Metrics metrics_;
+  WorkQueue long_reads_;
   Handler handler_;
   net::io_context ioc_;
   tcp::acceptor acceptor_;
   net::steady_timer drain_timer_;
+  // Accept state: touched only on the acceptor's strand.
+  net::steady_timer accept_timer_{acceptor_.get_executor()};
+  std::chrono::milliseconds accept_backoff_{0};
+  std::chrono::steady_clock::time_point accept_error_logged_{};
+  std::uint64_t accept_errors_unlogged_ = 0;
+  std::atomic<std::size_t> lingering_{0};
+  std::size_t max_connections_ = 0;
   std::chrono::steady_clock::time_point drain_deadline_;
   std::uint16_t port_ = 0;
   std::vector<std::thread> threads_;
@@ -265,6 +361,14 @@ void Session::OnHeader(beast::error_code ec) {
     return Close();
   }
   auto& req = parser_->get();
+  if (auto bad = CheckFraming(req.base())) {
+    return RefuseAndClose(bad->status, bad->code, RefusalReason::kBadFraming,
+                          std::move(bad->message));
+  }
+  header_fields_.clear();
+  if (parser_->chunked()) {
+    for (const auto& f : req) header_fields_.push_back(&f);
+  }
   auto length = parser_->content_length();
   if (length && *length > server_->options().max_body_bytes) {
     return RefuseAndClose(http::status::payload_too_large, "body_too_large",
@@ -277,6 +381,7 @@ void Session::OnHeader(beast::error_code ec) {
   if (beast::iequals(req[http::field::expect], "100-continue") && !parser_->is_done()) {
     auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
                                                                    req.version());
+    stream_.expires_after(server_->options().write_timeout);
     return http::async_write(stream_, *cont,
                              [self = shared_from_this(), cont](beast::error_code ec, std::size_t) {
                                if (ec) return self->Close();
@@ -302,7 +407,17 @@ void Session::OnBody(beast::error_code ec) {
                               std::to_string(server_->options().max_body_bytes) +
                               " bytes (fenced --max-body)");
   }
-  if (ec) return Close();
+  if (ec) {
+    // A body that breaks the chunked grammar is answered; a peer that went away or stalled
+    // past the read timeout is not.
+    if (ec.category() == http::make_error_code(http::error::bad_chunk).category() &&
+        ec != http::error::partial_message && ec != http::error::end_of_stream) {
+      return RefuseAndClose(http::status::bad_request, "bad_request", RefusalReason::kMalformed,
+                            "the request body could not be parsed (" + ec.message() + ")");
+    }
+    return Close();
+  }
+  if (parser_->chunked()) DropTrailerFields();
   stream_.expires_never();
   server_->handler().Handle(parser_->release(), [self = shared_from_this()](HttpResponse res) {
     // The store answers writes on its writer thread: hop back to this connection's strand.
@@ -315,6 +430,9 @@ void Session::Write(HttpResponse res) {
   if (stopping_ || server_->stopping()) res.keep_alive(false);
   auto shared = std::make_shared<HttpResponse>(std::move(res));
   bool keep_alive = shared->keep_alive();
+  // A deadline for the whole response, not per send: a client that reads a byte now and then
+  // cannot stretch it.
+  stream_.expires_after(server_->options().write_timeout);
   http::async_write(stream_, *shared,
                     [self = shared_from_this(), shared, keep_alive](beast::error_code ec,
                                                                     std::size_t) {
@@ -324,8 +442,18 @@ void Session::Write(HttpResponse res) {
 
 void Session::OnWrite(bool keep_alive, beast::error_code ec) {
   server_->metrics().ObserveLatency(std::chrono::steady_clock::now() - started_);
+  if (ec == beast::error::timeout) server_->metrics().CountWriteTimeout();
   if (ec || !keep_alive) return Close();
   ReadHeader();
+}
+
+void Session::DropTrailerFields() {
+  auto& fields = parser_->get();
+  for (auto it = fields.begin(); it != fields.end();) {
+    bool from_header = std::find(header_fields_.begin(), header_fields_.end(), &*it) !=
+                       header_fields_.end();
+    it = from_header ? std::next(it) : fields.erase(it);
+  }
 }
 
 void Session::RefuseAndClose(http::status status, std::string_view code, RefusalReason reason,

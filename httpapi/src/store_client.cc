@@ -1,5 +1,8 @@
 #include "fencekit/httpapi/store_client.h"
 
+#include "fencekit/common/names.h"
+#include "wire.h"
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -15,6 +18,7 @@
 #include <boost/url/parse.hpp>
 #include <boost/url/pct_string_view.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
+#include <charconv>
 #include <optional>
 
 namespace fencekit {
@@ -45,12 +49,17 @@ class HttpStoreClient final : public StoreClient {
     if (!res.ok()) return res.status();
     if (res->result() != http::status::ok)
       return ErrorFrom(*res, "reading \"" + std::string(key) + "\"");
-    GetResponse out{res->body(), std::string(res->operator[]("Fencing-Lock")),
-                    FencingToken::FromInt(1).value(), 0};
-    auto token = FencingToken::Parse(res->operator[]("Fencing-Token"));
+    auto lock = wire::NameFromHeader(res->operator[](wire::kLockHeader));
+    if (!lock) return Status::Unavailable("the store sent a bad Fencing-Lock header");
+    GetResponse out{res->body(), std::move(*lock), FencingToken::FromInt(1).value(), 0};
+    auto token = FencingToken::Parse(res->operator[](wire::kTokenHeader));
     if (!token.ok()) return Status::Unavailable("the store sent a bad Fencing-Token header");
     out.token = *token;
-    out.version = std::atoll(std::string(res->operator[]("Object-Version")).c_str());
+    std::string_view version = res->operator[](wire::kVersionHeader);
+    auto [end, ec] = std::from_chars(version.data(), version.data() + version.size(), out.version);
+    if (ec != std::errc() || end != version.data() + version.size() || out.version < 1) {
+      return Status::Unavailable("the store sent a bad Object-Version header");
+    }
     return out;
   }
 
@@ -125,10 +134,10 @@ class HttpStoreClient final : public StoreClient {
 
   Result<WriteResponse> Write(http::verb verb, std::string_view lock, FencingToken token,
                               std::string_view key, std::string_view value) {
-    if (lock.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos) {
-      return Status::InvalidArgument(
-          "lock name contains CR, LF or NUL, which cannot be sent in "
-          "an HTTP header; choose another lock name");
+    // The server's rule, checked here too so that a bad name fails before any I/O.
+    if (Status bad = CheckName("key", key); !bad.ok()) return bad;
+    if (!lock.empty()) {
+      if (Status bad = CheckName("lock name", lock); !bad.ok()) return bad;
     }
     auto res = Exchange(verb, ObjectPath(key), lock, token.ToString(), value);
     if (!res.ok()) return res.status();
@@ -170,8 +179,9 @@ class HttpStoreClient final : public StoreClient {
     std::string full = Where() + " refused " + doing + ": " + message;
     switch (res.result()) {
       case http::status::conflict: {
-        std::int64_t highest = std::atoll(std::string(res["Fencing-Highest"]).c_str());
-        return Status::StaleToken(full, highest);
+        auto highest = FencingToken::Parse(res[wire::kHighestHeader]);
+        if (!highest.ok()) return Status::Unavailable(full + " (with a bad Fencing-Highest)");
+        return Status::StaleToken(full, highest->value());
       }
       case http::status::not_found:
         return Status::NotFound(full);
@@ -217,8 +227,8 @@ class HttpStoreClient final : public StoreClient {
                                                      std::string_view body) {
     http::request<http::string_body> req(verb, target, 11);
     req.set(http::field::host, host_ + ":" + port_);
-    if (!token.empty()) req.set("Fencing-Token", token);
-    if (!lock.empty()) req.set("Fencing-Lock", lock);
+    if (!token.empty()) req.set(wire::kTokenHeader, token);
+    if (!lock.empty()) req.set(wire::kLockHeader, lock);
     if (verb == http::verb::put) {
       req.body() = std::string(body);
       req.set(http::field::content_type, "application/octet-stream");

@@ -45,8 +45,10 @@ void RaiseFileLimit() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string listen, db, durability, max_body, max_header, read_timeout, drain_timeout;
+  std::string listen, db, durability, max_body, max_header, read_timeout, write_timeout,
+      drain_timeout;
   unsigned threads = 0;
+  std::size_t max_connections = 0;
   std::size_t max_batch = 0, history = 0;
   po::options_description desc(
       "fenced: an HTTP key-value store that refuses writes carrying a stale fencing token.\n\n"
@@ -72,6 +74,11 @@ int main(int argc, char** argv) {
        "largest request header block; larger ones get 431")
       ("read-timeout", po::value(&read_timeout)->default_value("30s"),
        "close a connection that sends nothing for this long")
+      ("write-timeout", po::value(&write_timeout)->default_value("30s"),
+       "close a connection whose client has not read a whole response within this long")
+      ("max-connections", po::value(&max_connections)->default_value(10000),
+       "open connections at most; one more is answered 503 and closed at once (lowered to what "
+       "ulimit -n allows, less 128 descriptors kept for the database)")
       ("drain-timeout", po::value(&drain_timeout)->default_value("10s"),
        "on SIGINT/SIGTERM, how long in-flight requests may take to finish")
       ("max-batch", po::value(&max_batch)->default_value(256),
@@ -98,13 +105,17 @@ int main(int argc, char** argv) {
   auto body = ParseSize(max_body);
   auto header = ParseSize(max_header);
   auto rt = ParseDuration(read_timeout);
+  auto wt = ParseDuration(write_timeout);
   auto dt = ParseDuration(drain_timeout);
-  for (const Status& s : {body.status(), header.status(), rt.status(), dt.status()}) {
+  for (const Status& s : {body.status(), header.status(), rt.status(), wt.status(), dt.status()}) {
     if (!s.ok()) return Fail(s.message());
   }
+  if (max_connections == 0) return Fail("--max-connections must be at least 1");
   server_options.max_body_bytes = *body;
   server_options.max_header_bytes = *header;
   server_options.read_timeout = *rt;
+  server_options.write_timeout = *wt;
+  server_options.max_connections = max_connections;
   server_options.drain_timeout = *dt;
 
   StoreOptions store_options;
@@ -145,7 +156,13 @@ int main(int argc, char** argv) {
   std::cout << "fenced: listening on http://" << shown_host << ":" << (*server)->port()
             << " (db " << db << ", durability " << durability
             << (store_options.strict ? ", strict" : "")
-            << (store_options.unguarded ? ", UNGUARDED: NO FENCING" : "") << ")" << std::endl;
+            << (store_options.unguarded ? ", UNGUARDED: NO FENCING" : "") << ", max "
+            << (*server)->max_connections() << " connections)" << std::endl;
+  if ((*server)->max_connections() < max_connections) {
+    std::cerr << "fenced: --max-connections " << max_connections << " lowered to "
+              << (*server)->max_connections()
+              << " by the file-descriptor limit (ulimit -n); raise it to allow more" << std::endl;
+  }
 
   int sig = 0;
   sigwait(&stop_signals, &sig);

@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -179,7 +180,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
   return r;
 }
 
-FencedProcess::FencedProcess(const std::string& db, std::vector<std::string> args) {
+FencedProcess::FencedProcess(const std::string& db, std::vector<std::string> args,
+                             int max_open_files) {
   static std::atomic<int> instances{0};
   output_path_ = db + ".fenced-output." + std::to_string(++instances);
   std::vector<std::string> argv = {FencedBinary(), "--listen", "127.0.0.1:0", "--db", db};
@@ -189,6 +191,10 @@ FencedProcess::FencedProcess(const std::string& db, std::vector<std::string> arg
     int fd = open(output_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
+    if (max_open_files > 0) {
+      rlimit lim{static_cast<rlim_t>(max_open_files), static_cast<rlim_t>(max_open_files)};
+      setrlimit(RLIMIT_NOFILE, &lim);
+    }
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(a.data());
     cargv.push_back(nullptr);

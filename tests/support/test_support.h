@@ -65,8 +65,10 @@ std::string Request(std::string_view method, std::string_view target,
 // A `fenced` process started from the build tree, listening on a free loopback port.
 class FencedProcess {
  public:
-  // `args` are appended after --listen 127.0.0.1:0 --db <db>.
-  FencedProcess(const std::string& db, std::vector<std::string> args = {});
+  // `args` are appended after --listen 127.0.0.1:0 --db <db>. `max_open_files` > 0 sets the
+  // child's RLIMIT_NOFILE (soft and hard), as `ulimit -n` would.
+  FencedProcess(const std::string& db, std::vector<std::string> args = {},
+                int max_open_files = 0);
   ~FencedProcess();  // SIGKILLs it if still running
   std::uint16_t port() const { return port_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }

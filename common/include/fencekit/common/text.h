@@ -7,6 +7,8 @@
 
 namespace fencekit {
 
+// Strict UTF-8 (RFC 3629): no overlong forms, no surrogates (U+D800..DFFF), nothing above
+// U+10FFFF. What strict JSON decoders accept.
 bool IsValidUtf8(std::string_view bytes);
 // RFC 3986 percent-encoding of every byte outside the unreserved set (A-Z a-z 0-9 - . _ ~).
 std::string PercentEncode(std::string_view bytes);

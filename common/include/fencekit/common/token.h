@@ -23,7 +23,8 @@ class FencingToken {
 
   // kInvalidArgument when `value` is outside kMin..kMax.
   static Result<FencingToken> FromInt(std::int64_t value);
-  // Strict decimal: ASCII digits only (no sign, spaces, hex or exponent), value in kMin..kMax.
+  // Strict decimal: ASCII digits only (no sign, spaces, hex, exponent or leading zero), value in
+  // kMin..kMax. One spelling per value, so a token reads the same in every log and proxy.
   static Result<FencingToken> Parse(std::string_view text);
 
   std::int64_t value() const { return value_; }

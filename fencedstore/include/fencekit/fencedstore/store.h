@@ -45,7 +45,7 @@ struct StoreOptions {
   bool unguarded = false;
   // Number of most recent decisions kept in the history table. 0 disables the history.
   std::size_t history_limit = 10000;
-  // Largest accepted key and lock name, in bytes.
+  // Largest accepted key and lock name, in bytes. Names follow CheckName (common/names.h).
   std::size_t max_key_bytes = 1024;
   // Time source for history records. Null means Clock::Real(). Not owned.
   Clock* clock = nullptr;

@@ -25,6 +25,18 @@ struct ServerOptions {
   std::size_t max_header_bytes = 16 << 10;
   // A connection that sends nothing (or too slowly) for this long is closed.
   std::chrono::milliseconds read_timeout{30'000};
+  // Each response must be fully written within this long, or the connection is closed: a
+  // client that stops reading cannot hold a response (and its memory) for longer.
+  std::chrono::milliseconds write_timeout{30'000};
+  // Open connections at most. One more is answered 503 and closed at once, without reading
+  // from it; connections already open keep being served. Lowered at Start to what the process's
+  // file-descriptor limit (RLIMIT_NOFILE) allows, less a reserve for the database; see
+  // Server::max_connections().
+  std::size_t max_connections = 10'000;
+  // Threads and queue for long reads (GET /v1/history): off the I/O threads, bounded. A long
+  // read beyond the queue gets 503 "busy".
+  unsigned long_read_threads = 1;
+  std::size_t max_queued_long_reads = 32;
   // On Stop(), in-flight requests get this long to finish before connections are cut.
   std::chrono::milliseconds drain_timeout{10'000};
 };
@@ -39,6 +51,8 @@ class Server {
 
   // The bound port (useful with port 0).
   virtual std::uint16_t port() const = 0;
+  // The connection limit in force (options.max_connections, or less; see ServerOptions).
+  virtual std::size_t max_connections() const = 0;
   // Stops accepting, lets in-flight requests finish (up to drain_timeout), closes idle
   // connections. Returns at once; Wait() blocks until done.
   virtual void Stop() = 0;

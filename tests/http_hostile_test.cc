@@ -1,0 +1,392 @@
+// fenced against a hostile client: the bytes below are what an attacker would send, written raw
+// because curl and the C++ client would normalise them.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "support/server_fixture.h"
+
+namespace fencekit {
+namespace {
+
+using testing::FencedProcess;
+using testing::RawConnection;
+using testing::RawResponse;
+using testing::Request;
+using testing::WaitFor;
+
+using HostileClientTest = testing::ServerFixture;
+
+// True when no header of `r` was made from the client's bytes.
+bool NoInjectedHeader(const RawResponse& r) {
+  return r.headers.count("x-injected") == 0 && r.headers.count("set-cookie") == 0;
+}
+
+std::uint64_t MetricValue(const std::string& metrics, const std::string& line_prefix) {
+  auto at = metrics.find("\n" + line_prefix + " ");
+  if (at == std::string::npos) return UINT64_MAX;
+  return std::strtoull(metrics.c_str() + at + line_prefix.size() + 2, nullptr, 10);
+}
+
+// --- Response splitting -------------------------------------------------------------------
+
+TEST_F(HostileClientTest, KeyWithCrLfIsRefusedSoItCanNeverSplitAResponse) {
+  // The lock defaults to the key, and GET echoes the lock in Fencing-Lock.
+  const std::string evil = "a%0D%0AX-Injected:%201%0D%0A%0D%0AHTTP/1.1%20200%20OK";
+  auto put = PutWithToken(evil, "1");
+  EXPECT_EQ(put.status, 400);
+  EXPECT_NE(put.body.find("\"error\":\"bad_key\""), std::string::npos) << put.body;
+  EXPECT_NE(put.body.find("control character %0D"), std::string::npos) << put.body;
+  // Pipelined behind the GET of the same key, a forged second response would show up here.
+  RawConnection c(server_->port());
+  c.Send(Request("GET", "/v1/objects/" + evil) + Request("GET", "/healthz"));
+  auto first = c.Read();
+  EXPECT_EQ(first.status, 400);
+  EXPECT_TRUE(NoInjectedHeader(first));
+  auto second = c.Read();
+  EXPECT_EQ(second.status, 200);
+  EXPECT_EQ(second.body, "{\"status\":\"ok\"}\n");
+}
+
+TEST_F(HostileClientTest, LockNameWithControlCharacterIsRefused) {
+  // HTTP allows a tab inside a field value; fenced's name rule does not.
+  auto tab = Call("PUT", "/v1/objects/k", {{"Fencing-Token", "1"}, {"Fencing-Lock", "a\tb"}}, "v");
+  EXPECT_EQ(tab.status, 400);
+  EXPECT_NE(tab.body.find("\"error\":\"bad_lock\""), std::string::npos) << tab.body;
+  // Other control characters are not even valid HTTP.
+  for (std::string lock : {std::string("a\x01" "b"), std::string("a\x7F" "b")}) {
+    auto r = Call("PUT", "/v1/objects/k", {{"Fencing-Token", "1"}, {"Fencing-Lock", lock}}, "v");
+    EXPECT_EQ(r.status, 400) << r.body;
+  }
+  EXPECT_EQ(Call("GET", "/v1/objects/k").status, 404);
+}
+
+TEST_F(HostileClientTest, FencingLockHeaderIsSentPercentEncoded) {
+  const std::string lock = "r\xC3\xA9ports/q3 100%";
+  auto put = Call("PUT", "/v1/objects/k", {{"Fencing-Token", "3"}, {"Fencing-Lock", lock}}, "v");
+  ASSERT_EQ(put.status, 201) << put.body;
+  auto got = Call("GET", "/v1/objects/k");
+  EXPECT_EQ(got.status, 200);
+  EXPECT_EQ(got.header("fencing-lock"), "r%C3%A9ports/q3%20100%25");
+  // The header's value names the fence as it is.
+  auto fence = Call("GET", "/v1/fences/" + got.header("fencing-lock"));
+  EXPECT_NE(fence.body.find("\"highest\":3"), std::string::npos) << fence.body;
+}
+
+// --- Request smuggling --------------------------------------------------------------------
+
+// A body that is itself a request: executed if fenced misjudges where the first one ends.
+const std::string kSmuggled =
+    "PUT /v1/objects/smuggled HTTP/1.1\r\nHost: x\r\nFencing-Token: 99\r\n"
+    "Content-Length: 1\r\n\r\nX";
+
+TEST_F(HostileClientTest, FinalTransferCodingOtherThanChunkedGets400AndClose) {
+  for (std::string coding : {"gzip", "chunked, gzip", "identity", "chunked, chunked", ""}) {
+    RawConnection c(server_->port());
+    c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\nTransfer-Encoding: " +
+           coding + "\r\n\r\n" + kSmuggled);
+    auto r = c.Read();
+    EXPECT_EQ(r.status, 400) << coding;
+    EXPECT_NE(r.body.find("\"error\":\"bad_framing\""), std::string::npos) << r.body;
+    EXPECT_EQ(r.header("connection"), "close") << coding;
+    EXPECT_TRUE(c.ClosedByPeer()) << coding;
+  }
+  EXPECT_EQ(Call("GET", "/v1/objects/smuggled").status, 404);
+  EXPECT_EQ(Call("GET", "/v1/objects/k").status, 404);
+}
+
+TEST_F(HostileClientTest, UnknownCodingBeforeChunkedGets501AndClose) {
+  for (std::string lines : {"Transfer-Encoding: gzip, chunked\r\n",
+                            "Transfer-Encoding: x-custom\r\nTransfer-Encoding: chunked\r\n"}) {
+    RawConnection c(server_->port());
+    c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n" + lines +
+           "\r\n1\r\nv\r\n0\r\n\r\n" + kSmuggled);
+    auto r = c.Read();
+    EXPECT_EQ(r.status, 501) << lines;
+    EXPECT_NE(r.body.find("unsupported_transfer_coding"), std::string::npos) << r.body;
+    EXPECT_TRUE(c.ClosedByPeer()) << lines;
+  }
+  EXPECT_EQ(Call("GET", "/v1/objects/smuggled").status, 404);
+}
+
+TEST_F(HostileClientTest, ContentLengthBesideTransferEncodingGets400) {
+  RawConnection c(server_->port());
+  c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\nContent-Length: 3\r\n"
+         "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + kSmuggled);
+  EXPECT_EQ(c.Read().status, 400);
+  EXPECT_TRUE(c.ClosedByPeer());
+  EXPECT_EQ(Call("GET", "/v1/objects/smuggled").status, 404);
+}
+
+TEST_F(HostileClientTest, TransferEncodingOnHttp10Gets400) {
+  RawConnection c(server_->port());
+  c.Send("PUT /v1/objects/k HTTP/1.0\r\nFencing-Token: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "1\r\nv\r\n0\r\n\r\n");
+  EXPECT_EQ(c.Read().status, 400);
+  EXPECT_EQ(Call("GET", "/v1/objects/k").status, 404);
+}
+
+// --- Fields from trailers -----------------------------------------------------------------
+
+TEST_F(HostileClientTest, FencingFieldsInTrailersAreIgnored) {
+  RawConnection c(server_->port());
+  // The header section says token 5 on lock k; the trailer tries token 100 on lock "other".
+  c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 5\r\n"
+         "Transfer-Encoding: chunked\r\nTrailer: Fencing-Token, Fencing-Lock\r\n\r\n"
+         "1\r\nv\r\n0\r\nFencing-Token: 100\r\nFencing-Lock: other\r\n\r\n");
+  auto r = c.Read();
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.body, "{\"key\":\"k\",\"lock\":\"k\",\"token\":5,\"version\":1}\n");
+  EXPECT_EQ(Call("GET", "/v1/fences/k").body, "{\"lock\":\"k\",\"highest\":5}\n");
+  EXPECT_EQ(Call("GET", "/v1/fences/other").body, "{\"lock\":\"other\",\"highest\":0}\n");
+  // A token sent only as a trailer is no token at all.
+  c.Send("PUT /v1/objects/k2 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "1\r\nv\r\n0\r\nFencing-Token: 100\r\n\r\n");
+  EXPECT_EQ(c.Read().status, 428);
+  EXPECT_EQ(Call("GET", "/v1/objects/k2").status, 404);
+}
+
+// --- Lax parsing --------------------------------------------------------------------------
+
+TEST_F(HostileClientTest, MalformedChunkGets400AndIsCounted) {
+  RawConnection c(server_->port());
+  c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+         "Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n");
+  auto r = c.Read();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("could not be parsed"), std::string::npos) << r.body;
+  EXPECT_TRUE(c.ClosedByPeer());
+  EXPECT_EQ(Call("GET", "/v1/objects/k").status, 404);
+  auto metrics = Call("GET", "/metrics").body;
+  EXPECT_EQ(MetricValue(metrics, "fenced_writes_refused_total{reason=\"malformed_request\"}"), 1u)
+      << metrics;
+}
+
+TEST_F(HostileClientTest, Http11WithoutExactlyOneValidHostGets400) {
+  for (std::string host_lines : {std::string(), std::string("Host: a\r\nHost: b\r\n"),
+                                 std::string("Host: user@x\r\n"), std::string("Host: a b\r\n")}) {
+    RawConnection c(server_->port());
+    c.Send("GET /healthz HTTP/1.1\r\n" + host_lines + "\r\n");
+    auto r = c.Read();
+    EXPECT_EQ(r.status, 400) << host_lines;
+    EXPECT_NE(r.body.find("\"error\":\"bad_host\""), std::string::npos) << r.body;
+  }
+  RawConnection c(server_->port());
+  c.Send("GET /healthz HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(c.Read().status, 200);  // HTTP/1.0 has no Host requirement
+  RawConnection port(server_->port());
+  port.Send("GET /healthz HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n");
+  EXPECT_EQ(port.Read().status, 200);
+}
+
+TEST_F(HostileClientTest, TokenGrammarIsExactlyTheDocumentedOne) {
+  for (const char* bad : {"05", "00", "5 6", "5\t6", "\xEF\xBC\x95" /* fullwidth 5 */}) {
+    auto r = PutWithToken("k", bad);
+    EXPECT_EQ(r.status, 400) << bad;
+    EXPECT_NE(r.body.find("invalid_token"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(Call("GET", "/v1/objects/k").status, 404);
+  // Whitespace around a field value is not part of it (RFC 9110 5.5): HTTP strips it.
+  RawConnection c(server_->port());
+  c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: \t 7 \t\r\n"
+         "Content-Length: 1\r\n\r\nv");
+  auto r = c.Read();
+  EXPECT_EQ(r.status, 201);
+  EXPECT_NE(r.body.find("\"token\":7"), std::string::npos) << r.body;
+}
+
+TEST_F(HostileClientTest, NamesThatAreNotStrictUtf8ArePercentEncodedInJson) {
+  // A surrogate (U+D800) and an overlong '/' are not UTF-8, whatever a lax decoder says.
+  for (std::string encoded : {"%ED%A0%80", "%C0%AF", "%F4%90%80%80"}) {
+    auto r = PutWithToken(encoded, "1");
+    ASSERT_EQ(r.status, 201) << encoded;
+    EXPECT_NE(r.body.find("\"key\":\"" + encoded + "\",\"key_encoding\":\"percent\""),
+              std::string::npos)
+        << r.body;
+  }
+}
+
+// --- Connection limits --------------------------------------------------------------------
+
+TEST_F(HostileClientTest, ConnectionBeyondTheLimitGets503AtOnceWhileOthersAreServed) {
+  StartServer({.max_connections = 4});
+  EXPECT_EQ(server_->max_connections(), 4u);
+  std::vector<std::unique_ptr<RawConnection>> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(std::make_unique<RawConnection>(server_->port()));
+    held.back()->Send(Request("GET", "/healthz"));
+    ASSERT_EQ(held.back()->Read().status, 200);  // accepted and counted
+  }
+  for (int i = 0; i < 20; ++i) {
+    RawConnection extra(server_->port());
+    extra.Send(Request("GET", "/healthz"));
+    auto r = extra.Read(std::chrono::seconds(2));
+    ASSERT_EQ(r.status, 503) << i;
+    EXPECT_EQ(r.header("retry-after"), "1");
+    EXPECT_NE(r.body.find("too_many_connections"), std::string::npos);
+    EXPECT_TRUE(extra.ClosedByPeer(std::chrono::seconds(2)));
+  }
+  // The connections already open keep being served.
+  for (auto& c : held) {
+    c->Send(Request("PUT", "/v1/objects/k", {{"Fencing-Token", "1"}}, "v"));
+    EXPECT_NE(c->Read().status, 0);
+  }
+  auto metrics = [&] {
+    held[0]->Send(Request("GET", "/metrics"));
+    return held[0]->Read().body;
+  };
+  auto m = metrics();
+  EXPECT_EQ(MetricValue(m, "fenced_connections_refused_total"), 20u) << m;
+  EXPECT_EQ(MetricValue(m, "fenced_connections_open"), 4u) << m;
+  EXPECT_EQ(MetricValue(m, "fenced_connections_max"), 4u) << m;
+  // A freed slot is usable again.
+  held.pop_back();
+  EXPECT_TRUE(WaitFor([&] { return MetricValue(metrics(), "fenced_connections_open") == 3; }));
+  RawConnection again(server_->port());
+  again.Send(Request("GET", "/healthz"));
+  EXPECT_EQ(again.Read().status, 200);
+}
+
+// A flood past the file-descriptor limit: fenced keeps its limit below it, so the flood is
+// answered instead of spinning on accept() failures, and a client already connected is served.
+TEST(HostileClientProcessTest, FloodUnderLowFileLimitIsAnsweredAndDoesNotSpin) {
+  testing::TempDir dir;
+  FencedProcess fenced(dir.File("f.db"), {}, /*max_open_files=*/256);
+  ASSERT_NE(fenced.port(), 0);
+  RawConnection first(fenced.port());
+  first.Send(Request("GET", "/healthz"));
+  ASSERT_EQ(first.Read().status, 200);
+  std::vector<std::unique_ptr<RawConnection>> flood;
+  for (int i = 0; i < 400; ++i) {
+    flood.push_back(std::make_unique<RawConnection>(fenced.port()));
+    ASSERT_TRUE(flood.back()->connected());
+  }
+  // A newcomer gets a quick answer (503: the limit is reached), not a hang.
+  RawConnection late(fenced.port());
+  late.Send(Request("GET", "/healthz"));
+  auto r = late.Read(std::chrono::seconds(2));
+  EXPECT_EQ(r.status, 503);
+  first.Send(Request("PUT", "/v1/objects/k", {{"Fencing-Token", "1"}}, "v"));
+  EXPECT_EQ(first.Read(std::chrono::seconds(5)).status, 201);
+  EXPECT_EQ(fenced.Output().find("accept failed"), std::string::npos) << fenced.Output();
+  EXPECT_NE(fenced.Output().find("lowered to 128"), std::string::npos) << fenced.Output();
+}
+
+// --- Slow readers -------------------------------------------------------------------------
+
+// A connection with a tiny receive window that pipelines requests and never reads.
+int SlowReader(std::uint16_t port, const std::string& requests) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int small = 4096;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ADD_FAILURE() << "connect failed";
+    close(fd);
+    return -1;
+  }
+  if (send(fd, requests.data(), requests.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(requests.size())) {
+    ADD_FAILURE() << "send failed";
+  }
+  return fd;
+}
+
+std::size_t ResidentKiB(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10);
+  }
+  return 0;
+}
+
+TEST(HostileClientProcessTest, SlowReadersAreCutOffByTheWriteTimeoutAndTheirMemoryReturns) {
+  testing::TempDir dir;
+  // A fixed mmap threshold: each freed 1 MiB response goes back to the kernel, so RSS shows
+  // what the server still holds rather than what malloc keeps cached.
+  setenv("MALLOC_MMAP_THRESHOLD_", "131072", 1);
+  FencedProcess fenced(dir.File("f.db"), {"--write-timeout", "1s"});
+  unsetenv("MALLOC_MMAP_THRESHOLD_");
+  ASSERT_NE(fenced.port(), 0);
+  RawConnection control(fenced.port());
+  control.Send(Request("PUT", "/v1/objects/big", {{"Fencing-Token", "1"}},
+                       std::string(1 << 20, 'b')));
+  ASSERT_EQ(control.Read().status, 201);
+  auto metric = [&](const std::string& name) {
+    control.Send(Request("GET", "/metrics"));
+    return MetricValue(control.Read().body, name);
+  };
+  std::size_t before = ResidentKiB(fenced.pid());
+  std::string gets;
+  for (int i = 0; i < 16; ++i) gets += Request("GET", "/v1/objects/big");
+  std::vector<int> slow;
+  for (int i = 0; i < 100; ++i) slow.push_back(SlowReader(fenced.port(), gets));
+  // Every slow connection is closed by the server once its response is a second late.
+  EXPECT_TRUE(WaitFor([&] { return metric("fenced_write_timeouts_total") == 100; },
+                      std::chrono::seconds(20)))
+      << metric("fenced_write_timeouts_total");
+  EXPECT_TRUE(WaitFor([&] { return metric("fenced_connections_open") == 1; }));
+  // Meanwhile, and after, an ordinary client is served.
+  control.Send(Request("GET", "/healthz"));
+  EXPECT_EQ(control.Read().status, 200);
+  std::size_t after = ResidentKiB(fenced.pid());
+  EXPECT_LT(after, before + 32 * 1024) << "before " << before << " KiB, after " << after << " KiB";
+  for (int fd : slow) close(fd);
+}
+
+// --- Long reads ---------------------------------------------------------------------------
+
+TEST_F(HostileClientTest, HistoryReadsDoNotDelayWritesOnTheIoThread) {
+  StartServer({.threads = 1});
+  // 10,000 decisions with long keys: each full history read is several megabytes of JSON.
+  const std::string long_key(900, 'h');
+  {
+    RawConnection c(server_->port());
+    std::string batch;
+    for (int i = 1; i <= 10000; ++i) {
+      batch += Request("PUT", "/v1/objects/" + long_key + std::to_string(i % 50),
+                       {{"Fencing-Token", "1"}, {"Fencing-Lock", "l"}}, "v");
+      if (i % 500 == 0) {
+        c.Send(batch);
+        batch.clear();
+        for (int k = 0; k < 500; ++k) ASSERT_NE(c.Read().status, 0);
+      }
+    }
+  }
+  std::vector<std::unique_ptr<RawConnection>> readers;
+  for (int i = 0; i < 10; ++i) {
+    readers.push_back(std::make_unique<RawConnection>(server_->port()));
+    readers.back()->Send(Request("GET", "/v1/history?limit=10000"));
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto put = PutWithToken("quick", "1");
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(put.status, 201);
+  EXPECT_LT(took, std::chrono::milliseconds(250))
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  for (auto& r : readers) {
+    auto h = r->Read(std::chrono::seconds(60));
+    EXPECT_TRUE(h.status == 200 || h.status == 503) << h.status;
+  }
+}
+
+TEST_F(HostileClientTest, HistoryReadsBeyondTheQueueGet503Busy) {
+  StartServer({.long_read_threads = 1, .max_queued_long_reads = 0});
+  auto r = Call("GET", "/v1/history?limit=1");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.header("retry-after"), "1");
+  EXPECT_NE(r.body.find("\"error\":\"busy\""), std::string::npos) << r.body;
+  EXPECT_EQ(Call("GET", "/v1/history?limit=10001").status, 400);
+}
+
+}  // namespace
+}  // namespace fencekit

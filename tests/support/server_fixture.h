@@ -1,0 +1,53 @@
+// A FencedStore in a temp folder behind a real Server on an ephemeral loopback port, spoken to
+// with raw bytes. Shared by the HTTP suites.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fencekit/fencedstore/store.h"
+#include "fencekit/httpapi/server.h"
+#include "support/test_support.h"
+
+namespace fencekit::testing {
+
+class ServerFixture : public ::testing::Test {
+ protected:
+  void SetUp() override { StartServer({}); }
+
+  void StartServer(ServerOptions options) {
+    server_.reset();
+    store_.reset();
+    auto store = FencedStore::Open({.path = dir_.File("store.db")});
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    options.port = 0;
+    if (options.threads == 0) options.threads = 2;
+    auto server = Server::Start(options, store_.get());
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+  }
+
+  RawResponse Call(std::string_view method, std::string_view target,
+                   const std::vector<std::pair<std::string, std::string>>& headers = {},
+                   std::string_view body = {}) {
+    RawConnection c(server_->port());
+    c.Send(Request(method, target, headers, body));
+    return c.Read();
+  }
+
+  RawResponse PutWithToken(std::string_view key, std::string token, std::string_view body = "v") {
+    return Call("PUT", "/v1/objects/" + std::string(key), {{"Fencing-Token", std::move(token)}},
+                body);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<FencedStore> store_;
+  std::unique_ptr<Server> server_;
+};
+
+}  // namespace fencekit::testing
