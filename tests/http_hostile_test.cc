@@ -59,7 +59,10 @@ TEST_F(HostileClientTest, LockNameWithControlCharacterIsRefused) {
   EXPECT_EQ(tab.status, 400);
   EXPECT_NE(tab.body.find("\"error\":\"bad_lock\""), std::string::npos) << tab.body;
   // Other control characters are not even valid HTTP.
-  for (std::string lock : {std::string("a\x01" "b"), std::string("a\x7F" "b")}) {
+  for (std::string lock : {std::string("a\x01"
+                                       "b"),
+                           std::string("a\x7F"
+                                       "b")}) {
     auto r = Call("PUT", "/v1/objects/k", {{"Fencing-Token", "1"}, {"Fencing-Lock", lock}}, "v");
     EXPECT_EQ(r.status, 400) << r.body;
   }
@@ -116,8 +119,10 @@ TEST_F(HostileClientTest, UnknownCodingBeforeChunkedGets501AndClose) {
 
 TEST_F(HostileClientTest, ContentLengthBesideTransferEncodingGets400) {
   RawConnection c(server_->port());
-  c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\nContent-Length: 3\r\n"
-         "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + kSmuggled);
+  c.Send(
+      "PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\nContent-Length: 3\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" +
+      kSmuggled);
   EXPECT_EQ(c.Read().status, 400);
   EXPECT_TRUE(c.ClosedByPeer());
   EXPECT_EQ(Call("GET", "/v1/objects/smuggled").status, 404);
@@ -125,8 +130,9 @@ TEST_F(HostileClientTest, ContentLengthBesideTransferEncodingGets400) {
 
 TEST_F(HostileClientTest, TransferEncodingOnHttp10Gets400) {
   RawConnection c(server_->port());
-  c.Send("PUT /v1/objects/k HTTP/1.0\r\nFencing-Token: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
-         "1\r\nv\r\n0\r\n\r\n");
+  c.Send(
+      "PUT /v1/objects/k HTTP/1.0\r\nFencing-Token: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "1\r\nv\r\n0\r\n\r\n");
   EXPECT_EQ(c.Read().status, 400);
   EXPECT_EQ(Call("GET", "/v1/objects/k").status, 404);
 }
@@ -136,17 +142,19 @@ TEST_F(HostileClientTest, TransferEncodingOnHttp10Gets400) {
 TEST_F(HostileClientTest, FencingFieldsInTrailersAreIgnored) {
   RawConnection c(server_->port());
   // The header section says token 5 on lock k; the trailer tries token 100 on lock "other".
-  c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 5\r\n"
-         "Transfer-Encoding: chunked\r\nTrailer: Fencing-Token, Fencing-Lock\r\n\r\n"
-         "1\r\nv\r\n0\r\nFencing-Token: 100\r\nFencing-Lock: other\r\n\r\n");
+  c.Send(
+      "PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 5\r\n"
+      "Transfer-Encoding: chunked\r\nTrailer: Fencing-Token, Fencing-Lock\r\n\r\n"
+      "1\r\nv\r\n0\r\nFencing-Token: 100\r\nFencing-Lock: other\r\n\r\n");
   auto r = c.Read();
   ASSERT_EQ(r.status, 201) << r.body;
   EXPECT_EQ(r.body, "{\"key\":\"k\",\"lock\":\"k\",\"token\":5,\"version\":1}\n");
   EXPECT_EQ(Call("GET", "/v1/fences/k").body, "{\"lock\":\"k\",\"highest\":5}\n");
   EXPECT_EQ(Call("GET", "/v1/fences/other").body, "{\"lock\":\"other\",\"highest\":0}\n");
   // A token sent only as a trailer is no token at all.
-  c.Send("PUT /v1/objects/k2 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-         "1\r\nv\r\n0\r\nFencing-Token: 100\r\n\r\n");
+  c.Send(
+      "PUT /v1/objects/k2 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "1\r\nv\r\n0\r\nFencing-Token: 100\r\n\r\n");
   EXPECT_EQ(c.Read().status, 428);
   EXPECT_EQ(Call("GET", "/v1/objects/k2").status, 404);
 }
@@ -155,8 +163,9 @@ TEST_F(HostileClientTest, FencingFieldsInTrailersAreIgnored) {
 
 TEST_F(HostileClientTest, MalformedChunkGets400AndIsCounted) {
   RawConnection c(server_->port());
-  c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
-         "Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n");
+  c.Send(
+      "PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+      "Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n");
   auto r = c.Read();
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("could not be parsed"), std::string::npos) << r.body;
@@ -193,8 +202,9 @@ TEST_F(HostileClientTest, TokenGrammarIsExactlyTheDocumentedOne) {
   EXPECT_EQ(Call("GET", "/v1/objects/k").status, 404);
   // Whitespace around a field value is not part of it (RFC 9110 5.5): HTTP strips it.
   RawConnection c(server_->port());
-  c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: \t 7 \t\r\n"
-         "Content-Length: 1\r\n\r\nv");
+  c.Send(
+      "PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: \t 7 \t\r\n"
+      "Content-Length: 1\r\n\r\nv");
   auto r = c.Read();
   EXPECT_EQ(r.status, 201);
   EXPECT_NE(r.body.find("\"token\":7"), std::string::npos) << r.body;
@@ -318,8 +328,8 @@ TEST(HostileClientProcessTest, SlowReadersAreCutOffByTheWriteTimeoutAndTheirMemo
   unsetenv("MALLOC_MMAP_THRESHOLD_");
   ASSERT_NE(fenced.port(), 0);
   RawConnection control(fenced.port());
-  control.Send(Request("PUT", "/v1/objects/big", {{"Fencing-Token", "1"}},
-                       std::string(1 << 20, 'b')));
+  control.Send(
+      Request("PUT", "/v1/objects/big", {{"Fencing-Token", "1"}}, std::string(1 << 20, 'b')));
   ASSERT_EQ(control.Read().status, 201);
   auto metric = [&](const std::string& name) {
     control.Send(Request("GET", "/metrics"));

@@ -20,8 +20,9 @@ Status CheckName(std::string_view what, std::string_view name, std::size_t max_b
   if (control != name.end()) {
     static constexpr char kHex[] = "0123456789ABCDEF";
     auto c = static_cast<unsigned char>(*control);
-    std::string shown = c == 0 ? "a NUL byte" : std::string("the control character %") +
-                                                    kHex[c >> 4] + kHex[c & 15];
+    std::string shown = c == 0
+                            ? "a NUL byte"
+                            : std::string("the control character %") + kHex[c >> 4] + kHex[c & 15];
     return Status::InvalidArgument(w + " contains " + shown + " at byte " +
                                    std::to_string(control - name.begin()) +
                                    "; control characters (0x00-0x1F, 0x7F) are not allowed in "

@@ -25,7 +25,6 @@ struct FramingError {
 // - HTTP/1.1 carries exactly one Host field, HTTP/1.0 at most one, whose value is a valid
 //   host[:port] or empty (RFC 9112 3.2).
 // Every error is answered and then the connection is closed: its next bytes cannot be trusted.
-std::optional<FramingError> CheckFraming(
-    const boost::beast::http::request_header<>& header);
+std::optional<FramingError> CheckFraming(const boost::beast::http::request_header<>& header);
 
 }  // namespace fencekit

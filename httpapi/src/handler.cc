@@ -2,9 +2,9 @@
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
-#include <charconv>
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
+#include <charconv>
 
 #include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
@@ -153,8 +153,8 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond)
                              "no object is stored under this key", version, keep_alive));
       }
       if (got.status().IsInvalidArgument()) {
-        return respond(Error(http::status::bad_request, "bad_key", got.status().message(),
-                             version, keep_alive));
+        return respond(Error(http::status::bad_request, "bad_key", got.status().message(), version,
+                             keep_alive));
       }
       return respond(Error(http::status::service_unavailable, "storage_error",
                            got.status().message(), version, keep_alive));
@@ -210,14 +210,12 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond)
                     "use the key as the lock name");
     }
     if (Status bad = CheckName("lock name", lock); !bad.ok()) {
-      return refuse(http::status::bad_request, "bad_lock", RefusalReason::kBadKey,
-                    bad.message());
+      return refuse(http::status::bad_request, "bad_lock", RefusalReason::kBadKey, bad.message());
     }
   }
   const bool is_put = req.method() == http::verb::put;
-  WriteRequest w{is_put ? WriteRequest::Kind::kPut : WriteRequest::Kind::kDelete,
-                 std::move(lock), *token, std::move(key),
-                 is_put ? std::move(req.body()) : std::string()};
+  WriteRequest w{is_put ? WriteRequest::Kind::kPut : WriteRequest::Kind::kDelete, std::move(lock),
+                 *token, std::move(key), is_put ? std::move(req.body()) : std::string()};
 
   Metrics* metrics = metrics_;
   store_->Submit(std::move(w), [respond = std::move(respond), metrics, version, keep_alive,
@@ -256,8 +254,7 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond)
     }
     if (s.IsInvalidArgument()) {
       metrics->CountRefused(RefusalReason::kBadKey);
-      return respond(Error(http::status::bad_request, "bad_key", s.message(), version,
-                           keep_alive));
+      return respond(Error(http::status::bad_request, "bad_key", s.message(), version, keep_alive));
     }
     metrics->CountRefused(RefusalReason::kStorageError);
     respond(Error(http::status::service_unavailable, "storage_error", s.message(), version,
@@ -270,15 +267,14 @@ void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view&
   std::size_t limit = 100;
   for (auto param : url.params()) {
     if (param.key != "limit") continue;
-    auto [end, ec] = std::from_chars(param.value.data(), param.value.data() + param.value.size(),
-                                     limit);
+    auto [end, ec] =
+        std::from_chars(param.value.data(), param.value.data() + param.value.size(), limit);
     if (ec != std::errc() || end != param.value.data() + param.value.size() || limit == 0 ||
         limit > kMaxHistoryLimit) {
-      return respond(Error(http::status::bad_request, "bad_limit",
-                           "limit must be a whole number from 1 to " +
-                               std::to_string(kMaxHistoryLimit),
-                           req.version(),
-                           req.keep_alive()));
+      return respond(
+          Error(http::status::bad_request, "bad_limit",
+                "limit must be a whole number from 1 to " + std::to_string(kMaxHistoryLimit),
+                req.version(), req.keep_alive()));
     }
   }
   // Up to ~10 MB of JSON: built on the long-read queue, never on an I/O thread.
@@ -315,9 +311,9 @@ void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view&
     (*shared_respond)(std::move(res));
   });
   if (!queued) {
-    HttpResponse res = Error(http::status::service_unavailable, "busy",
-                             "too many long reads are queued; retry in a second", version,
-                             keep_alive);
+    HttpResponse res =
+        Error(http::status::service_unavailable, "busy",
+              "too many long reads are queued; retry in a second", version, keep_alive);
     res.set(http::field::retry_after, "1");
     (*shared_respond)(std::move(res));
   }

@@ -8,9 +8,8 @@ namespace fencekit {
 namespace {
 
 constexpr std::string_view kReasonLabels[] = {
-    "stale_token", "missing_token",     "invalid_token", "bad_key",
-    "body_too_large", "headers_too_large", "storage_error", "malformed_request",
-    "bad_framing"};
+    "stale_token",       "missing_token", "invalid_token",     "bad_key",    "body_too_large",
+    "headers_too_large", "storage_error", "malformed_request", "bad_framing"};
 static_assert(std::size(kReasonLabels) == static_cast<std::size_t>(RefusalReason::kCount));
 
 void Append(std::string& out, const char* fmt, auto... args) {

@@ -3,6 +3,8 @@
 // order (pipelined requests wait in the read buffer until the previous response is written).
 #include "fencekit/httpapi/server.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
@@ -25,8 +27,6 @@
 #include <thread>
 #include <unordered_set>
 #include <vector>
-
-#include <sys/resource.h>
 
 #include "fencekit/fencedstore/store.h"
 #include "framing.h"
@@ -195,26 +195,27 @@ class ServerImpl final : public Server {
   }
 
   void Accept() {
-    acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec,
-                                                          tcp::socket socket) {
-      if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-      if (ec) return OnAcceptError(ec);
-      accept_backoff_ = std::chrono::milliseconds(0);
-      bool full;
-      {
-        std::lock_guard lock(sessions_mu_);
-        full = sessions_.size() >= max_connections_;
-      }
-      if (full) {
-        RefuseConnection(std::move(socket));
-      } else {
-        socket.set_option(tcp::no_delay(true), ec);
-        auto session = std::make_shared<Session>(std::move(socket), this);
-        Register(session.get());
-        session->Start();
-      }
-      Accept();
-    });
+    acceptor_.async_accept(net::make_strand(ioc_),
+                           [this](beast::error_code ec, tcp::socket socket) {
+                             if (ec == net::error::operation_aborted || !acceptor_.is_open())
+                               return;
+                             if (ec) return OnAcceptError(ec);
+                             accept_backoff_ = std::chrono::milliseconds(0);
+                             bool full;
+                             {
+                               std::lock_guard lock(sessions_mu_);
+                               full = sessions_.size() >= max_connections_;
+                             }
+                             if (full) {
+                               RefuseConnection(std::move(socket));
+                             } else {
+                               socket.set_option(tcp::no_delay(true), ec);
+                               auto session = std::make_shared<Session>(std::move(socket), this);
+                               Register(session.get());
+                               session->Start();
+                             }
+                             Accept();
+                           });
   }
 
   // Typically out of file descriptors: wait (10 ms doubling to 1 s) instead of spinning, keep
@@ -263,12 +264,12 @@ class ServerImpl final : public Server {
 
   void Drain(std::shared_ptr<beast::tcp_stream> stream,
              std::shared_ptr<std::array<char, 1024>> sink) {
-    stream->async_read_some(net::buffer(*sink), [this, stream, sink](beast::error_code ec,
-                                                                     std::size_t) {
-      if (!ec) return Drain(stream, sink);
-      stream->close();
-      --lingering_;
-    });
+    stream->async_read_some(net::buffer(*sink),
+                            [this, stream, sink](beast::error_code ec, std::size_t) {
+                              if (!ec) return Drain(stream, sink);
+                              stream->close();
+                              --lingering_;
+                            });
   }
 
   void WatchDrain() {
@@ -327,21 +328,19 @@ void Session::ReadHeader() {
   parser_->body_limit(server_->options().max_body_bytes);
   idle_ = buffer_.size() == 0;
   stream_.expires_after(server_->options().read_timeout);
-  http::async_read_header(stream_, buffer_, *parser_,
-                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                            self->OnHeader(ec);
-                          });
+  http::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnHeader(ec); });
 }
 
 void Session::OnHeader(beast::error_code ec) {
   idle_ = false;
   started_ = std::chrono::steady_clock::now();
   if (ec == http::error::body_limit) {  // the declared Content-Length is over the limit
-    return RefuseAndClose(http::status::payload_too_large, "body_too_large",
-                          RefusalReason::kBodyTooLarge,
-                          "the body is larger than the server's limit of " +
-                              std::to_string(server_->options().max_body_bytes) +
-                              " bytes (fenced --max-body)");
+    return RefuseAndClose(
+        http::status::payload_too_large, "body_too_large", RefusalReason::kBodyTooLarge,
+        "the body is larger than the server's limit of " +
+            std::to_string(server_->options().max_body_bytes) + " bytes (fenced --max-body)");
   }
   if (ec == http::error::header_limit) {
     return RefuseAndClose(http::status::request_header_fields_too_large, "headers_too_large",
@@ -371,16 +370,14 @@ void Session::OnHeader(beast::error_code ec) {
   }
   auto length = parser_->content_length();
   if (length && *length > server_->options().max_body_bytes) {
-    return RefuseAndClose(http::status::payload_too_large, "body_too_large",
-                          RefusalReason::kBodyTooLarge,
-                          "the body is " + std::to_string(*length) +
-                              " bytes; the server's limit is " +
-                              std::to_string(server_->options().max_body_bytes) +
-                              " bytes (fenced --max-body)");
+    return RefuseAndClose(
+        http::status::payload_too_large, "body_too_large", RefusalReason::kBodyTooLarge,
+        "the body is " + std::to_string(*length) + " bytes; the server's limit is " +
+            std::to_string(server_->options().max_body_bytes) + " bytes (fenced --max-body)");
   }
   if (beast::iequals(req[http::field::expect], "100-continue") && !parser_->is_done()) {
-    auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
-                                                                   req.version());
+    auto cont =
+        std::make_shared<http::response<http::empty_body>>(http::status::continue_, req.version());
     stream_.expires_after(server_->options().write_timeout);
     return http::async_write(stream_, *cont,
                              [self = shared_from_this(), cont](beast::error_code ec, std::size_t) {
@@ -393,19 +390,17 @@ void Session::OnHeader(beast::error_code ec) {
 
 void Session::ReadBody() {
   stream_.expires_after(server_->options().read_timeout);
-  http::async_read(stream_, buffer_, *parser_,
-                   [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                     self->OnBody(ec);
-                   });
+  http::async_read(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnBody(ec); });
 }
 
 void Session::OnBody(beast::error_code ec) {
   if (ec == http::error::body_limit) {
-    return RefuseAndClose(http::status::payload_too_large, "body_too_large",
-                          RefusalReason::kBodyTooLarge,
-                          "the body is larger than the server's limit of " +
-                              std::to_string(server_->options().max_body_bytes) +
-                              " bytes (fenced --max-body)");
+    return RefuseAndClose(
+        http::status::payload_too_large, "body_too_large", RefusalReason::kBodyTooLarge,
+        "the body is larger than the server's limit of " +
+            std::to_string(server_->options().max_body_bytes) + " bytes (fenced --max-body)");
   }
   if (ec) {
     // A body that breaks the chunked grammar is answered; a peer that went away or stalled
@@ -434,10 +429,8 @@ void Session::Write(HttpResponse res) {
   // cannot stretch it.
   stream_.expires_after(server_->options().write_timeout);
   http::async_write(stream_, *shared,
-                    [self = shared_from_this(), shared, keep_alive](beast::error_code ec,
-                                                                    std::size_t) {
-                      self->OnWrite(keep_alive, ec);
-                    });
+                    [self = shared_from_this(), shared, keep_alive](
+                        beast::error_code ec, std::size_t) { self->OnWrite(keep_alive, ec); });
 }
 
 void Session::OnWrite(bool keep_alive, beast::error_code ec) {
@@ -450,8 +443,8 @@ void Session::OnWrite(bool keep_alive, beast::error_code ec) {
 void Session::DropTrailerFields() {
   auto& fields = parser_->get();
   for (auto it = fields.begin(); it != fields.end();) {
-    bool from_header = std::find(header_fields_.begin(), header_fields_.end(), &*it) !=
-                       header_fields_.end();
+    bool from_header =
+        std::find(header_fields_.begin(), header_fields_.end(), &*it) != header_fields_.end();
     it = from_header ? std::next(it) : fields.erase(it);
   }
 }

@@ -1,8 +1,5 @@
 #include "fencekit/httpapi/store_client.h"
 
-#include "fencekit/common/names.h"
-#include "wire.h"
-
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -20,6 +17,9 @@
 #include <boost/url/rfc/unreserved_chars.hpp>
 #include <charconv>
 #include <optional>
+
+#include "fencekit/common/names.h"
+#include "wire.h"
 
 namespace fencekit {
 namespace {
