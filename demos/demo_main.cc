@@ -26,7 +26,7 @@
 
 #include "fencekit/common/units.h"
 #include "fencekit/httpapi/store_client.h"
-#include "fencekit/lockclient/fenced_writes.h"
+#include "fencekit/fencing/fenced_writes.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "timeline.h"
 

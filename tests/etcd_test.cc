@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "fencekit/httpapi/store_client.h"
-#include "fencekit/lockclient/fenced_writes.h"
+#include "fencekit/fencing/fenced_writes.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "support/etcd_server.h"
 #include "support/redis_server.h"

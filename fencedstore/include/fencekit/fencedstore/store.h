@@ -18,6 +18,7 @@
 
 #include "fencekit/common/clock.h"
 #include "fencekit/common/status.h"
+#include "fencekit/common/store_types.h"
 #include "fencekit/common/token.h"
 
 namespace fencekit {
@@ -65,35 +66,6 @@ struct WriteRequest {
   FencingToken token;
   std::string key;
   std::string value;  // ignored for kDelete
-};
-
-// What an accepted write did.
-struct WriteReceipt {
-  std::string key;
-  std::string lock;
-  FencingToken token;
-  // Put: the key's version after the write (1 when created). Delete: the deleted version, or 0
-  // when the key did not exist.
-  std::int64_t version = 0;
-  bool created = false;  // put only: the key did not exist before
-};
-
-struct StoredObject {
-  std::string value;
-  std::string lock;
-  FencingToken token;  // the token of the write that stored this value
-  std::int64_t version = 0;
-};
-
-struct Decision {
-  std::int64_t seq = 0;  // commit order
-  std::chrono::system_clock::time_point time;
-  std::string op;  // "put" or "delete"
-  std::string lock;
-  std::int64_t token = 0;
-  std::string key;
-  bool accepted = false;
-  std::int64_t highest = 0;  // the fence after the decision
 };
 
 // Counters since Open. Safe to read while writes run.

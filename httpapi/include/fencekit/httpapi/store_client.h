@@ -11,7 +11,7 @@
 
 #include "fencekit/common/status.h"
 #include "fencekit/common/token.h"
-#include "fencekit/fencedstore/store.h"  // Decision
+#include "fencekit/common/store_types.h"
 
 namespace fencekit {
 
@@ -20,21 +20,9 @@ struct StoreClientOptions {
   std::chrono::milliseconds timeout{5'000};
 };
 
-struct WriteResponse {
-  std::string key;
-  std::string lock;
-  FencingToken token;
-  // Put: the version written (1 when created). Delete: the deleted version, 0 if absent.
-  std::int64_t version = 0;
-  bool created = false;  // put only: 201 Created rather than 200
-};
-
-struct GetResponse {
-  std::string value;
-  std::string lock;
-  FencingToken token;  // the token of the write that stored this value
-  std::int64_t version = 0;
-};
+// The store's own result types (common/store_types.h), under the names this client used first.
+using WriteResponse = WriteReceipt;
+using GetResponse = StoredObject;
 
 // Errors: kStaleToken (409; highest_token() holds the store's fence), kInvalidArgument (the
 // request was refused as malformed: 400, 413, 428, 431), kNotFound, kUnavailable (cannot

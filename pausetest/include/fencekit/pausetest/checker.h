@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "fencekit/fencedstore/store.h"  // Decision
+#include "fencekit/common/store_types.h"  // Decision
 #include "fencekit/pausetest/history.h"
 
 namespace fencekit::pausetest {

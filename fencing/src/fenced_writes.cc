@@ -1,4 +1,4 @@
-#include "fencekit/lockclient/fenced_writes.h"
+#include "fencekit/fencing/fenced_writes.h"
 
 namespace fencekit {
 namespace {

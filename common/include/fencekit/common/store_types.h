@@ -1,0 +1,42 @@
+// The results a fenced store gives, the same whether it is called in-process (FencedStore) or
+// over HTTP (StoreClient): one definition for both ends.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "fencekit/common/token.h"
+
+namespace fencekit {
+
+// What an accepted write did.
+struct WriteReceipt {
+  std::string key;
+  std::string lock;
+  FencingToken token;
+  // Put: the key's version after the write (1 when created). Delete: the deleted version, or 0
+  // when the key did not exist.
+  std::int64_t version = 0;
+  bool created = false;  // put only: the key did not exist before
+};
+
+struct StoredObject {
+  std::string value;
+  std::string lock;
+  FencingToken token;  // the token of the write that stored this value
+  std::int64_t version = 0;
+};
+
+struct Decision {
+  std::int64_t seq = 0;  // commit order
+  std::chrono::system_clock::time_point time;
+  std::string op;  // "put" or "delete"
+  std::string lock;
+  std::int64_t token = 0;
+  std::string key;
+  bool accepted = false;
+  std::int64_t highest = 0;  // the fence after the decision
+};
+
+}  // namespace fencekit
