@@ -26,7 +26,8 @@ struct Vote {
   std::chrono::milliseconds remaining{0};
 };
 
-// A non-owning reference to a callable, so a round can take a lambda without allocating.
+// A non-owning reference to a callable, so a round can take a lambda without allocating. It
+// must not outlive the callable. Thread safety: as the callable's.
 template <typename Signature>
 class FunctionRef;
 template <typename R, typename... Args>

@@ -109,13 +109,15 @@ class LockClient {
   Result<Lease> Acquire(std::string_view lock, std::chrono::steady_clock::time_point deadline,
                         std::chrono::milliseconds ttl);
   // Resets the lease's ttl if `lease.owner` still holds it, and moves valid_until.
-  // kNotHeld when it expired or another owner holds the lock.
+  // kNotHeld when it expired or another owner holds the lock ("already released" when this
+  // client released it).
   Status Extend(Lease& lease, std::chrono::milliseconds ttl);
   Status Extend(Lease& lease) { return Extend(lease, lease.ttl); }
   // kNotHeld when it expired or another owner holds the lock (nothing is released then).
   // A second Release of a lease this client already released is kNotHeld too, and its message
-  // says "already released" (this client remembers its last 1024 releases; beyond them, or from
-  // another client, the service's answer says the lease expired).
+  // says "already released"; nothing is released then either. (The client remembers its last
+  // 1024 releases; beyond them, or from another client, the message is the service's: expired,
+  // or held by another owner.)
   Status Release(const Lease& lease);
   Result<LockInfo> Inspect(std::string_view lock);
 
