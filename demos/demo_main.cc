@@ -358,8 +358,9 @@ class Demo {
              "--save", "", "--appendonly", "no", static_cast<char*>(nullptr));
       _exit(127);
     }
-    auto probe = LockClient::Open("redis://127.0.0.1:" + port, {.op_timeout = 100ms});
     for (int attempt = 0; attempt < 400; ++attempt) {
+      // Open fails until the server accepts connections.
+      auto probe = LockClient::Open("redis://127.0.0.1:" + port, {.op_timeout = 100ms});
       if (probe.ok() && (*probe)->Inspect("probe").ok()) return "";
       int status;
       if (waitpid(redis_pids_[i], &status, WNOHANG) == redis_pids_[i]) break;

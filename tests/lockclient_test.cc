@@ -194,12 +194,33 @@ TEST_P(LockBackendTest, ReleaseAndExtendAreOwnerChecked) {
   EXPECT_TRUE(client_->Extend(*lease, 20s).ok());
   EXPECT_GT(client_->Inspect("job")->remaining, 15s);
   ASSERT_TRUE(client_->Release(*lease).ok());
-  s = client_->Release(*lease);
+  s = Open()->Release(*lease);  // a client that did not release it hears it from the service
   EXPECT_TRUE(s.IsNotHeld());
   EXPECT_NE(s.message().find("expired"), std::string::npos) << s.message();
   EXPECT_TRUE(client_->Extend(*lease, 10s).IsNotHeld());
   EXPECT_FALSE(client_->Inspect("job")->held);
   EXPECT_EQ(client_->Inspect("job")->last_token, lease->token);
+}
+
+TEST_P(LockBackendTest, SecondReleaseSaysTheLeaseWasAlreadyReleased) {
+  auto lease = client_->TryAcquire("job", 10s);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  ASSERT_TRUE(client_->Release(*lease).ok());
+  Status again = client_->Release(*lease);
+  EXPECT_TRUE(again.IsNotHeld()) << again.ToString();
+  EXPECT_NE(again.message().find("already released"), std::string::npos) << again.message();
+  Status extend = client_->Extend(*lease, 10s);
+  EXPECT_TRUE(extend.IsNotHeld()) << extend.ToString();
+  EXPECT_NE(extend.message().find("already released"), std::string::npos) << extend.message();
+
+  // Still so once another owner holds the lock, whose lease the second release leaves alone.
+  auto next = client_->TryAcquire("job", 10s);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  again = client_->Release(*lease);
+  EXPECT_TRUE(again.IsNotHeld()) << again.ToString();
+  EXPECT_NE(again.message().find("already released"), std::string::npos) << again.message();
+  EXPECT_EQ(client_->Inspect("job")->owner, next->owner);
+  EXPECT_TRUE(client_->Release(*next).ok());
 }
 
 TEST_P(LockBackendTest, ExpiredHoldersReleaseDoesNotFreeTheNextHolder) {
@@ -314,6 +335,39 @@ TEST_P(LockBackendTest, RejectsBadArguments) {
 INSTANTIATE_TEST_SUITE_P(Backends, LockBackendTest,
                          ::testing::Values(Backend::kSqlite, Backend::kRedis, Backend::kRedlock,
                                            Backend::kEtcd),
+                         Name);
+
+// Every network backend says at Open, and at once, that nothing answers at the address.
+class UnreachableServiceTest : public ::testing::TestWithParam<Backend> {};
+
+TEST_P(UnreachableServiceTest, OpenIsUnavailableAtOnce) {
+  std::string uri;
+  switch (GetParam()) {
+    case Backend::kRedis:
+      uri = "redis://127.0.0.1:" + std::to_string(testing::FreePort());
+      break;
+    case Backend::kRedlock:
+      uri = "redlock://";
+      for (int i = 0; i < 3; ++i) {
+        uri += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(testing::FreePort());
+      }
+      break;
+    case Backend::kEtcd:
+      uri = "etcd://127.0.0.1:" + std::to_string(testing::FreePort());
+      break;
+    case Backend::kSqlite:
+      FAIL() << "not a network service";
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto client = LockClient::Open(uri);
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(client.ok()) << uri;
+  EXPECT_TRUE(client.status().IsUnavailable()) << client.status().ToString();
+  EXPECT_LT(took, 2s);
+}
+
+INSTANTIATE_TEST_SUITE_P(NetworkBackends, UnreachableServiceTest,
+                         ::testing::Values(Backend::kRedis, Backend::kRedlock, Backend::kEtcd),
                          Name);
 
 // --- Backend-specific behaviour ---
@@ -444,11 +498,17 @@ TEST(RedisLockTest, DownServerIsUnavailableWithClearError) {
   auto port = testing::FreePort();
   auto client =
       LockClient::Open("redis://127.0.0.1:" + std::to_string(port), {.op_timeout = 200ms});
-  ASSERT_TRUE(client.ok());
-  auto r = (*client)->TryAcquire("job");
+  ASSERT_FALSE(client.ok());
+  EXPECT_TRUE(client.status().IsUnavailable()) << client.status().ToString();
+  EXPECT_NE(client.status().message().find("redis-server"), std::string::npos);
+
+  RedisServer redis;  // up at open, down later: the acquire says so
+  auto later = LockClient::Open(redis.uri(), {.op_timeout = 200ms}).value();
+  redis.Stop();
+  auto r = later->TryAcquire("job");
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsUnavailable()) << r.status().ToString();
-  EXPECT_NE(r.status().message().find("redis-server"), std::string::npos);
+  EXPECT_NE(r.status().message().find("redis-server"), std::string::npos) << r.status().message();
   EXPECT_TRUE(LockClient::Open("redis://127.0.0.1:notaport").status().IsInvalidArgument());
   EXPECT_TRUE(LockClient::Open("redis://127.0.0.1:6379/x").status().IsInvalidArgument());
 }

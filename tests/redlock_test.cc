@@ -67,8 +67,8 @@ TEST_F(RedlockTest, TwoNodesDownStillAcquires) {
 }
 
 TEST_F(RedlockTest, ThreeNodesDownFailsFastWithPerNodeDetail) {
-  for (int i : {0, 2, 4}) nodes_[i]->Stop();
   auto client = Open({.redlock_node_timeout = 50ms});
+  for (int i : {0, 2, 4}) nodes_[i]->Stop();
   auto start = std::chrono::steady_clock::now();
   auto lease = client->TryAcquire("job");
   auto took = std::chrono::steady_clock::now() - start;
@@ -81,6 +81,58 @@ TEST_F(RedlockTest, ThreeNodesDownFailsFastWithPerNodeDetail) {
   EXPECT_LT(took, 2s);
   // What it won on the two live nodes was given back.
   for (int i : {1, 3}) EXPECT_EQ(nodes_[i]->Command({"EXISTS", "fencekit:{job}:lock"}), 0);
+}
+
+TEST_F(RedlockTest, OpenIsUnavailableWhenAMajorityOfNodesCannotBeReached) {
+  for (int i : {0, 2, 4}) nodes_[i]->Stop();
+  auto start = std::chrono::steady_clock::now();
+  auto client = LockClient::Open(Uri());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  ASSERT_FALSE(client.ok());
+  EXPECT_TRUE(client.status().IsUnavailable()) << client.status().ToString();
+  std::string m = client.status().message();
+  EXPECT_NE(m.find("only 2 of 5"), std::string::npos) << m;
+  EXPECT_NE(m.find("127.0.0.1:" + std::to_string(nodes_[4]->port())), std::string::npos) << m;
+
+  nodes_[2]->RestartEmpty();  // now 3 of 5: a majority
+  EXPECT_TRUE(LockClient::Open(Uri()).ok());
+}
+
+// A clock that moves `step` each time it is read: every round seems to take that long.
+class SlowRoundsClock final : public Clock {
+ public:
+  explicit SlowRoundsClock(std::chrono::steady_clock::duration step) : step_(step) {}
+  std::chrono::steady_clock::time_point Now() const override {
+    base_.Advance(step_);
+    return base_.Now();
+  }
+  std::chrono::system_clock::time_point WallNow() const override { return base_.WallNow(); }
+  void SleepUntil(std::chrono::steady_clock::time_point until) override {
+    base_.SleepUntil(until);
+  }
+
+ private:
+  const std::chrono::steady_clock::duration step_;
+  mutable FakeClock base_;
+};
+
+TEST_F(RedlockTest, ValidityIsMeasuredOnTheInjectedClock) {
+  FakeClock still;
+  auto client = Open({.clock = &still});
+  auto lease = client->TryAcquire("job", 10s);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_EQ(lease->valid_until, still.Now() + 10s - 102ms);  // drift = 100ms + 2ms
+  ASSERT_TRUE(client->Release(*lease).ok());
+
+  // A majority granted, but the round took longer than the ttl less the drift: no lease, and
+  // what was won is given back.
+  SlowRoundsClock slow(2s);
+  auto late = Open({.clock = &slow})->TryAcquire("job", 1s);
+  ASSERT_FALSE(late.ok());
+  EXPECT_TRUE(late.status().IsUnavailable()) << late.status().ToString();
+  EXPECT_NE(late.status().message().find("too late for the ttl"), std::string::npos)
+      << late.status().message();
+  for (auto& n : nodes_) EXPECT_EQ(n->Command({"EXISTS", "fencekit:{job}:lock"}), 0);
 }
 
 TEST_F(RedlockTest, SequentialModeStopsAtAMajority) {

@@ -58,6 +58,10 @@ Result<std::unique_ptr<LockBackend>> OpenRedlockBackend(std::string_view uri,
 Result<std::unique_ptr<LockBackend>> OpenEtcdBackend(std::string_view uri,
                                                      const LockOptions& options);
 
+// What validity loses to clock drift for a lease of `ttl`: ttl * drift_factor + drift_min.
+std::chrono::steady_clock::duration LeaseDrift(const LockOptions& options,
+                                               std::chrono::milliseconds ttl);
+
 // "lock \"name\" on SERVICE": how every message names its subject.
 std::string Subject(std::string_view lock, std::string_view service);
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "backend.h"
+#include "released_leases.h"
 
 namespace fencekit {
 namespace {
@@ -85,6 +86,7 @@ Result<std::unique_ptr<LockClient>> LockClient::Open(std::string_view uri, LockO
 
 LockClient::LockClient(std::unique_ptr<LockBackend> backend, LockOptions options)
     : backend_(std::move(backend)),
+      released_(std::make_unique<ReleasedLeases>()),
       options_(options),
       clock_(options.clock != nullptr ? options.clock : Clock::Real()) {}
 
@@ -122,10 +124,14 @@ Result<Lease> LockClient::Grant(std::string_view lock, milliseconds ttl, const s
   return Lease{std::string(lock), owner, *token, ttl, start + ttl - elapsed - Drift(ttl)};
 }
 
-std::chrono::steady_clock::duration LockClient::Drift(milliseconds ttl) const {
+std::chrono::steady_clock::duration LeaseDrift(const LockOptions& options, milliseconds ttl) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-             std::chrono::duration<double, std::milli>(ttl.count() * options_.drift_factor)) +
-         options_.drift_min;
+             std::chrono::duration<double, std::milli>(ttl.count() * options.drift_factor)) +
+         options.drift_min;
+}
+
+std::chrono::steady_clock::duration LockClient::Drift(milliseconds ttl) const {
+  return LeaseDrift(options_, ttl);
 }
 
 Result<Lease> LockClient::TryAcquire(std::string_view lock) {
@@ -218,6 +224,10 @@ Status LockClient::Extend(Lease& lease, milliseconds ttl) {
   if (auto s = ValidateTtl(lease.lock, ttl); !s.ok()) return s;
   auto start = clock_->Now();
   Status s = backend_->Extend(lease.lock, lease.owner, lease.token, ttl);
+  if (s.IsNotHeld() && released_->Contains(lease)) {
+    return Status::NotHeld("cannot extend " + Subject(lease.lock, service()) +
+                           ": this lease was already released; acquire again");
+  }
   if (!s.ok()) return s;
   lease.ttl = ttl;
   lease.valid_until = start + ttl - (clock_->Now() - start) - Drift(ttl);
@@ -225,7 +235,16 @@ Status LockClient::Extend(Lease& lease, milliseconds ttl) {
 }
 
 Status LockClient::Release(const Lease& lease) {
-  return backend_->Release(lease.lock, lease.owner, lease.token);
+  // The service is asked every time (a partial Redlock release may have left keys to clear);
+  // only its refusal is checked against what this client released.
+  Status s = backend_->Release(lease.lock, lease.owner, lease.token);
+  if (s.ok()) {
+    released_->Add(lease);
+  } else if (s.IsNotHeld() && released_->Contains(lease)) {
+    return Status::NotHeld("cannot release " + Subject(lease.lock, service()) +
+                           ": this lease was already released; nothing was done");
+  }
+  return s;
 }
 
 Result<LockInfo> LockClient::Inspect(std::string_view lock) {

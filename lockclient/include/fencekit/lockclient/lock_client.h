@@ -25,6 +25,7 @@
 namespace fencekit {
 
 class LockBackend;
+class ReleasedLeases;
 
 // A lock grant.
 struct Lease {
@@ -91,7 +92,10 @@ struct LockOptions {
 class LockClient {
  public:
   // `uri` as above. kInvalidArgument for a malformed or unknown URI; kUnavailable when the
-  // service cannot be reached.
+  // service cannot be reached (Redis: the node refuses or ignores a connection within
+  // op_timeout; Redlock: fewer than a majority of the nodes accept one within
+  // redlock_node_timeout; etcd: no endpoint answers). Open connects, so it fails at once
+  // rather than at the first acquire.
   static Result<std::unique_ptr<LockClient>> Open(std::string_view uri, LockOptions options = {});
   ~LockClient();
 
@@ -105,10 +109,15 @@ class LockClient {
   Result<Lease> Acquire(std::string_view lock, std::chrono::steady_clock::time_point deadline,
                         std::chrono::milliseconds ttl);
   // Resets the lease's ttl if `lease.owner` still holds it, and moves valid_until.
-  // kNotHeld when it expired or another owner holds the lock.
+  // kNotHeld when it expired or another owner holds the lock ("already released" when this
+  // client released it).
   Status Extend(Lease& lease, std::chrono::milliseconds ttl);
   Status Extend(Lease& lease) { return Extend(lease, lease.ttl); }
   // kNotHeld when it expired or another owner holds the lock (nothing is released then).
+  // A second Release of a lease this client already released is kNotHeld too, and its message
+  // says "already released"; nothing is released then either. (The client remembers its last
+  // 1024 releases; beyond them, or from another client, the message is the service's: expired,
+  // or held by another owner.)
   Status Release(const Lease& lease);
   Result<LockInfo> Inspect(std::string_view lock);
 
@@ -135,6 +144,7 @@ class LockClient {
   std::chrono::milliseconds Backoff(int attempt);
 
   std::unique_ptr<LockBackend> backend_;
+  std::unique_ptr<ReleasedLeases> released_;
   LockOptions options_;
   Clock* clock_;
 };

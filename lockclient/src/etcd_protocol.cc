@@ -1,0 +1,334 @@
+#include "etcd_protocol.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+
+#include "fencekit/common/text.h"
+
+namespace fencekit::etcd {
+namespace {
+
+namespace json = boost::json;
+using std::chrono::milliseconds;
+
+// Lock names may hold any byte but NUL; the length prefix keeps one lock's line from being
+// a prefix of another's ("a" and "a/b").
+std::string Prefix(std::string_view lock) {
+  return "fencekit/lock/" + std::to_string(lock.size()) + ":" + std::string(lock) + "/";
+}
+std::string PrefixEnd(std::string_view lock) {
+  std::string end = Prefix(lock);
+  end.back() = '/' + 1;
+  return end;
+}
+std::string LastKey(std::string_view lock) {
+  return Base64Encode("fencekit/last/" + std::to_string(lock.size()) + ":" + std::string(lock));
+}
+
+json::object Range(std::string key) {
+  return json::object{{"request_range", json::object{{"key", std::move(key)}}}};
+}
+// The line's first key: the holder.
+json::object RangeFirst(std::string_view lock) {
+  return json::object{{"request_range", json::object{{"key", Base64Encode(Prefix(lock))},
+                                                     {"range_end", Base64Encode(PrefixEnd(lock))},
+                                                     {"sort_target", "CREATE"},
+                                                     {"sort_order", "ASCEND"},
+                                                     {"limit", "1"}}}};
+}
+
+// The first kv of a range response (or of a txn's response_range entry), if any.
+const json::object* FirstKv(const json::object* range) {
+  if (range == nullptr) return nullptr;
+  const json::value* kvs = range->if_contains("kvs");
+  if (kvs == nullptr || !kvs->is_array() || kvs->as_array().empty()) return nullptr;
+  const json::value& kv = kvs->as_array()[0];
+  return kv.is_object() ? &kv.as_object() : nullptr;
+}
+
+// The n-th response of a txn reply, unwrapped ("response_range", "response_put", ...).
+const json::object* TxnResponse(const json::object& reply, std::size_t n, std::string_view kind) {
+  const json::value* rs = reply.if_contains("responses");
+  if (rs == nullptr || !rs->is_array() || rs->as_array().size() <= n) return nullptr;
+  const json::value& r = rs->as_array()[n];
+  return r.is_object() ? Object(r.as_object(), kind) : nullptr;
+}
+
+bool Succeeded(const json::object& txn) {
+  const json::value* v = txn.if_contains("succeeded");  // omitted when false
+  return v != nullptr && v->is_bool() && v->as_bool();
+}
+
+std::optional<json::object> ParseResult(const std::string& line) {
+  boost::system::error_code ec;
+  json::value v = json::parse(line, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  const json::object* result = Object(v.as_object(), "result");
+  if (result == nullptr) return std::nullopt;
+  return *result;
+}
+
+bool IsCreated(const std::string& line) {
+  auto result = ParseResult(line);
+  if (!result) return false;
+  const json::value* c = result->if_contains("created");
+  return c != nullptr && c->is_bool() && c->as_bool();
+}
+
+std::int64_t Revision(const json::object& reply) {
+  const json::object* header = Object(reply, "header");
+  return header != nullptr ? Int(*header, "revision") : 0;
+}
+
+}  // namespace
+
+EtcdProtocol::EtcdProtocol(std::vector<Endpoint> endpoints, milliseconds op_timeout, int pool_size,
+                           std::string service)
+    : gateway_(std::move(endpoints), op_timeout, pool_size), service_(std::move(service)) {}
+
+std::string EtcdProtocol::Key(std::string_view lock, std::string_view owner) {
+  return Base64Encode(Prefix(lock) + std::string(owner));
+}
+
+std::int64_t EtcdProtocol::Seconds(milliseconds ttl) {
+  return std::max<std::int64_t>(1, (ttl.count() + 999) / 1000);
+}
+
+Result<LeaseRef> EtcdProtocol::GrantLease(milliseconds ttl) {
+  auto reply = gateway_.Call("/v3/lease/grant", json::object{{"TTL", std::to_string(Seconds(ttl))}},
+                             nullptr);
+  if (!reply.ok()) return reply.status();
+  if (auto e = String(*reply, "error"); !e.empty()) {
+    return Status::Unavailable("etcd at " + service_ + " refused a lease: " + e);
+  }
+  LeaseRef lease{Int(*reply, "ID"), Int(*reply, "TTL")};
+  if (lease.id == 0) return Status::Unavailable("etcd at " + service_ + " granted no lease ID");
+  return lease;
+}
+
+Result<std::int64_t> EtcdProtocol::KeepAlive(std::int64_t id) {
+  auto reply =
+      gateway_.Call("/v3/lease/keepalive", json::object{{"ID", std::to_string(id)}}, nullptr);
+  if (!reply.ok()) {
+    if (reply.status().IsNotFound()) return std::int64_t{0};
+    return reply.status();
+  }
+  if (const json::object* error = Object(*reply, "error")) {
+    std::string m = String(*error, "message");
+    if (Int(*error, "code") == kGrpcNotFound) return std::int64_t{0};
+    return Status::Unavailable("etcd at " + service_ + " refused a keep-alive: " + m);
+  }
+  const json::object* result = Object(*reply, "result");
+  return result != nullptr ? Int(*result, "TTL") : std::int64_t{0};
+}
+
+Status EtcdProtocol::Revoke(std::int64_t id, int* sends) {
+  auto reply = gateway_.Call("/v3/lease/revoke", json::object{{"ID", std::to_string(id)}}, sends);
+  return reply.ok() ? Status::Ok() : reply.status();
+}
+
+milliseconds EtcdProtocol::Remaining(std::int64_t lease_id) {
+  if (lease_id == 0) return milliseconds(0);
+  auto reply = gateway_.Call("/v3/lease/timetolive", json::object{{"ID", std::to_string(lease_id)}},
+                             nullptr);
+  if (!reply.ok()) return milliseconds(0);
+  return milliseconds(std::max<std::int64_t>(0, Int(*reply, "TTL")) * 1000);
+}
+
+std::int64_t EtcdProtocol::GrantedTtl(std::int64_t lease_id) {
+  auto reply = gateway_.Call("/v3/lease/timetolive", json::object{{"ID", std::to_string(lease_id)}},
+                             nullptr);
+  return reply.ok() ? Int(*reply, "grantedTTL") : 0;
+}
+
+Result<Place> EtcdProtocol::Enqueue(std::string_view lock, std::string_view owner, LeaseRef lease) {
+  const std::string my_key = Key(lock, owner);
+  json::object put_mine{{"request_put", json::object{{"key", my_key},
+                                                     {"value", Base64Encode(owner)},
+                                                     {"lease", std::to_string(lease.id)}}}};
+  json::object put_last{
+      {"request_put", json::object{{"key", LastKey(lock)}, {"value", Base64Encode(owner)}}}};
+  json::object txn{
+      {"compare",
+       json::array{json::object{{"target", "CREATE"}, {"key", my_key}, {"create_revision", "0"}}}},
+      {"success", json::array{put_mine, put_last, RangeFirst(lock)}},
+      {"failure", json::array{Range(my_key), RangeFirst(lock)}}};
+  auto reply = gateway_.Call("/v3/kv/txn", txn, nullptr);
+  if (!reply.ok()) return reply.status();
+  Place place;
+  place.revision = Revision(*reply);
+  const json::object* first = nullptr;
+  if (Succeeded(*reply)) {
+    place.mine = place.revision;
+    first = FirstKv(TxnResponse(*reply, 2, "response_range"));
+  } else {
+    const json::object* kv = FirstKv(TxnResponse(*reply, 0, "response_range"));
+    if (kv == nullptr) return BadReply(lock);
+    place.mine = Int(*kv, "create_revision");
+    place.existing_lease = Int(*kv, "lease");
+    first = FirstKv(TxnResponse(*reply, 1, "response_range"));
+  }
+  if (first == nullptr || place.mine == 0) return BadReply(lock);
+  place.first_key = String(*first, "key");
+  place.first_rev = Int(*first, "create_revision");
+  place.first_lease = Int(*first, "lease");
+  return place;
+}
+
+Result<Place> EtcdProtocol::Look(std::string_view lock, std::string_view owner, std::int64_t mine) {
+  json::object before{
+      {"request_range", json::object{{"key", Base64Encode(Prefix(lock))},
+                                     {"range_end", Base64Encode(PrefixEnd(lock))},
+                                     {"sort_target", "CREATE"},
+                                     {"sort_order", "DESCEND"},
+                                     {"max_create_revision", std::to_string(mine - 1)},
+                                     {"limit", "1"},
+                                     {"keys_only", true}}}};
+  json::object txn{{"success", json::array{RangeFirst(lock), before, Range(Key(lock, owner))}}};
+  auto reply = gateway_.Call("/v3/kv/txn", txn, nullptr);
+  if (!reply.ok()) return reply.status();
+  Place place;
+  place.revision = Revision(*reply);
+  if (const json::object* kv = FirstKv(TxnResponse(*reply, 2, "response_range"))) {
+    place.mine = Int(*kv, "create_revision");
+  }
+  if (const json::object* first = FirstKv(TxnResponse(*reply, 0, "response_range"))) {
+    place.first_key = String(*first, "key");
+    place.first_rev = Int(*first, "create_revision");
+    place.first_lease = Int(*first, "lease");
+  }
+  if (const json::object* pred = FirstKv(TxnResponse(*reply, 1, "response_range"))) {
+    place.predecessor = String(*pred, "key");
+  }
+  return place;
+}
+
+Result<std::optional<ContenderKey>> EtcdProtocol::ReadKey(std::string_view lock,
+                                                          std::string_view owner) {
+  auto reply = gateway_.Call("/v3/kv/range", json::object{{"key", Key(lock, owner)}}, nullptr);
+  if (!reply.ok()) return reply.status();
+  const json::object* kv = FirstKv(&*reply);
+  if (kv == nullptr) return std::optional<ContenderKey>();
+  return std::optional<ContenderKey>(ContenderKey{Int(*kv, "create_revision"), Int(*kv, "lease")});
+}
+
+std::optional<std::int64_t> EtcdProtocol::HolderToken(std::string_view lock) {
+  auto reply = gateway_.Call("/v3/kv/txn", json::object{{"success", json::array{RangeFirst(lock)}}},
+                             nullptr);
+  if (!reply.ok()) return std::nullopt;
+  const json::object* first = FirstKv(TxnResponse(*reply, 0, "response_range"));
+  if (first == nullptr) return std::nullopt;
+  return Int(*first, "create_revision");
+}
+
+Result<LineHead> EtcdProtocol::ReadHead(std::string_view lock) {
+  json::object txn{{"success", json::array{RangeFirst(lock), Range(LastKey(lock))}}};
+  auto reply = gateway_.Call("/v3/kv/txn", txn, nullptr);
+  if (!reply.ok()) return reply.status();
+  LineHead head;
+  if (const json::object* last = FirstKv(TxnResponse(*reply, 1, "response_range"))) {
+    head.last_issued = Int(*last, "mod_revision");
+  }
+  const json::object* first = FirstKv(TxnResponse(*reply, 0, "response_range"));
+  if (first == nullptr) return head;
+  head.held = true;
+  head.owner = Base64Decode(String(*first, "value")).value_or("");
+  head.token = Int(*first, "create_revision");
+  head.lease = Int(*first, "lease");
+  return head;
+}
+
+Result<bool> EtcdProtocol::MoveKeyToLease(std::string_view lock, std::string_view owner,
+                                          FencingToken token, std::int64_t lease_id) {
+  const std::string my_key = Key(lock, owner);
+  json::object txn{
+      {"compare",
+       json::array{json::object{
+           {"target", "CREATE"}, {"key", my_key}, {"create_revision", token.ToString()}}}},
+      {"success",
+       json::array{json::object{{"request_put", json::object{{"key", my_key},
+                                                             {"lease", std::to_string(lease_id)},
+                                                             {"ignore_value", true}}}}}}};
+  auto reply = gateway_.Call("/v3/kv/txn", txn, nullptr);
+  if (!reply.ok()) return reply.status();
+  return Succeeded(*reply);
+}
+
+Result<bool> EtcdProtocol::Exists(const std::string& key) {
+  auto reply =
+      gateway_.Call("/v3/kv/range", json::object{{"key", key}, {"count_only", true}}, nullptr);
+  if (!reply.ok()) return reply.status();
+  return Int(*reply, "count") != 0;
+}
+
+Result<std::unique_ptr<GatewayConn>> EtcdProtocol::WatchKey(const std::string& key) {
+  auto stream = gateway_.Stream();
+  if (!stream.ok()) return stream.status();
+  json::object create{{"key", key}, {"filters", json::array{"NOPUT"}}};
+  Status s =
+      (*stream)->OpenStream("/v3/watch", json::serialize(json::object{{"create_request", create}}),
+                            gateway_.op_timeout());
+  if (s.ok()) {
+    auto created = (*stream)->NextMessage(gateway_.op_timeout());
+    if (!created.ok()) {
+      s = created.status();
+    } else if (!created->has_value() || !IsCreated(**created)) {
+      s = Status::Unavailable("etcd at " + (*stream)->endpoint().Name() +
+                              " did not confirm a watch");
+    }
+  }
+  if (!s.ok()) {
+    gateway_.Failed((*stream)->index());
+    return s;
+  }
+  return stream;
+}
+
+Result<std::unique_ptr<GatewayConn>> EtcdProtocol::WatchLine(std::string_view lock) {
+  auto stream = gateway_.Stream();
+  if (!stream.ok()) return stream.status();
+  json::object create{{"key", Base64Encode(Prefix(lock))},
+                      {"range_end", Base64Encode(PrefixEnd(lock))},
+                      {"filters", json::array{"NOPUT"}}};
+  Status s =
+      (*stream)->OpenStream("/v3/watch", json::serialize(json::object{{"create_request", create}}),
+                            gateway_.op_timeout());
+  if (!s.ok()) return s;
+  return stream;
+}
+
+bool EtcdProtocol::IsDeleteEvent(const std::string& message) {
+  auto result = ParseResult(message);
+  if (!result) return false;
+  const json::value* events = result->if_contains("events");
+  if (events == nullptr || !events->is_array()) return false;
+  for (const json::value& e : events->as_array()) {
+    if (e.is_object() && String(e.as_object(), "type") == "DELETE") return true;
+  }
+  return false;
+}
+
+bool EtcdProtocol::IsCanceled(const std::string& message) {
+  auto result = ParseResult(message);
+  if (!result) return true;  // an error object: the watch is no use
+  const json::value* c = result->if_contains("canceled");
+  return c != nullptr && c->is_bool() && c->as_bool();
+}
+
+Result<FencingToken> EtcdProtocol::Token(std::string_view lock, std::int64_t revision) const {
+  auto t = FencingToken::FromInt(revision);
+  if (!t.ok()) {
+    return Status::Unavailable("etcd at " + service_ + " sent an unusable revision " +
+                               std::to_string(revision) + " for lock \"" + std::string(lock) +
+                               "\"");
+  }
+  return *t;
+}
+
+Status EtcdProtocol::BadReply(std::string_view lock) const {
+  return Status::Unavailable("unexpected reply from etcd at " + service_ + " for lock \"" +
+                             std::string(lock) + "\"");
+}
+
+}  // namespace fencekit::etcd

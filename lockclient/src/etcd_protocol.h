@@ -1,0 +1,121 @@
+// The etcd lock protocol: the key layout of a lock's line of contenders, and the gateway calls
+// that read and change it (leases, the enqueue txn, reads of the line, watches), each reply
+// parsed into a plain value. It decides nothing: EtcdBackend does. Private to lockclient.
+//
+// A lock is a line of keys under fencekit/lock/<length>:<name>/, one per contender, each
+// attached to that contender's etcd lease. The key with the lowest create_revision holds the
+// lock, and that revision is the fencing token. fencekit/last/<length>:<name> is written by
+// every enqueue: its mod_revision is the last token issued.
+//
+// Gateway quirks (etcd 3.4): int64 fields are JSON strings, keys and values are base64, default
+// values are omitted (a failed txn has no "succeeded", a PUT event has no "type", an expired
+// lease's keep-alive has no "TTL"), and streaming calls answer one JSON object per line.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "etcd_gateway.h"
+#include "fencekit/common/status.h"
+#include "fencekit/common/token.h"
+
+namespace fencekit::etcd {
+
+// A contender's etcd lease.
+struct LeaseRef {
+  std::int64_t id = 0;
+  std::int64_t ttl_s = 0;  // as granted (etcd may raise it to its minimum)
+};
+
+// Where a contender stands in a lock's line.
+struct Place {
+  std::int64_t mine = 0;         // the contender key's create_revision: its token; 0 if gone
+  std::string first_key;         // base64; empty when the line is empty
+  std::int64_t first_rev = 0;    // the holder's token
+  std::int64_t first_lease = 0;  // the holder's lease
+  std::string predecessor;       // base64 key just before mine; empty when I am first
+  std::int64_t revision = 0;     // the store revision this view was read at
+  // Enqueue only: the lease of this contender's key when the key was already there (an
+  // earlier attempt whose reply was lost).
+  std::optional<std::int64_t> existing_lease;
+};
+
+// A contender's key as read back.
+struct ContenderKey {
+  std::int64_t create_revision = 0;
+  std::int64_t lease = 0;
+};
+
+// The head of a lock's line, for Inspect.
+struct LineHead {
+  std::int64_t last_issued = 0;  // 0 when no token was ever issued
+  bool held = false;
+  std::string owner;  // when held
+  std::int64_t token = 0;
+  std::int64_t lease = 0;
+};
+
+// Thread safety: safe for concurrent use.
+class EtcdProtocol {
+ public:
+  // `service`: the URI, for messages.
+  EtcdProtocol(std::vector<Endpoint> endpoints, std::chrono::milliseconds op_timeout, int pool_size,
+               std::string service);
+
+  // The base64 key of `owner`'s place in `lock`'s line.
+  static std::string Key(std::string_view lock, std::string_view owner);
+  // Whole seconds for a ttl, at least 1.
+  static std::int64_t Seconds(std::chrono::milliseconds ttl);
+
+  // --- Leases ---
+  Result<LeaseRef> GrantLease(std::chrono::milliseconds ttl);
+  // Seconds the lease has left after the keep-alive; 0 when it is gone.
+  Result<std::int64_t> KeepAlive(std::int64_t id);
+  // kNotFound when the lease is gone; *sends as Gateway::Call.
+  Status Revoke(std::int64_t id, int* sends);
+  // Time left on a lease; 0 when unknown or gone.
+  std::chrono::milliseconds Remaining(std::int64_t lease_id);
+  // The TTL the lease was granted with (0 when unknown).
+  std::int64_t GrantedTtl(std::int64_t lease_id);
+
+  // --- The line ---
+  // Puts `owner`'s key at the end of the line (or finds it, from an earlier attempt).
+  Result<Place> Enqueue(std::string_view lock, std::string_view owner, LeaseRef lease);
+  // Reads the line again: the holder, this waiter's key, and the key just before it.
+  Result<Place> Look(std::string_view lock, std::string_view owner, std::int64_t mine);
+  // `owner`'s key in the line, if there.
+  Result<std::optional<ContenderKey>> ReadKey(std::string_view lock, std::string_view owner);
+  // The holder's token, if the line can be read and is not empty.
+  std::optional<std::int64_t> HolderToken(std::string_view lock);
+  Result<LineHead> ReadHead(std::string_view lock);
+  // Moves `owner`'s key to lease `lease_id` if the key is still `token`'s grant; false if not.
+  Result<bool> MoveKeyToLease(std::string_view lock, std::string_view owner, FencingToken token,
+                              std::int64_t lease_id);
+  // Whether a key (base64) exists.
+  Result<bool> Exists(const std::string& key);
+
+  // --- Watches ---
+  // Watches `key` (base64) for deletion, once etcd confirmed the watch.
+  Result<std::unique_ptr<GatewayConn>> WatchKey(const std::string& key);
+  // Watches the whole line for deletions (not confirmed).
+  Result<std::unique_ptr<GatewayConn>> WatchLine(std::string_view lock);
+  // What one watch message says.
+  static bool IsDeleteEvent(const std::string& message);
+  static bool IsCanceled(const std::string& message);
+
+  // A revision as a token; kUnavailable if etcd sent an unusable one.
+  Result<FencingToken> Token(std::string_view lock, std::int64_t revision) const;
+
+ private:
+  Status BadReply(std::string_view lock) const;
+
+  Gateway gateway_;
+  const std::string service_;
+};
+
+}  // namespace fencekit::etcd

@@ -1,0 +1,187 @@
+#include "redis_protocol.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+
+#include "backend.h"
+
+namespace fencekit::redis_protocol {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Grants when free; a retry by the same owner gets its token back. Never lets the counter
+// produce a token at or below ARGV[3], the highest this client has seen for the lock: if the
+// counter was lost (Redis restarted empty, key evicted or deleted) tokens still go up for this
+// client, and the reply says the counter was behind. When busy, it marks the lock as waited on
+// (KEYS[3], expiring with the holder's lease plus a margin), atomically with the check, so a
+// release that follows is sure to signal.
+// Reply: {1, token, floored} or {0, holder_pttl}.
+constexpr const char* kAcquireScript = R"lua(
+local v = redis.call('get', KEYS[1])
+if v then
+  local sep = string.find(v, ':', 1, true)
+  if sep and string.sub(v, 1, sep - 1) == ARGV[1] then
+    return {1, tonumber(string.sub(v, sep + 1)), 0}
+  end
+  local pttl = redis.call('pttl', KEYS[1])
+  redis.call('set', KEYS[3], 1, 'PX', math.max(pttl, 0) + 1000)
+  return {0, pttl}
+end
+local t = redis.call('incr', KEYS[2])
+local floor = tonumber(ARGV[3])
+local floored = 0
+if t <= floor then
+  t = floor + 1
+  floored = 1
+  redis.call('set', KEYS[2], t)
+end
+redis.call('set', KEYS[1], ARGV[1] .. ':' .. t, 'PX', ARGV[2])
+return {1, t, floored}
+)lua";
+
+// Reply: 1 released, -1 no such key (expired), -2 held by another owner (then also its value).
+// Signals (one element on KEYS[2]) only when someone waits (KEYS[3]).
+constexpr const char* kReleaseScript = R"lua(
+local v = redis.call('get', KEYS[1])
+if not v then return {-1} end
+if string.sub(v, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. ':' then return {-2, v} end
+redis.call('del', KEYS[1])
+if redis.call('exists', KEYS[3]) == 1 then
+  redis.call('del', KEYS[2])
+  redis.call('lpush', KEYS[2], 1)
+  redis.call('pexpire', KEYS[2], ARGV[2])
+end
+return {1}
+)lua";
+
+// Reply: 1 extended, -1 expired, -2 held by another owner (then also its value).
+constexpr const char* kExtendScript = R"lua(
+local v = redis.call('get', KEYS[1])
+if not v then return {-1} end
+if string.sub(v, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. ':' then return {-2, v} end
+redis.call('pexpire', KEYS[1], ARGV[2])
+return {1}
+)lua";
+
+// Raises the counter to at least ARGV[1] (Redlock's write-back round). Reply: the counter.
+constexpr const char* kRaiseScript = R"lua(
+local c = tonumber(redis.call('get', KEYS[1]) or '0')
+local t = tonumber(ARGV[1])
+if c < t then redis.call('set', KEYS[1], t) return t end
+return c
+)lua";
+
+// Reply: {value or false, pttl, counter or false}.
+constexpr const char* kInspectScript = R"lua(
+return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2])}
+)lua";
+
+constexpr const char* kScripts[kScriptCount] = {kAcquireScript, kReleaseScript, kExtendScript,
+                                                kInspectScript, kRaiseScript};
+
+// The token in a lock key's "owner:token" value; 0 if there is none.
+std::int64_t TokenOf(std::string_view value) {
+  auto sep = value.find(':');
+  std::int64_t t = 0;
+  if (sep != std::string_view::npos) {
+    std::from_chars(value.data() + sep + 1, value.data() + value.size(), t);
+  }
+  return t;
+}
+
+Status BadReply(std::string_view service, std::string_view lock) {
+  return Status::Unavailable("unexpected reply from " + std::string(service) + " for lock \"" +
+                             std::string(lock) + "\"");
+}
+
+}  // namespace
+
+std::span<const char* const> Scripts() { return kScripts; }
+
+std::string Key(std::string_view lock, std::string_view kind) {
+  std::string k = "fencekit:{";
+  k += lock;
+  k += "}:";
+  k += kind;
+  return k;
+}
+
+std::vector<std::string> AcquireKeys(std::string_view lock) {
+  return {Key(lock, "lock"), Key(lock, "token"), Key(lock, "waiting")};
+}
+
+std::vector<std::string> AcquireArgs(std::string_view owner, milliseconds ttl, std::int64_t floor) {
+  return {std::string(owner), std::to_string(ttl.count()), std::to_string(floor)};
+}
+
+std::vector<std::string> OwnerKeys(std::string_view lock, bool release) {
+  if (!release) return {Key(lock, "lock")};
+  return {Key(lock, "lock"), Key(lock, "signal"), Key(lock, "waiting")};
+}
+
+std::vector<std::string> OwnerArgs(std::string_view owner, milliseconds ttl) {
+  return {std::string(owner), std::to_string(ttl.count())};
+}
+
+std::vector<std::string> InspectKeys(std::string_view lock) {
+  return {Key(lock, "lock"), Key(lock, "token")};
+}
+
+std::vector<std::string> RaiseKeys(std::string_view lock) { return {Key(lock, "token")}; }
+
+Result<AcquireReply> ParseAcquire(const redisReply* r, std::string_view service,
+                                  std::string_view lock) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) return BadReply(service, lock);
+  AcquireReply out;
+  if (r->element[0]->integer == 0) {
+    out.holder_remaining = milliseconds(std::max<long long>(0, r->element[1]->integer));
+    return out;
+  }
+  out.granted = true;
+  out.token = r->element[1]->integer;
+  out.counter_behind = r->elements > 2 && r->element[2]->integer == 1;
+  return out;
+}
+
+Status ParseOwnerChecked(const redisReply* r, std::string_view service, std::string_view lock,
+                         std::string_view what) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) return BadReply(service, lock);
+  switch (r->element[0]->integer) {
+    case 1:
+      return Status::Ok();
+    case -1:
+      return Status::NotHeld("cannot " + std::string(what) + " " + Subject(lock, service) +
+                             ": the lease expired (the key is gone); acquire again");
+    default: {
+      std::string other = r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING
+                              ? std::string(r->element[1]->str, r->element[1]->len)
+                              : std::string();
+      return Status::NotHeld("cannot " + std::string(what) + " " + Subject(lock, service) +
+                             ": it is held by another owner (token " +
+                             std::to_string(TokenOf(other)) + "); this lease is lost");
+    }
+  }
+}
+
+Result<LockInfo> ParseInspect(const redisReply* r, std::string_view service,
+                              std::string_view lock) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) return BadReply(service, lock);
+  LockInfo info;
+  info.lock = std::string(lock);
+  if (r->element[0]->type == REDIS_REPLY_STRING) {
+    std::string_view v(r->element[0]->str, r->element[0]->len);
+    info.held = true;
+    info.owner = std::string(v.substr(0, v.find(':')));
+    if (auto t = FencingToken::FromInt(TokenOf(v)); t.ok()) info.token = *t;
+    info.remaining = milliseconds(std::max<long long>(0, r->element[1]->integer));
+  }
+  if (r->element[2]->type == REDIS_REPLY_STRING) {
+    std::int64_t last = std::atoll(std::string(r->element[2]->str, r->element[2]->len).c_str());
+    if (auto t = FencingToken::FromInt(last); t.ok()) info.last_token = *t;
+  }
+  return info;
+}
+
+}  // namespace fencekit::redis_protocol

@@ -1,0 +1,64 @@
+// The Redis lock protocol: key names, the Lua scripts that grant, extend, release and inspect
+// leases atomically on one node, their arguments, and what their replies mean. No I/O: the
+// scripts run through RedisNode. Private to lockclient.
+//
+// Keys per lock share the hash tag {name}: fencekit:{name}:lock holds "owner:token" with a PX
+// expiry; fencekit:{name}:token is the never-expiring counter; fencekit:{name}:signal is the
+// list a release pushes to, so a waiter blocked in BLPOP wakes at once; fencekit:{name}:waiting
+// says someone waits, so an uncontended release skips the signal.
+#pragma once
+
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fencekit/common/status.h"
+#include "fencekit/lockclient/lock_client.h"
+
+namespace fencekit::redis_protocol {
+
+// The scripts, by their index in Scripts().
+enum Script { kAcquire, kRelease, kExtend, kInspect, kRaise, kScriptCount };
+std::span<const char* const> Scripts();
+
+// "fencekit:{lock}:kind".
+std::string Key(std::string_view lock, std::string_view kind);
+
+// Arguments of each script.
+std::vector<std::string> AcquireKeys(std::string_view lock);
+// `floor`: the highest token this client has seen for the lock (0: none); the grant's token is
+// above it even if the node's counter is not.
+std::vector<std::string> AcquireArgs(std::string_view owner, std::chrono::milliseconds ttl,
+                                     std::int64_t floor);
+// Keys of kRelease (release = true) or kExtend; their args are OwnerArgs.
+std::vector<std::string> OwnerKeys(std::string_view lock, bool release);
+// `ttl`: the new ttl (extend), or how long a release signal waits for a waiter (release).
+std::vector<std::string> OwnerArgs(std::string_view owner, std::chrono::milliseconds ttl);
+std::vector<std::string> InspectKeys(std::string_view lock);
+std::vector<std::string> RaiseKeys(std::string_view lock);  // args: {token}
+
+// The acquire script's reply.
+struct AcquireReply {
+  bool granted = false;
+  std::int64_t token = 0;                         // when granted
+  bool counter_behind = false;                    // when granted: the counter was below the floor
+  std::chrono::milliseconds holder_remaining{0};  // when not granted
+};
+// kUnavailable (naming `service` and `lock`) for a reply of the wrong shape.
+Result<AcquireReply> ParseAcquire(const redisReply* r, std::string_view service,
+                                  std::string_view lock);
+
+// The release and extend scripts' reply: OK, or kNotHeld saying whether the lease expired or
+// another owner holds the lock. `what`: "release" or "extend", for the message.
+Status ParseOwnerChecked(const redisReply* r, std::string_view service, std::string_view lock,
+                         std::string_view what);
+
+// The inspect script's reply.
+Result<LockInfo> ParseInspect(const redisReply* r, std::string_view service, std::string_view lock);
+
+}  // namespace fencekit::redis_protocol
