@@ -36,6 +36,14 @@ TEST(ChildProcessTest, PipesCarryLinesBothWays) {
   EXPECT_EQ(cat.ReadLine(), "second");
 }
 
+TEST(ChildProcessTest, SendToAChildThatHasExitedFailsWithoutKillingTheCaller) {
+  ChildProcess done;
+  ASSERT_TRUE(done.Start({.argv = {"true"}, .pipe_stdio = true}).ok());
+  done.Wait();
+  EXPECT_FALSE(done.Send("anyone there?"));  // no SIGPIPE: this test process survives
+  EXPECT_EQ(done.ReadLine(), std::nullopt);
+}
+
 TEST(ChildProcessTest, OutputGoesToTheFileAndWaitGivesTheExitStatus) {
   TempDir dir;
   ChildProcess sh;

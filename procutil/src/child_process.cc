@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,7 +17,7 @@ namespace fencekit::procutil {
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
     : options_(std::move(other.options_)),
       pid_(std::exchange(other.pid_, -1)),
-      to_child_(std::exchange(other.to_child_, nullptr)),
+      to_child_(std::exchange(other.to_child_, -1)),
       from_child_(std::exchange(other.from_child_, nullptr)) {}
 
 ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
@@ -24,7 +25,7 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
     Kill();
     options_ = std::move(other.options_);
     pid_ = std::exchange(other.pid_, -1);
-    to_child_ = std::exchange(other.to_child_, nullptr);
+    to_child_ = std::exchange(other.to_child_, -1);
     from_child_ = std::exchange(other.from_child_, nullptr);
   }
   return *this;
@@ -50,8 +51,11 @@ Status ChildProcess::Start(ChildOptions options) {
   }
   // exec closes `report`; before that, a failed exec writes its errno there.
   int report[2], in[2] = {-1, -1}, from[2] = {-1, -1};
+  // stdin is a socket so that Send() can write with MSG_NOSIGNAL: a child that has exited must
+  // not kill this process with SIGPIPE.
   bool piped =
-      !options_.pipe_stdio || (::pipe2(in, O_CLOEXEC) == 0 && ::pipe2(from, O_CLOEXEC) == 0);
+      !options_.pipe_stdio || (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == 0 &&
+                               ::pipe2(from, O_CLOEXEC) == 0);
   if (::pipe2(report, O_CLOEXEC) != 0 || !piped) {
     for (int fd : {out, in[0], in[1], from[0], from[1]}) {
       if (fd >= 0) ::close(fd);
@@ -101,7 +105,7 @@ Status ChildProcess::Start(ChildOptions options) {
   }
   pid_ = pid;
   if (options_.pipe_stdio) {
-    to_child_ = ::fdopen(in[1], "w");
+    to_child_ = in[1];
     from_child_ = ::fdopen(from[0], "r");
   }
   return Status::Ok();
@@ -135,15 +139,21 @@ void ChildProcess::Kill() {
 }
 
 void ChildProcess::ClosePipes() {
-  if (to_child_ != nullptr) std::fclose(std::exchange(to_child_, nullptr));
+  if (to_child_ >= 0) ::close(std::exchange(to_child_, -1));
   if (from_child_ != nullptr) std::fclose(std::exchange(from_child_, nullptr));
 }
 
 bool ChildProcess::Send(std::string_view line) {
-  if (to_child_ == nullptr) return false;
+  if (to_child_ < 0) return false;
   std::string text(line);
   text += '\n';
-  return std::fputs(text.c_str(), to_child_) >= 0 && std::fflush(to_child_) == 0;
+  for (std::string_view rest = text; !rest.empty();) {
+    ssize_t n = ::send(to_child_, rest.data(), rest.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    rest.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
 }
 
 std::optional<std::string> ChildProcess::ReadLine() {

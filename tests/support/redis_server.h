@@ -1,5 +1,6 @@
 // A real redis-server child process on a free loopback port, without persistence
-// (procutil::RedisServer), that fails the test if it cannot start.
+// (procutil::RedisServer), that fails the test if it cannot start. Thread safety: not safe for
+// concurrent use.
 #pragma once
 
 #include <cstdint>

@@ -65,12 +65,12 @@ std::string Request(std::string_view method, std::string_view target,
                     std::string_view body = {});
 
 // A `fenced` process started from the build tree, listening on a free loopback port
-// (procutil::FencedServer); fails the test if it does not start.
+// (procutil::FencedServer); fails the test if it does not start, SIGKILLs it on destruction
+// if still running. Thread safety: not safe for concurrent use.
 class FencedProcess {
  public:
   // `args` are appended after --listen 127.0.0.1:0 --db <db>.
   FencedProcess(const std::string& db, std::vector<std::string> args = {});
-  // SIGKILLs it on destruction if still running.
   std::uint16_t port() const { return server_.port(); }
   std::string url() const { return server_.url(); }
   void Kill(int signal) { server_.process().Signal(signal); }

@@ -22,7 +22,7 @@ struct ChildOptions {
   // are this process's own.
   std::string output_path;
   // Pipes: Send() writes to the child's stdin and ReadLine() reads its stdout; stderr still
-  // goes to `output_path`.
+  // goes to `output_path`. Closing them (Kill(), destruction) gives the child end of file.
   bool pipe_stdio = false;
 };
 
@@ -65,7 +65,7 @@ class ChildProcess {
 
   ChildOptions options_;
   pid_t pid_ = -1;
-  std::FILE* to_child_ = nullptr;
+  int to_child_ = -1;
   std::FILE* from_child_ = nullptr;
 };
 
