@@ -5,12 +5,12 @@
 # Loopback only. Builds nothing: give the fenced binary in $FENCED.
 #
 # Usage: bench/http_bench.sh [seconds per run, default 10] [rounds, default 3]
-#   FENCED=path/to/fenced   (default build/bench/httpapi/fenced)
+#   FENCED=path/to/fenced   (default build/bench/tools/fenced)
 #   FENCED_ARGS="..."       extra fenced options, e.g. "--threads 2"
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/lib.sh"  # median
-fenced="${FENCED:-$root/build/bench/httpapi/fenced}"
+fenced="${FENCED:-$root/build/bench/tools/fenced}"
 secs="${1:-10}"
 rounds="${2:-3}"
 for tool in wrk nginx curl; do

@@ -10,13 +10,13 @@ set_target_properties(fencekit_wire PROPERTIES EXPORT_NAME internal_wire)
 
 install(TARGETS
     fencekit_common fencekit_lockclient fencekit_fencedstore fencekit_storeclient
-    fencekit_server fencekit_fencing fencekit_pausetest
+    fencekit_server fencekit_fencing fencekit_procutil fencekit_pausetest
     fencekit_sqlite_util fencekit_asio fencekit_wire
   EXPORT fencekitTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS fenced fencectl fencekit-demo RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(module common lockclient fencedstore httpapi fencing pausetest)
+foreach(module common lockclient fencedstore httpapi fencing procutil pausetest)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/include/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endforeach()

@@ -4,12 +4,10 @@
 // drives them step by step, freezes client A with SIGSTOP past its lease, and records a
 // timeline. See docs/tutorial.md.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,8 +16,8 @@
 #include <boost/json/serialize.hpp>
 #include <boost/program_options.hpp>
 #include <condition_variable>
-#include <cstdio>
 #include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -28,6 +26,9 @@
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/fencing/fenced_writes.h"
 #include "fencekit/lockclient/lock_client.h"
+#include "fencekit/procutil/child_process.h"
+#include "fencekit/procutil/fenced_server.h"
+#include "fencekit/procutil/redis_server.h"
 #include "timeline.h"
 
 namespace po = boost::program_options;
@@ -97,79 +98,35 @@ int RunClient(const std::string& name, const std::string& locks, const std::stri
 // ---------------------------------------------------------------------------------------------
 // The parent: processes, a delaying proxy, and the scenarios.
 
-// A child process with a pipe to its stdin and from its stdout.
-class Child {
+// A client process (this binary with --role client): one command per line on its stdin, one
+// JSON answer per line on its stdout.
+class Client {
  public:
-  Child(const std::vector<std::string>& argv, bool quiet_stderr = false) {
-    int in[2], out[2];
-    if (pipe(in) != 0 || pipe(out) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      if (quiet_stderr) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 2);
-      }
-      close(in[1]);
-      close(out[0]);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(strdup(a.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    to_ = fdopen(in[1], "w");
-    from_ = fdopen(out[0], "r");
-  }
-  ~Child() {
-    if (to_ != nullptr) fclose(to_);
-    if (from_ != nullptr) fclose(from_);
-    if (pid_ > 0) {
-      kill(pid_, SIGCONT);
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  void Send(const std::string& line) {
-    std::fputs((line + "\n").c_str(), to_);
-    std::fflush(to_);
-  }
-  // One line of output, or "" at end of file.
-  std::string ReadLine() {
-    char buf[8192];
-    if (std::fgets(buf, sizeof buf, from_) == nullptr) return "";
-    std::string s(buf);
-    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-    return s;
-  }
+  explicit Client(const std::vector<std::string>& argv)
+      : started_(process_.Start({.argv = argv, .pipe_stdio = true})) {}
+  void Send(const std::string& line) { process_.Send(line); }
   json::object Ask(const std::string& line) {
     Send(line);
     return Answer();
   }
   json::object Answer() {
+    if (!started_.ok()) return json::object{{"ok", false}, {"message", started_.message()}};
     boost::system::error_code ec;
-    auto v = json::parse(ReadLine(), ec);
+    auto v = json::parse(process_.ReadLine().value_or(""), ec);
     if (ec || !v.is_object()) return json::object{{"ok", false}, {"message", "client died"}};
     return v.as_object();
   }
   void Stop() {
-    if (pid_ > 0) {
+    if (process_.pid() > 0) {
       Send("exit");
-      int status;
-      waitpid(pid_, &status, 0);
-      pid_ = -1;
+      process_.Wait();
     }
   }
-  void Signal(int sig) { kill(pid_, sig); }
+  void Signal(int sig) { process_.Signal(sig); }
 
  private:
-  pid_t pid_ = -1;
-  FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
+  procutil::ChildProcess process_;
+  Status started_;
 };
 
 // Holds every connection it accepts until Release(), then forwards bytes both ways: a network
@@ -253,13 +210,8 @@ class Demo {
     start_ = std::chrono::steady_clock::now();
   }
   ~Demo() {
-    fenced_.reset();
-    for (pid_t pid : redis_pids_) {
-      if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-    }
+    fenced_.Kill();
+    redis_.clear();
     std::string cmd = "rm -rf '" + dir_ + "'";
     if (std::system(cmd.c_str()) != 0) std::cerr << "could not remove " << dir_ << "\n";
   }
@@ -299,16 +251,14 @@ class Demo {
   }
 
   std::string StartFenced() {
-    std::vector<std::string> argv = {fenced_path_, "--listen", "127.0.0.1:0", "--db",
-                                     dir_ + "/store.db"};
-    if (!timeline_.fencing) argv.push_back("--no-fencing");
-    fenced_ = std::make_unique<Child>(argv, /*quiet_stderr=*/true);
-    std::string line = fenced_->ReadLine();
-    auto at = line.find("http://");
-    if (at == std::string::npos) return "fenced did not start (" + fenced_path_ + "): " + line;
-    store_url_ = line.substr(at, line.find(' ', at) - at);
-    store_port_ =
-        static_cast<std::uint16_t>(std::atoi(store_url_.c_str() + store_url_.rfind(':') + 1));
+    procutil::FencedOptions o{
+        .binary = fenced_path_, .db = dir_ + "/store.db", .log_path = dir_ + "/fenced.log"};
+    if (!timeline_.fencing) o.args.push_back("--no-fencing");
+    if (Status s = fenced_.Start(o); !s.ok()) {
+      return "fenced did not start (" + fenced_path_ + "): " + s.message();
+    }
+    store_url_ = fenced_.url();
+    store_port_ = fenced_.port();
     return "";
   }
 
@@ -320,56 +270,34 @@ class Demo {
              "out --locks";
     }
     for (int i = 0; i < n; ++i) {
-      int fd = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-      socklen_t len = sizeof addr;
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-      close(fd);
-      redis_ports_.push_back(ntohs(addr.sin_port));
-      redis_pids_.push_back(-1);
-      if (auto err = RestartRedis(i); !err.empty()) return err;
+      redis_.push_back(std::make_unique<procutil::RedisServer>());
+      Status s = redis_.back()->Start({.log_path = dir_ + "/redis-" + std::to_string(i) + ".log"});
+      if (!s.ok()) return RedisError(s);
     }
     if (n == 1) {
-      locks_ = "redis://127.0.0.1:" + std::to_string(redis_ports_[0]);
+      locks_ = redis_[0]->uri();
     } else {
       locks_ = "redlock://";
       for (int i = 0; i < n; ++i) {
-        locks_ += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(redis_ports_[i]);
+        locks_ += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(redis_[i]->port());
       }
     }
     return "";
   }
 
-  // Kills node `i` if running and starts it again, empty.
+  // Kills node `i` and starts it again, empty, on the same port.
   std::string RestartRedis(std::size_t i) {
-    if (redis_pids_[i] > 0) {
-      kill(redis_pids_[i], SIGKILL);
-      waitpid(redis_pids_[i], nullptr, 0);
-    }
-    std::string port = std::to_string(redis_ports_[i]);
-    redis_pids_[i] = fork();
-    if (redis_pids_[i] == 0) {
-      int null = open("/dev/null", O_WRONLY);
-      dup2(null, 1);
-      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int attempt = 0; attempt < 400; ++attempt) {
-      // Open fails until the server accepts connections.
-      auto probe = LockClient::Open("redis://127.0.0.1:" + port, {.op_timeout = 100ms});
-      if (probe.ok() && (*probe)->Inspect("probe").ok()) return "";
-      int status;
-      if (waitpid(redis_pids_[i], &status, WNOHANG) == redis_pids_[i]) break;
-      std::this_thread::sleep_for(10ms);
-    }
-    return "redis-server could not be started (install Debian's redis-server; ./scripts/demo does)";
+    Status s = redis_[i]->Restart();
+    return s.ok() ? "" : RedisError(s);
   }
 
-  std::unique_ptr<Child> StartClient(const std::string& name, const std::string& store_url,
+  static std::string RedisError(const Status& s) {
+    return "redis-server could not be started (install Debian's redis-server; ./scripts/demo "
+           "does): " +
+           s.message();
+  }
+
+  std::unique_ptr<Client> StartClient(const std::string& name, const std::string& store_url,
                                      bool sequential = false) {
     std::vector<std::string> argv = {"/proc/self/exe",
                                      "--role",
@@ -383,10 +311,10 @@ class Demo {
                                      "--ttl",
                                      std::to_string(ttl_.count()) + "ms"};
     if (sequential) argv.push_back("--sequential");
-    return std::make_unique<Child>(argv);
+    return std::make_unique<Client>(argv);
   }
 
-  bool Acquire(Child& c, const std::string& name, std::int64_t& token, std::string& error) {
+  bool Acquire(Client& c, const std::string& name, std::int64_t& token, std::string& error) {
     auto r = c.Ask("acquire");
     if (!r["ok"].as_bool()) {
       error = name + " could not acquire: " + std::string(r["message"].as_string());
@@ -540,7 +468,7 @@ class Demo {
     std::int64_t ta = 0, tb = 0;
     if (!Acquire(*a, "A", ta, error)) return error;
     Log("lock service", "A holds nodes 1, 2, 3 (a majority of 5)", ta, "", Kind::kNote);
-    std::string cmd = "redis-cli -p " + std::to_string(redis_ports_[2]) + " DEL 'fencekit:{" +
+    std::string cmd = "redis-cli -p " + std::to_string(redis_[2]->port()) + " DEL 'fencekit:{" +
                       std::string(kLock) + "}:lock' >/dev/null";
     if (std::system(cmd.c_str()) != 0) return "redis-cli failed (install redis-tools)";
     Log("lock service", "clock of node 3 jumps forward: A's key there expires early", ta, "",
@@ -575,9 +503,8 @@ class Demo {
   std::string dir_;
   std::string store_url_;
   std::uint16_t store_port_ = 0;
-  std::vector<std::uint16_t> redis_ports_;
-  std::vector<pid_t> redis_pids_;
-  std::unique_ptr<Child> fenced_;
+  std::vector<std::unique_ptr<procutil::RedisServer>> redis_;
+  procutil::FencedServer fenced_;
   std::unique_ptr<LockClient> observer_;
   std::chrono::steady_clock::time_point start_;
 };
@@ -590,6 +517,15 @@ bool WriteFile(const std::string& path, const std::string& content) {
 
 }  // namespace
 }  // namespace fencekit::demo
+
+// An installed demo finds fenced beside it (both in bin/); in the build tree, the one CMake
+// built (FENCED_PATH).
+static std::string DefaultFenced() {
+  std::error_code ec;
+  auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "fenced";
+  if (!ec && ::access(beside.c_str(), X_OK) == 0) return beside.string();
+  return FENCED_PATH;
+}
 
 int main(int argc, char** argv) {
   using namespace fencekit;
@@ -612,7 +548,9 @@ int main(int argc, char** argv) {
       "json", po::value(&json_path), "write the events and the final value as JSON to FILE")(
       "html", po::value(&html_path), "write a standalone timeline page (SVG) to FILE")(
       "color", po::value(&colour)->default_value("auto"), "auto, always or never")(
-      "fenced", po::value(&fenced)->default_value(FENCED_PATH), "path of the fenced binary")(
+      "fenced", po::value(&fenced)->default_value(DefaultFenced()),
+      "path of the fenced binary (default: next to this program when installed, else the one "
+      "built beside it)")(
       "role", po::value(&role), "internal: 'client' runs one client process")(
       "name", po::value(&name), "internal: client name")("store", po::value(&store),
                                                          "internal: store URL for a client")(

@@ -412,7 +412,7 @@ int PauseTest(const std::vector<std::string>& args) {
       "restart-locks", po::bool_switch(),
       "with --start-redis: SIGKILL it once per run and restart it empty")(
       "fenced", po::value<std::string>()->default_value(""),
-      "the fenced binary (default: next to fencectl, ../httpapi, or PATH)")(
+      "the fenced binary (default: next to fencectl, or on PATH)")(
       "work-dir", po::value<std::string>()->default_value(""),
       "where histories go (default: a new temp directory; failing runs are kept)")(
       "keep", po::bool_switch(), "keep every run's files, not only failing runs'")(

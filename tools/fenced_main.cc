@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 #include <charconv>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 
 #include "fencekit/common/units.h"
@@ -42,11 +43,23 @@ void RaiseFileLimit() {
   }
 }
 
+// Written to a temporary file, then renamed, so a reader never sees a partial port.
+bool WritePortFile(const std::string& path, std::uint16_t port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    if (!out.flush()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string listen, db, durability, max_body, max_header, read_timeout, write_timeout,
       drain_timeout;
+  std::string port_file;
   unsigned threads = 0;
   std::size_t max_connections = 0;
   std::size_t max_batch = 0, history = 0;
@@ -84,7 +97,9 @@ int main(int argc, char** argv) {
       ("max-batch", po::value(&max_batch)->default_value(256),
        "most writes per group-commit transaction (1 disables group commit)")
       ("history", po::value(&history)->default_value(10000),
-       "decisions kept in the audit history (0 disables it)");
+       "decisions kept in the audit history (0 disables it)")
+      ("port-file", po::value(&port_file),
+       "once listening, write the port to this file (atomically: a reader sees all or none)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -162,6 +177,9 @@ int main(int argc, char** argv) {
     std::cerr << "fenced: --max-connections " << max_connections << " lowered to "
               << (*server)->max_connections()
               << " by the file-descriptor limit (ulimit -n); raise it to allow more" << std::endl;
+  }
+  if (!port_file.empty() && !WritePortFile(port_file, (*server)->port())) {
+    return Fail("cannot write the port to --port-file " + port_file);
   }
 
   int sig = 0;

@@ -1,5 +1,8 @@
 #include "fencekit/common/status.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace fencekit {
 
 std::string_view StatusCodeName(StatusCode code) {
@@ -26,4 +29,14 @@ std::string Status::ToString() const {
   return out;
 }
 
+namespace internal {
+
+void DieOfValueOnError(const Status& status) {
+  std::fprintf(stderr, "fencekit: Result::value() called on an error: %s\n",
+               status.ToString().c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace internal
 }  // namespace fencekit

@@ -14,6 +14,7 @@
 
 #include "fencekit/common/names.h"
 #include "sqlite/sqlite_util.h"
+#include "sqlite/transaction.h"
 
 namespace fencekit {
 namespace {
@@ -75,7 +76,7 @@ Result<sqlite::Db> OpenConnection(const StoreOptions& o, bool read_only) {
   return db;
 }
 
-Status Migrate(sqlite3* db, const std::string& path) {
+Status Migrate(sqlite3* db, sqlite::TxnStatements& txn_stmts, const std::string& path) {
   // WAL lets readers run beside the writer, and needs one fsync per commit.
   {
     auto st = Stmt::Prepare(db, "PRAGMA journal_mode=WAL");
@@ -88,36 +89,33 @@ Status Migrate(sqlite3* db, const std::string& path) {
                              "); put it on a local file system");
     }
   }
-  if (auto s = sqlite::Exec(db, "BEGIN IMMEDIATE"); !s.ok()) return s;
-  auto rollback = [&](Status s) {
-    (void)sqlite::Exec(db, "ROLLBACK");
-    return s;
-  };
+  auto txn = sqlite::Transaction::Begin(txn_stmts);
+  if (!txn.ok()) return txn.status();
   auto app_id = QueryInt(db, "PRAGMA application_id");
   auto version = QueryInt(db, "PRAGMA user_version");
   auto tables = QueryInt(db, "SELECT count(*) FROM sqlite_schema");
-  if (!app_id.ok()) return rollback(app_id.status());
-  if (!version.ok()) return rollback(version.status());
-  if (!tables.ok()) return rollback(tables.status());
+  if (!app_id.ok()) return app_id.status();
+  if (!version.ok()) return version.status();
+  if (!tables.ok()) return tables.status();
   bool ours = *app_id == kApplicationId;
   if (!ours && (*app_id != 0 || *tables != 0)) {
-    return rollback(Status::InvalidArgument(
+    return Status::InvalidArgument(
         "\"" + path + "\" is an SQLite database but not a fencekit store; pass the path of a "
-        "fencekit store, or of a file that does not exist yet"));
+        "fencekit store, or of a file that does not exist yet");
   }
   if (*version > kSchemaVersion) {
-    return rollback(Status::InvalidArgument(
+    return Status::InvalidArgument(
         "the store \"" + path + "\" has schema version " + std::to_string(*version) +
         ", written by a newer fencekit; this build knows versions up to " +
-        std::to_string(kSchemaVersion) + ". Run a newer fenced"));
+        std::to_string(kSchemaVersion) + ". Run a newer fenced");
   }
   for (int v = *version; v < kSchemaVersion; ++v) {
-    if (auto s = sqlite::Exec(db, kMigrations[v]); !s.ok()) return rollback(s);
+    if (auto s = sqlite::Exec(db, kMigrations[v]); !s.ok()) return s;
   }
   std::string set = "PRAGMA application_id=" + std::to_string(kApplicationId) +
                     ";PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";";
-  if (auto s = sqlite::Exec(db, set); !s.ok()) return rollback(s);
-  return sqlite::Exec(db, "COMMIT");
+  if (auto s = sqlite::Exec(db, set); !s.ok()) return s;
+  return txn->Commit();
 }
 
 struct Pending {
@@ -143,7 +141,11 @@ class SqliteStore final : public FencedStore {
     if (!db.ok()) return db.status();
     writer_db_ = std::move(db).value();
     sqlite3* w = writer_db_.get();
-    if (auto s = Migrate(w, options_.path); !s.ok()) return s;
+    auto txn = sqlite::TxnStatements::Prepare(w, sqlite::TxnMode::kImmediate,
+                                              "the store database \"" + options_.path + "\"");
+    if (!txn.ok()) return txn.status();
+    txn_ = std::move(txn).value();
+    if (auto s = Migrate(w, txn_, options_.path); !s.ok()) return s;
     // No RETURNING on the hot path: SQLite materialises RETURNING rows in a temporary table
     // on every execution, which costs more than a second point lookup.
     const char* cmp = options_.strict ? ">" : ">=";
@@ -156,9 +158,6 @@ class SqliteStore final : public FencedStore {
       Stmt* stmt;
       std::string sql;
     } stmts[] = {
-        {&begin_, "BEGIN IMMEDIATE"},
-        {&commit_, "COMMIT"},
-        {&rollback_, "ROLLBACK"},
         {&advance_fence_, fence_sql},
         {&read_fence_, "SELECT highest FROM fences WHERE lock = ?1"},
         {&insert_fence_, "INSERT INTO fences(lock, highest) VALUES(?1, ?2)"},
@@ -272,9 +271,9 @@ class SqliteStore final : public FencedStore {
     cv_.notify_one();
     if (writer_.joinable()) writer_.join();
     // Statements must be finalized before their connection closes.
-    for (Stmt* st : {&begin_, &commit_, &rollback_, &advance_fence_, &read_fence_, &insert_fence_,
-                     &read_version_, &upsert_object_, &delete_object_, &insert_history_,
-                     &trim_history_}) {
+    txn_ = sqlite::TxnStatements();
+    for (Stmt* st : {&advance_fence_, &read_fence_, &insert_fence_, &read_version_,
+                     &upsert_object_, &delete_object_, &insert_history_, &trim_history_}) {
       *st = Stmt();
     }
     {
@@ -367,11 +366,8 @@ class SqliteStore final : public FencedStore {
       failure = sqlite::Error(db, rc, doing);
       st.Reset();
     };
-    {
-      int rc = begin_.Step();
-      begin_.Reset();
-      if (rc != SQLITE_DONE) failure = sqlite::Error(db, rc, "beginning a write transaction");
-    }
+    auto txn = sqlite::Transaction::Begin(txn_);
+    if (!txn.ok()) failure = txn.status();
     std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                               clock_->WallNow().time_since_epoch())
                               .count();
@@ -490,16 +486,9 @@ class SqliteStore final : public FencedStore {
       if (rc != SQLITE_DONE) fail_with(trim_history_, rc, "trimming the history");
       trim_history_.Reset();
     }
-    if (failure.ok()) {
-      int rc = commit_.Step();
-      commit_.Reset();
-      if (rc != SQLITE_DONE) failure = sqlite::Error(db, rc, "committing the write transaction");
-    }
+    if (failure.ok()) failure = txn->Commit();
     if (!failure.ok()) {
-      if (sqlite3_get_autocommit(db) == 0) {
-        rollback_.Step();
-        rollback_.Reset();
-      }
+      if (txn.ok()) txn->Rollback();
       Status s = Status::IoError("the write was not stored: " + failure.message() +
                                  ". Nothing in this batch was acknowledged; retry the write");
       if (failure.IsUnavailable()) s = Status::Unavailable(s.message());
@@ -529,8 +518,9 @@ class SqliteStore final : public FencedStore {
 
   // Used only by the writer thread (and by Init/Close when it is not running).
   sqlite::Db writer_db_;
-  Stmt begin_, commit_, rollback_, advance_fence_, read_fence_, insert_fence_, read_version_,
-      upsert_object_, delete_object_, insert_history_, trim_history_;
+  sqlite::TxnStatements txn_;
+  Stmt advance_fence_, read_fence_, insert_fence_, read_version_, upsert_object_, delete_object_,
+      insert_history_, trim_history_;
 
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<Reader>> readers_;  // GUARDED_BY(readers_mu_)

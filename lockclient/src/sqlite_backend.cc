@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "sqlite/sqlite_util.h"
+#include "sqlite/transaction.h"
 
 namespace fencekit {
 namespace {
@@ -62,20 +63,20 @@ class SqliteBackend final : public LockBackend {
         !s.ok()) {
       return s;
     }
-    if (auto s = sqlite::Exec(raw, "BEGIN IMMEDIATE"); !s.ok()) return s;
+    auto txn_stmts = sqlite::TxnStatements::Prepare(raw, sqlite::TxnMode::kImmediate, service_);
+    if (!txn_stmts.ok()) return txn_stmts.status();
+    txn_ = std::move(txn_stmts).value();
+    auto txn = sqlite::Transaction::Begin(txn_);
+    if (!txn.ok()) return txn.status();
     auto id = Stmt::Prepare(raw, "PRAGMA application_id");
     auto tables = Stmt::Prepare(raw, "SELECT count(*) FROM sqlite_schema");
-    if (!id.ok() || !tables.ok()) {
-      (void)sqlite::Exec(raw, "ROLLBACK");
-      return !id.ok() ? id.status() : tables.status();
-    }
+    if (!id.ok() || !tables.ok()) return !id.ok() ? id.status() : tables.status();
     id->Step();
     tables->Step();
     std::int64_t app_id = id->ColumnInt(0), count = tables->ColumnInt(0);
     id->Reset();
     tables->Reset();
     if (app_id != kApplicationId && (app_id != 0 || count != 0)) {
-      (void)sqlite::Exec(raw, "ROLLBACK");
       return Status::InvalidArgument(service_ + " is an SQLite file but not a fencekit lock "
                                      "database; point the URI at another file");
     }
@@ -86,19 +87,13 @@ class SqliteBackend final : public LockBackend {
           "NULL, expires_ms INTEGER NOT NULL) WITHOUT ROWID;"
           "CREATE TABLE counters(name BLOB PRIMARY KEY, token INTEGER NOT NULL) WITHOUT ROWID;"
           "PRAGMA application_id=" + std::to_string(kApplicationId) + ";PRAGMA user_version=1;");
-      if (!s.ok()) {
-        (void)sqlite::Exec(raw, "ROLLBACK");
-        return s;
-      }
+      if (!s.ok()) return s;
     }
-    if (auto s = sqlite::Exec(raw, "COMMIT"); !s.ok()) return s;
+    if (auto s = txn->Commit(); !s.ok()) return s;
     struct {
       Stmt* stmt;
       const char* sql;
     } stmts[] = {
-        {&begin_, "BEGIN IMMEDIATE"},
-        {&commit_, "COMMIT"},
-        {&rollback_, "ROLLBACK"},
         {&select_lock_, "SELECT owner, token, expires_ms FROM locks WHERE name = ?1"},
         {&bump_counter_,
          "INSERT INTO counters(name, token) VALUES(?1, 1) ON CONFLICT(name) DO UPDATE SET "
@@ -122,7 +117,8 @@ class SqliteBackend final : public LockBackend {
                                   milliseconds* holder_remaining) override {
     std::lock_guard guard(mu_);
     auto now = NowMs();
-    if (auto s = Begin(); !s.ok()) return s;
+    auto txn = sqlite::Transaction::Begin(txn_);
+    if (!txn.ok()) return txn.status();
     select_lock_.BindBlob(1, lock);
     int rc = select_lock_.Step();
     if (rc == SQLITE_ROW) {
@@ -130,7 +126,6 @@ class SqliteBackend final : public LockBackend {
       std::int64_t token = select_lock_.ColumnInt(1), expires = select_lock_.ColumnInt(2);
       select_lock_.Reset();
       if (expires > now) {
-        Rollback();
         if (holder == owner) return FencingToken::FromInt(token);  // a retried grant
         *holder_remaining = milliseconds(expires - now);
         return Status::Busy(Subject(lock, service_) + " is held");
@@ -151,7 +146,7 @@ class SqliteBackend final : public LockBackend {
     rc = put_lock_.Step();
     put_lock_.Reset();
     if (rc != SQLITE_DONE) return Fail(rc, "recording the lock");
-    if (auto s = Commit(); !s.ok()) return s;
+    if (auto s = txn->Commit(); !s.ok()) return s;
     return FencingToken::FromInt(token);
   }
 
@@ -159,7 +154,8 @@ class SqliteBackend final : public LockBackend {
                 milliseconds ttl) override {
     std::lock_guard guard(mu_);
     auto now = NowMs();
-    if (auto s = Begin(); !s.ok()) return s;
+    auto txn = sqlite::Transaction::Begin(txn_);
+    if (!txn.ok()) return txn.status();
     extend_.BindBlob(1, lock);
     extend_.BindText(2, owner);
     extend_.BindInt(3, token.value());
@@ -168,16 +164,15 @@ class SqliteBackend final : public LockBackend {
     int rc = extend_.Step();
     extend_.Reset();
     if (rc != SQLITE_DONE) return Fail(rc, "extending the lock");
-    if (sqlite3_changes(db_.get()) == 1) return Commit();
-    Status why = WhyNotHeld(lock, owner, now);
-    Rollback();
-    return why;
+    if (sqlite3_changes(db_.get()) == 1) return txn->Commit();
+    return WhyNotHeld(lock, owner, now);
   }
 
   Status Release(std::string_view lock, std::string_view owner, FencingToken token) override {
     std::unique_lock guard(mu_);
     auto now = NowMs();
-    if (auto s = Begin(); !s.ok()) return s;
+    auto txn = sqlite::Transaction::Begin(txn_);
+    if (!txn.ok()) return txn.status();
     Status why = WhyNotHeld(lock, owner, now);
     delete_.BindBlob(1, lock);
     delete_.BindText(2, owner);
@@ -185,7 +180,7 @@ class SqliteBackend final : public LockBackend {
     int rc = delete_.Step();
     delete_.Reset();
     if (rc != SQLITE_DONE) return Fail(rc, "releasing the lock");
-    if (auto s = Commit(); !s.ok()) return s;
+    if (auto s = txn->Commit(); !s.ok()) return s;
     guard.unlock();
     {
       std::lock_guard lock_signal(signal_->mu);
@@ -272,33 +267,9 @@ class SqliteBackend final : public LockBackend {
                            ": the lease expired before this request; acquire again");
   }
 
-  Status Begin() {
-    int rc = begin_.Step();
-    begin_.Reset();
-    if (rc != SQLITE_DONE) {
-      return sqlite::Error(db_.get(), rc, "starting a transaction on " + service_);
-    }
-    return Status::Ok();
-  }
-  Status Commit() {
-    int rc = commit_.Step();
-    commit_.Reset();
-    if (rc != SQLITE_DONE) {
-      Rollback();
-      return sqlite::Error(db_.get(), rc, "committing on " + service_);
-    }
-    return Status::Ok();
-  }
-  void Rollback() {
-    if (sqlite3_get_autocommit(db_.get()) == 0) {
-      rollback_.Step();
-      rollback_.Reset();
-    }
-  }
+  // The open transaction's destructor rolls it back.
   Status Fail(int rc, std::string_view doing) {
-    Status s = sqlite::Error(db_.get(), rc, std::string(doing) + " on " + service_);
-    Rollback();
-    return s;
+    return sqlite::Error(db_.get(), rc, std::string(doing) + " on " + service_);
   }
 
   std::string path_;
@@ -307,8 +278,8 @@ class SqliteBackend final : public LockBackend {
   std::shared_ptr<ReleaseSignal> signal_;
   std::mutex mu_;
   sqlite::Db db_;  // GUARDED_BY(mu_), with every statement below
-  Stmt begin_, commit_, rollback_, select_lock_, bump_counter_, put_lock_, extend_, delete_,
-      select_counter_;
+  sqlite::TxnStatements txn_;
+  Stmt select_lock_, bump_counter_, put_lock_, extend_, delete_, select_counter_;
 };
 
 }  // namespace

@@ -1,18 +1,12 @@
 #include "fencekit/pausetest/runner.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -22,6 +16,8 @@
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/pausetest/pauser.h"
+#include "fencekit/procutil/fenced_server.h"
+#include "fencekit/procutil/redis_server.h"
 
 namespace fencekit::pausetest {
 namespace {
@@ -42,7 +38,6 @@ Result<std::string> FindFenced(const std::string& given) {
   std::vector<fs::path> candidates;
   if (!ec) {
     candidates.push_back(self.parent_path() / "fenced");
-    candidates.push_back(self.parent_path() / ".." / "httpapi" / "fenced");
   }
   if (const char* path = std::getenv("PATH")) {
     std::stringstream dirs(path);
@@ -52,128 +47,20 @@ Result<std::string> FindFenced(const std::string& given) {
     if (::access(c.c_str(), X_OK) == 0) return fs::weakly_canonical(c).string();
   }
   return Status::NotFound(
-      "cannot find the fenced binary next to this program, in ../httpapi "
+      "cannot find the fenced binary next to this program "
       "or on PATH; pass its path (--fenced PATH)");
 }
 
-// A loopback port nobody listens on at the moment of the call.
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  if (fd >= 0) ::close(fd);
-  return port;
+// fenced for one run, keeping every decision of the run in its history.
+procutil::FencedOptions FencedFor(const std::string& binary, const std::string& dir,
+                                  bool fencing) {
+  procutil::FencedOptions o{.binary = binary,
+                            .db = dir + "/store.db",
+                            .log_path = dir + "/fenced.log",
+                            .args = {"--history", "1000000"}};
+  if (!fencing) o.args.push_back("--no-fencing");
+  return o;
 }
-
-bool Listening(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  bool ok = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  if (fd >= 0) ::close(fd);
-  return ok;
-}
-
-// A server child process (fenced, redis-server) whose output goes to a log file.
-// Thread safety: not safe for concurrent use.
-class ServerChild {
- public:
-  // `ready` is polled every 5ms until it returns a port (> 0): the server is up on it.
-  using Ready = std::function<int(std::uintmax_t log_offset)>;
-  explicit ServerChild(std::string log) : log_(std::move(log)) {}
-  ~ServerChild() { Kill(); }
-  ServerChild(const ServerChild&) = delete;
-  ServerChild& operator=(const ServerChild&) = delete;
-
-  Status Start(std::vector<std::string> args, const Ready& ready) {
-    const std::string& name = args.front();
-    std::uintmax_t offset = fs::exists(log_) ? fs::file_size(log_) : 0;
-    pid_ = ::fork();
-    if (pid_ < 0) return Status::Unavailable("fork failed: cannot start " + name);
-    if (pid_ == 0) {
-      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execvp(argv[0], argv.data());
-      std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
-      ::_exit(127);
-    }
-    for (auto deadline = SteadyClock::now() + std::chrono::seconds(10);
-         SteadyClock::now() < deadline;) {
-      if (int port = ready(offset); port > 0) {
-        port_ = port;
-        return Status::Ok();
-      }
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return Status::Unavailable(name + " exited at start; see " + log_);
-      }
-      std::this_thread::sleep_for(milliseconds(5));
-    }
-    Kill();
-    return Status::Unavailable(name + " did not start listening within 10s; see " + log_);
-  }
-
-  void Kill() { Signal(SIGKILL); }
-  void Stop() { Signal(SIGTERM); }
-  int port() const { return port_; }
-  const std::string& log() const { return log_; }
-
- private:
-  void Signal(int sig) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, sig);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
-  std::string log_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
-
-// fenced on `port` (0: any free port); ready when its log says where it listens.
-Status StartFenced(ServerChild& child, const std::string& binary, const std::string& db,
-                   bool fencing, int port) {
-  std::vector<std::string> args = {
-      binary, "--listen", "127.0.0.1:" + std::to_string(port), "--db", db, "--history", "1000000"};
-  if (!fencing) args.push_back("--no-fencing");
-  return child.Start(args, [&](std::uintmax_t offset) {
-    static const std::string marker = "listening on http://127.0.0.1:";
-    std::ifstream in(child.log());
-    in.seekg(static_cast<std::streamoff>(offset));
-    for (std::string line; std::getline(in, line);) {
-      if (auto at = line.find(marker); at != std::string::npos) {
-        return std::atoi(line.c_str() + at + marker.size());
-      }
-    }
-    return 0;
-  });
-}
-
-// redis-server without persistence (a restart loses every key, counters included); ready when
-// it accepts connections.
-Status StartRedis(ServerChild& child, int port) {
-  return child.Start({"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1",
-                      "--save", "", "--appendonly", "no"},
-                     [port](std::uintmax_t) { return Listening(port) ? port : 0; });
-}
-
-std::string RedisUri(int port) { return "redis://127.0.0.1:" + std::to_string(port); }
 
 bool StopRequested(int stop_fd) {
   pollfd p{stop_fd, POLLIN, 0};
@@ -353,28 +240,19 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
     fs::create_directories(dir, ec);
     if (ec) return Status::Unavailable("cannot create " + dir + ": " + ec.message());
 
-    ServerChild store(dir + "/fenced.log");
-    if (Status s = StartFenced(store, *fenced, dir + "/store.db", options.fencing, 0); !s.ok()) {
-      return s;
-    }
-    const std::string url = "http://127.0.0.1:" + std::to_string(store.port());
+    procutil::FencedServer store;
+    if (Status s = store.Start(FencedFor(*fenced, dir, options.fencing)); !s.ok()) return s;
+    const std::string url = store.url();
 
-    ServerChild redis(dir + "/redis.log");
+    // Without persistence: a restart loses every key, counters included.
+    procutil::RedisServer redis;
     if (options.start_redis) {
-      Status started = Status::Unavailable("no free port for redis-server");
-      for (int attempt = 0; attempt < 5 && !started.ok(); ++attempt) {
-        started = StartRedis(redis, FreePort());
-      }
-      if (!started.ok()) {
-        return Status::Unavailable(started.message() +
-                                   " (is redis-server installed? apt-get "
-                                   "install redis-server)");
-      }
+      if (Status s = redis.Start({.log_path = dir + "/redis.log"}); !s.ok()) return s;
     }
 
     ClientPlan base;
     base.locks_uri = options.locks_uri;
-    if (options.start_redis) base.locks_uri = RedisUri(redis.port());
+    if (options.start_redis) base.locks_uri = redis.uri();
     if (base.locks_uri.empty()) base.locks_uri = "sqlite://" + dir + "/locks.db";
     base.lock = "pause-test-" + std::to_string(options.seed) + "-" + std::to_string(run);
     base.key = base.lock + "/counter";
@@ -438,17 +316,12 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
         case Event::kResume:
           if (--depth[e.target] == 0) pauser.Resume(clients[e.target]);
           break;
-        case Event::kKillStore: {
-          store.Kill();
-          Status s = StartFenced(store, *fenced, dir + "/store.db", options.fencing, store.port());
-          if (!s.ok()) harness = s;
+        case Event::kKillStore:  // SIGKILL, then the same database on the same port
+          if (Status s = store.Restart(); !s.ok()) harness = s;
           break;
-        }
-        case Event::kRestartLocks: {
-          redis.Kill();
-          if (Status s = StartRedis(redis, redis.port()); !s.ok()) harness = s;
+        case Event::kRestartLocks:
+          if (Status s = redis.Restart(); !s.ok()) harness = s;
           break;
-        }
       }
     }
     std::this_thread::sleep_until(start + options.run_length);

@@ -6,7 +6,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -183,68 +182,16 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
 FencedProcess::FencedProcess(const std::string& db, std::vector<std::string> args,
                              int max_open_files) {
   static std::atomic<int> instances{0};
-  output_path_ = db + ".fenced-output." + std::to_string(++instances);
-  std::vector<std::string> argv = {FencedBinary(), "--listen", "127.0.0.1:0", "--db", db};
-  argv.insert(argv.end(), args.begin(), args.end());
-  pid_ = fork();
-  if (pid_ == 0) {
-    int fd = open(output_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    if (max_open_files > 0) {
-      rlimit lim{static_cast<rlim_t>(max_open_files), static_cast<rlim_t>(max_open_files)};
-      setrlimit(RLIMIT_NOFILE, &lim);
-    }
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    execv(cargv[0], cargv.data());
-    _exit(127);
-  }
-  // Wait for the "listening on" line: an event, not a fixed sleep.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::string out = Output();
-    auto at = out.rfind("listening on http://127.0.0.1:");
-    if (at != std::string::npos) {
-      port_ = static_cast<std::uint16_t>(
-          std::atoi(out.c_str() + at + std::string_view("listening on http://127.0.0.1:").size()));
-      return;
-    }
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      ADD_FAILURE() << "fenced exited before listening:\n" << out;
-      pid_ = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ADD_FAILURE() << "fenced did not start listening within 20s:\n" << Output();
-}
-
-FencedProcess::~FencedProcess() {
-  if (pid_ > 0) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-}
-
-void FencedProcess::Kill(int signal) {
-  if (pid_ > 0) kill(pid_, signal);
-}
-
-int FencedProcess::Wait() {
-  int status = 0;
-  if (pid_ > 0) waitpid(pid_, &status, 0);
-  pid_ = -1;
-  return status;
+  Status s = server_.Start({.binary = FencedBinary(),
+                            .db = db,
+                            .log_path = db + ".fenced-output." + std::to_string(++instances),
+                            .args = std::move(args),
+                            .max_open_files = max_open_files});
+  EXPECT_TRUE(s.ok()) << s.message();
 }
 
 std::string FencedProcess::Output() const {
-  std::ifstream in(output_path_);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return server_.process().OutputTail(std::string::npos);
 }
 
 }  // namespace fencekit::testing

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "fencekit/procutil/fenced_server.h"
+
 namespace fencekit::testing {
 
 // A fresh folder under $TMPDIR, removed with its contents on destruction.
@@ -62,27 +64,26 @@ std::string Request(std::string_view method, std::string_view target,
                     const std::vector<std::pair<std::string, std::string>>& headers = {},
                     std::string_view body = {});
 
-// A `fenced` process started from the build tree, listening on a free loopback port.
+// A `fenced` process started from the build tree, listening on a free loopback port
+// (procutil::FencedServer); fails the test if it does not start, SIGKILLs it on destruction
+// if still running. Thread safety: not safe for concurrent use.
 class FencedProcess {
  public:
-  // `args` are appended after --listen 127.0.0.1:0 --db <db>. `max_open_files` > 0 sets the
-  // child's RLIMIT_NOFILE (soft and hard), as `ulimit -n` would.
+  // `args` are appended after --listen 127.0.0.1:0 --db <db>. `max_open_files` > 0 sets its
+  // RLIMIT_NOFILE, as `ulimit -n` would.
   FencedProcess(const std::string& db, std::vector<std::string> args = {},
                 int max_open_files = 0);
-  ~FencedProcess();  // SIGKILLs it if still running
-  std::uint16_t port() const { return port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  pid_t pid() const { return pid_; }
-  void Kill(int signal);
+  std::uint16_t port() const { return server_.port(); }
+  pid_t pid() const { return server_.process().pid(); }
+  std::string url() const { return server_.url(); }
+  void Kill(int signal) { server_.process().Signal(signal); }
   // Waits for exit and returns the raw wait status.
-  int Wait();
+  int Wait() { return server_.process().Wait(); }
   // Everything the process printed so far.
   std::string Output() const;
 
  private:
-  pid_t pid_ = -1;
-  std::string output_path_;
-  std::uint16_t port_ = 0;
+  procutil::FencedServer server_;
 };
 
 // `d` from now, on the steady clock: a deadline for Acquire and friends.

@@ -74,6 +74,11 @@ class [[nodiscard]] Status {
   std::optional<std::int64_t> highest_token_;
 };
 
+namespace internal {
+// Prints "Result::value() called on an error: <status>" to stderr and aborts.
+[[noreturn]] void DieOfValueOnError(const Status& status);
+}  // namespace internal
+
 // A value or an error Status. REQUIRES: an error Result is built from a non-OK Status.
 // Thread safety: as T.
 template <typename T>
@@ -86,16 +91,26 @@ class [[nodiscard]] Result {
   // The error, or OK when a value is held.
   Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
 
-  // REQUIRES: ok().
-  T& value() & { return std::get<T>(v_); }
-  const T& value() const& { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
+  // REQUIRES: ok(). On an error, aborts the process after printing the status to stderr: a
+  // programming error that should name its cause, not surface as std::bad_variant_access.
+  T& value() & { return *CheckedValue(); }
+  const T& value() const& { return *CheckedValue(); }
+  T&& value() && { return std::move(*CheckedValue()); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
  private:
+  T* CheckedValue() {
+    if (!ok()) internal::DieOfValueOnError(std::get<Status>(v_));
+    return std::get_if<T>(&v_);
+  }
+  const T* CheckedValue() const {
+    if (!ok()) internal::DieOfValueOnError(std::get<Status>(v_));
+    return std::get_if<T>(&v_);
+  }
+
   std::variant<T, Status> v_;
 };
 

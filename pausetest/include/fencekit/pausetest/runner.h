@@ -40,7 +40,7 @@ struct PauseTestOptions {
   std::chrono::milliseconds max_delay{0};
   // SIGKILL the store once per run, at a random time, and restart it on the same database.
   bool kill_store = false;
-  // The `fenced` binary. Empty: next to the running executable, then its ../httpapi, then PATH.
+  // The `fenced` binary. Empty: next to the running executable, then on PATH.
   std::string fenced_path;
   // Where histories and databases go. Empty: a new directory under $TMPDIR (or /tmp).
   std::string work_dir;

@@ -1,0 +1,255 @@
+#include "fencekit/procutil/etcd_cluster.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "exchange.h"
+#include "fencekit/common/text.h"
+#include "fencekit/procutil/loopback.h"
+
+namespace fencekit::procutil {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Bounds every call: a paused member accepts but never answers.
+constexpr std::chrono::milliseconds kCallTimeout = 1s;
+
+// The value of a JSON field `"name":"..."` in `body` (etcd sends int64s as strings); "" when
+// absent, which is also how the gateway sends zero.
+std::string Field(const std::string& body, const std::string& name) {
+  std::smatch m;
+  if (!std::regex_search(body, m, std::regex("\"" + name + "\":\"?([^\",}]*)"))) return "";
+  return m[1];
+}
+
+}  // namespace
+
+EtcdCluster::~EtcdCluster() {
+  StopAll();
+  if (!made_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(made_dir_, ec);
+  }
+}
+
+Status EtcdCluster::Start(EtcdOptions options) {
+  StopAll();
+  options_ = std::move(options);
+  if (options_.members < 1) return Status::InvalidArgument("an etcd cluster needs a member");
+  if (options_.dir.empty()) {
+    if (made_dir_.empty()) {
+      const char* base = std::getenv("TMPDIR");
+      std::string tmpl =
+          std::string(base != nullptr && *base ? base : "/tmp") + "/fencekit-etcd-XXXXXX";
+      if (::mkdtemp(tmpl.data()) == nullptr) {
+        return Status::Unavailable("cannot create a folder for etcd under " + tmpl);
+      }
+      made_dir_ = tmpl;
+    }
+    options_.dir = made_dir_;
+  }
+  // Ports can be taken between FreeLoopbackPort() and etcd's bind: retry with new ones.
+  Status last = Status::Ok();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    members_.clear();
+    members_.resize(options_.members);
+    for (int i = 0; i < options_.members; ++i) {
+      Member& m = members_[i];
+      m.name = "m" + std::to_string(i);
+      auto client = FreeLoopbackPort();
+      auto peer = FreeLoopbackPort();
+      if (!client.ok()) return client.status();
+      if (!peer.ok()) return peer.status();
+      m.client_port = *client;
+      m.peer_port = *peer;
+      m.log = options_.dir + "/" + m.name + ".log";
+      std::error_code ec;
+      std::filesystem::remove(m.log, ec);
+    }
+    bool port_taken = false;
+    last = StartOnce(&port_taken);
+    if (last.ok() || !port_taken) return last;
+  }
+  return last;
+}
+
+std::string EtcdCluster::uri() const {
+  std::string out = "etcd://";
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    out += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(members_[i].client_port);
+  }
+  return out;
+}
+
+std::string EtcdCluster::member_uri(int member) const {
+  return "etcd://127.0.0.1:" + std::to_string(members_[member].client_port);
+}
+
+Status EtcdCluster::StartOnce(bool* port_taken) {
+  std::string initial;
+  for (const Member& m : members_) {
+    initial +=
+        (initial.empty() ? "" : ",") + m.name + "=http://127.0.0.1:" + std::to_string(m.peer_port);
+  }
+  // Unique per cluster, so a member can never join another cluster.
+  std::string token =
+      "fencekit-" + std::to_string(::getpid()) + "-" + std::to_string(members_[0].client_port);
+  auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
+  // Before joining a new cluster, a 3.4 member asks each peer whether it is already a member;
+  // a peer that listens but does not serve yet holds that question for a fixed 1s, one not
+  // listening yet refuses at once. Started together, 3 members take 0.2s to 2.2s depending on
+  // that race; started one by one, each once the previous one serves its peers, 0.2s.
+  for (Member& m : members_) {
+    std::string client = "http://127.0.0.1:" + std::to_string(m.client_port);
+    std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
+    std::string data = options_.dir + "/" + m.name + ".data";
+    // A data folder left by a failed attempt holds the old membership, and etcd would then
+    // ignore --initial-cluster: start from nothing.
+    std::error_code ec;
+    std::filesystem::remove_all(data, ec);
+    // Each flag beside its value.
+    // clang-format off
+    Status started = m.process.Start({.argv = {
+        options_.binary, "--name", m.name, "--data-dir", data,
+        "--listen-client-urls", client, "--advertise-client-urls", client,
+        "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+        "--initial-cluster", initial, "--initial-cluster-state", "new",
+        "--initial-cluster-token", token,
+        "--heartbeat-interval", "10", "--election-timeout", "100",
+        // 3.4 accepts --log-level with its default logger (capnslog) but ignores it: only zap
+        // honours it. Explicit stderr keeps zap off journald under systemd.
+        "--logger", "zap", "--log-outputs", "stderr", "--log-level", "error"},
+        .output_path = m.log});
+    // clang-format on
+    if (!started.ok()) {
+      StopAll();
+      return Status::Unavailable(started.message() + " (install etcd-server)");
+    }
+    while (HttpCall(m.peer_port, "GET", "/members", "", kCallTimeout).empty()) {
+      if (auto done = ReapEarlyExit(port_taken)) return *done;
+      if (std::chrono::steady_clock::now() > deadline) {
+        return FailWithLogs(m.name + " did not serve its peers in time");
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  // Ready when every member answers and knows a leader: an event, polled with a bound.
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto done = ReapEarlyExit(port_taken)) return *done;
+    bool all = true;
+    for (int i = 0; i < size(); ++i) {
+      if (!members_[i].ready) members_[i].ready = Ready(i);
+      all = all && members_[i].ready;
+    }
+    if (all) return Status::Ok();
+    std::this_thread::sleep_for(10ms);
+  }
+  return FailWithLogs("the cluster had no leader in time");
+}
+
+std::optional<Status> EtcdCluster::ReapEarlyExit(bool* port_taken) {
+  for (Member& m : members_) {
+    if (m.process.pid() > 0 && m.process.Exited()) {
+      std::string log = m.process.OutputTail();
+      StopAll();
+      *port_taken = log.find("address already in use") != std::string::npos;
+      return Status::Unavailable("etcd member " + m.name + " exited at start. Its log:\n" + log);
+    }
+  }
+  return std::nullopt;
+}
+
+Status EtcdCluster::FailWithLogs(const std::string& what) {
+  std::stringstream logs;
+  for (const Member& m : members_) {
+    logs << m.name << (m.ready ? " (ready)" : " (not ready)") << ", client port " << m.client_port
+         << ", log:\n"
+         << m.process.OutputTail();
+  }
+  StopAll();
+  return Status::Unavailable("etcd (" + std::to_string(size()) + " members): " + what + " (" +
+                             std::to_string(options_.start_timeout.count()) + "ms).\n" +
+                             logs.str());
+}
+
+bool EtcdCluster::Ready(int member) const {
+  std::uint16_t port = members_[member].client_port;
+  std::string leader =
+      Field(HttpCall(port, "POST", "/v3/maintenance/status", "{}", kCallTimeout), "leader");
+  if (leader.empty() || leader == "0") return false;
+  std::string peer = "\"http://127.0.0.1:" + std::to_string(members_[member].peer_port) + "\"";
+  return HttpCall(port, "POST", "/v3/cluster/member/list", "{}", kCallTimeout).find(peer) !=
+         std::string::npos;
+}
+
+void EtcdCluster::StopAll() {
+  for (Member& m : members_) {
+    m.process.Kill();
+    m.paused = false;
+  }
+}
+
+int EtcdCluster::Leader() {
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::vector<std::string> ids(members_.size());
+    std::string leader;
+    long long leader_term = -1;
+    for (int i = 0; i < size(); ++i) {
+      if (!Running(i)) continue;
+      std::string status =
+          HttpCall(members_[i].client_port, "POST", "/v3/maintenance/status", "{}", kCallTimeout);
+      ids[i] = Field(status, "member_id");
+      std::string l = Field(status, "leader");
+      // A resumed old leader may still name itself for a moment, in an older term.
+      long long term = std::strtoll(Field(status, "raftTerm").c_str(), nullptr, 10);
+      if (!l.empty() && l != "0" && term > leader_term) {
+        leader = l;
+        leader_term = term;
+      }
+    }
+    for (int i = 0; i < size(); ++i) {
+      if (!leader.empty() && ids[i] == leader) return i;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return -1;
+}
+
+void EtcdCluster::Kill(int member) {
+  members_[member].process.Kill();
+  members_[member].paused = false;
+}
+
+void EtcdCluster::Pause(int member) {
+  Member& m = members_[member];
+  if (m.process.pid() > 0) {
+    m.process.Signal(SIGSTOP);
+    m.paused = true;
+  }
+}
+
+void EtcdCluster::Resume(int member) {
+  members_[member].process.Signal(SIGCONT);
+  members_[member].paused = false;
+}
+
+long long EtcdCluster::DeleteKey(const std::string& key) {
+  for (int i = 0; i < size(); ++i) {
+    if (!Running(i)) continue;
+    std::string reply = HttpCall(members_[i].client_port, "POST", "/v3/kv/deleterange",
+                                 "{\"key\":\"" + Base64Encode(key) + "\"}", kCallTimeout);
+    if (reply.find("\"header\"") == std::string::npos) continue;
+    return std::strtoll(Field(reply, "deleted").c_str(), nullptr, 10);  // absent: 0
+  }
+  return -1;
+}
+
+}  // namespace fencekit::procutil

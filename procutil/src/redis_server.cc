@@ -1,0 +1,80 @@
+#include "fencekit/procutil/redis_server.h"
+
+#include <signal.h>
+
+#include <thread>
+
+#include "exchange.h"
+#include "fencekit/procutil/loopback.h"
+
+namespace fencekit::procutil {
+namespace {
+
+// True when the server on `port` answers INFO as process `pid`.
+bool AnswersAs(std::uint16_t port, pid_t pid) {
+  const std::string mark = "process_id:" + std::to_string(pid) + "\r\n";
+  std::string reply = Exchange(
+      port, "*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n",
+      [&](const std::string& r) { return r.find(mark) != std::string::npos; },
+      std::chrono::milliseconds(200));
+  return reply.find(mark) != std::string::npos;
+}
+
+}  // namespace
+
+Status RedisServer::Start(RedisOptions options) {
+  options_ = std::move(options);
+  if (options_.port != 0) {
+    port_ = options_.port;
+    bool taken = false;
+    return StartOn(&taken);
+  }
+  Status last = Status::Ok();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto port = FreeLoopbackPort();
+    if (!port.ok()) return port.status();
+    port_ = *port;
+    bool taken = false;
+    last = StartOn(&taken);
+    if (last.ok() || !taken) return last;
+  }
+  return last;
+}
+
+Status RedisServer::Restart() {
+  process_.Kill();
+  bool taken = false;
+  return StartOn(&taken);
+}
+
+Status RedisServer::StartOn(bool* port_taken) {
+  // clang-format off
+  Status started = process_.Start({.argv = {
+      options_.binary, "--port", std::to_string(port_), "--bind", "127.0.0.1",
+      "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"},
+      .output_path = options_.log_path});
+  // clang-format on
+  if (!started.ok()) return Status::Unavailable(started.message() + " (install redis-server)");
+  const pid_t pid = process_.pid();
+  auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (AnswersAs(port_, pid)) return Status::Ok();
+    if (process_.Exited()) {
+      // Without a log file there is nothing to tell why; a taken port is the usual cause.
+      std::string output = process_.OutputTail();
+      *port_taken = options_.log_path.empty() || output.find("in use") != std::string::npos;
+      return Status::Unavailable("redis-server exited at start on port " + std::to_string(port_) +
+                                 "; its output:\n" + output);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  process_.Kill();
+  return Status::Unavailable("redis-server did not answer on port " + std::to_string(port_) +
+                             " within " + std::to_string(options_.start_timeout.count()) +
+                             "ms; its output:\n" + process_.OutputTail());
+}
+
+void RedisServer::Pause() { process_.Signal(SIGSTOP); }
+void RedisServer::Resume() { process_.Signal(SIGCONT); }
+
+}  // namespace fencekit::procutil
