@@ -16,6 +16,7 @@
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/pausetest/runner.h"
+#include "wire.h"
 
 namespace po = boost::program_options;
 namespace json = boost::json;
@@ -69,11 +70,8 @@ std::string EnvOr(const char* name, const char* fallback) {
 
 void Print(const json::object& o) { std::cout << json::serialize(o) << std::endl; }
 
-void PutText(json::object& o, std::string_view field, std::string_view bytes) {
-  bool encoded = false;
-  o[field] = JsonSafeText(bytes, &encoded);
-  if (encoded) o[std::string(field) + "_encoding"] = "percent";
-}
+// Names in fencectl's JSON follow fenced's rule (percent-encoded when not UTF-8).
+using wire::PutName;
 
 // Parses one subcommand's options; `positional` names the positional arguments in order.
 struct Parsed {
@@ -128,7 +126,7 @@ void AddLockOptions(po::options_description& desc) {
 
 json::object LeaseJson(const Lease& lease) {
   json::object o;
-  PutText(o, "lock", lease.lock);
+  PutName(o, "lock", lease.lock);
   o["owner"] = lease.owner;
   o["token"] = lease.token.value();
   o["ttl_ms"] = lease.ttl.count();
@@ -232,7 +230,7 @@ int Inspect(const std::vector<std::string>& args) {
   auto info = (*client)->Inspect(p->vm["name"].as<std::string>());
   if (!info.ok()) return FailStatus(info.status());
   json::object o;
-  PutText(o, "lock", info->lock);
+  PutName(o, "lock", info->lock);
   o["held"] = info->held;
   if (info->held) {
     o["owner"] = info->owner;
@@ -360,8 +358,8 @@ int Put(const std::vector<std::string>& args) {
     return FailStatus(r.status());
   }
   json::object o;
-  PutText(o, "key", r->key);
-  PutText(o, "lock", r->lock);
+  PutName(o, "key", r->key);
+  PutName(o, "lock", r->lock);
   o["token"] = r->token.value();
   o["version"] = r->version;
   o["created"] = r->created;
@@ -383,9 +381,9 @@ int Get(const std::vector<std::string>& args) {
   auto r = (*store)->Get(key);
   if (!r.ok()) return FailStatus(r.status());
   json::object o;
-  PutText(o, "key", key);
-  PutText(o, "value", r->value);
-  PutText(o, "lock", r->lock);
+  PutName(o, "key", key);
+  PutName(o, "value", r->value);
+  PutName(o, "lock", r->lock);
   o["token"] = r->token.value();
   o["version"] = r->version;
   Print(o);

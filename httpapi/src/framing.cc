@@ -20,7 +20,7 @@ std::optional<FramingError> CheckTransferEncoding(const http::request_header<>& 
   auto [first, last] = h.equal_range(http::field::transfer_encoding);
   if (first == last) return std::nullopt;
   auto bad = [](std::string message) {
-    return FramingError{http::status::bad_request, "bad_framing", std::move(message)};
+    return FramingError{wire::Error::kBadFraming, std::move(message)};
   };
   if (h.version() < 11) {
     return bad("Transfer-Encoding is not defined for HTTP/1.0; send a Content-Length");
@@ -46,7 +46,7 @@ std::optional<FramingError> CheckTransferEncoding(const http::request_header<>& 
         "be known; fenced accepts Transfer-Encoding: chunked or a Content-Length");
   }
   if (codings.size() > 1) {
-    return FramingError{http::status::not_implemented, "unsupported_transfer_coding",
+    return FramingError{wire::Error::kUnsupportedTransferCoding,
                         "fenced implements no transfer coding but chunked; send the body "
                         "with Transfer-Encoding: chunked alone, or a Content-Length"};
   }
@@ -57,7 +57,7 @@ std::optional<FramingError> CheckHost(const http::request_header<>& h) {
   auto [first, last] = h.equal_range(http::field::host);
   auto count = std::distance(first, last);
   auto bad = [](std::string message) {
-    return FramingError{http::status::bad_request, "bad_host", std::move(message)};
+    return FramingError{wire::Error::kBadHost, std::move(message)};
   };
   if (count == 0) {
     if (h.version() >= 11) return bad("an HTTP/1.1 request must carry a Host header");

@@ -4,16 +4,16 @@
 #pragma once
 
 #include <boost/beast/http/message.hpp>
-#include <boost/beast/http/status.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "wire.h"
+
 namespace fencekit {
 
 struct FramingError {
-  boost::beast::http::status status;  // 400, or 501 for a transfer coding fenced lacks
-  std::string_view code;              // the JSON "error" value
+  wire::Error error;  // kBadFraming, kBadHost or kUnsupportedTransferCoding
   std::string message;
 };
 

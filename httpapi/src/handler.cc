@@ -4,7 +4,6 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
-#include <charconv>
 
 #include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
@@ -15,115 +14,94 @@
 namespace fencekit {
 namespace http = boost::beast::http;
 namespace json = boost::json;
+using wire::Error;
 
 namespace {
 
-constexpr std::string_view kObjectsPrefix = "/v1/objects/";
-constexpr std::string_view kFencesPrefix = "/v1/fences/";
-using wire::kHighestHeader;
-using wire::kLockHeader;
-using wire::kTokenHeader;
-using wire::kVersionHeader;
-
-HttpResponse JsonResponse(http::status status, const json::object& body, const HttpRequest& req) {
-  HttpResponse res(status, req.version());
+HttpResponse JsonResponse(http::status status, const json::object& body, unsigned version,
+                          bool keep_alive) {
+  HttpResponse res(status, version);
   res.set(http::field::content_type, "application/json");
-  res.keep_alive(req.keep_alive());
+  res.keep_alive(keep_alive);
   res.body() = json::serialize(body);
   res.body() += '\n';
   res.prepare_payload();
   return res;
 }
 
-void PutNameFields(json::object& o, std::string_view field, std::string_view bytes) {
-  bool encoded = false;
-  o[field] = JsonSafeText(bytes, &encoded);
-  if (encoded) o[std::string(field) + "_encoding"] = "percent";
+// The percent-decoded path segment, or nullopt when it is not validly percent-encoded.
+std::optional<std::string> DecodeName(std::string_view encoded) {
+  auto pct = boost::urls::make_pct_string_view(encoded);
+  if (!pct) return std::nullopt;
+  return pct->decode();
 }
 
-// The decoded path segment after `prefix`, or an error response.
-bool DecodeName(std::string_view encoded, std::string_view what, std::string& out,
-                std::string& error) {
-  auto pct = boost::urls::make_pct_string_view(encoded);
-  if (!pct) {
-    error = "the " + std::string(what) +
-            " in the path is not validly percent-encoded; encode reserved bytes as %XX";
-    return false;
-  }
-  out = pct->decode();
-  return true;
+std::string NotEncoded(std::string_view what) {
+  return "the " + std::string(what) +
+         " in the path is not validly percent-encoded; encode reserved bytes as %XX";
 }
 
 }  // namespace
 
-HttpResponse Handler::Error(http::status status, std::string_view code, std::string_view message,
-                            unsigned version, bool keep_alive) {
-  json::object o;
-  o["error"] = code;
-  o["message"] = JsonSafeText(message);
-  HttpResponse res(status, version);
+HttpResponse Handler::ErrorResponse(Error e, std::string_view message, unsigned version,
+                                    bool keep_alive) {
+  HttpResponse res(static_cast<http::status>(wire::Info(e).http_status), version);
   res.set(http::field::content_type, "application/json");
   res.keep_alive(keep_alive);
-  res.body() = json::serialize(o);
-  res.body() += '\n';
+  res.body() = wire::ErrorBody(e, message);
   res.prepare_payload();
   return res;
 }
 
 void Handler::Handle(HttpRequest&& req, Respond respond) {
-  auto error = [&](http::status status, std::string_view code, std::string_view message) {
-    respond(Error(status, code, message, req.version(), req.keep_alive()));
+  auto error = [&](Error e, std::string_view message) {
+    respond(ErrorResponse(e, message, req.version(), req.keep_alive()));
   };
   auto parsed = boost::urls::parse_origin_form(req.target());
   if (!parsed) {
-    return error(http::status::bad_request, "bad_target",
+    return error(Error::kBadTarget,
                  "the request target is not a valid path; percent-encode the key");
   }
   std::string_view path = parsed->encoded_path();
-  if (path == "/v1/history") {
-    if (req.method() != http::verb::get) {
-      return error(http::status::method_not_allowed, "method_not_allowed",
-                   "use GET on /v1/history");
-    }
-    return HandleHistory(req, *parsed, respond);
-  }
-  if (parsed->has_query() || parsed->has_fragment()) {
-    return error(http::status::bad_request, "bad_target",
-                 "the path has a query ('?') or fragment ('#'); fenced takes none. If they are "
-                 "part of a key, percent-encode them as %3F and %23");
-  }
   auto method_not_allowed = [&](std::string_view allow) {
-    HttpResponse res = Error(http::status::method_not_allowed, "method_not_allowed",
-                             "method " + std::string(req.method_string()) + " is not allowed on " +
-                                 std::string(path) + "; use " + std::string(allow),
-                             req.version(), req.keep_alive());
+    HttpResponse res =
+        ErrorResponse(Error::kMethodNotAllowed,
+                      "method " + std::string(req.method_string()) + " is not allowed on " +
+                          std::string(path) + "; use " + std::string(allow),
+                      req.version(), req.keep_alive());
     res.set(http::field::allow, allow);
     respond(std::move(res));
   };
-  if (path.starts_with(kObjectsPrefix)) {
-    std::string key, problem;
-    if (!DecodeName(path.substr(kObjectsPrefix.size()), "key", key, problem)) {
-      return error(http::status::bad_request, "bad_key", problem);
-    }
+  if (path == wire::kHistoryPath) {
+    if (req.method() != http::verb::get) return method_not_allowed("GET");
+    return HandleHistory(req, *parsed, respond);
+  }
+  if (parsed->has_query() || parsed->has_fragment()) {
+    return error(Error::kBadTarget,
+                 "the path has a query ('?') or fragment ('#'); fenced takes none. If they are "
+                 "part of a key, percent-encode them as %3F and %23");
+  }
+  if (path.starts_with(wire::kObjectsPrefix)) {
+    auto key = DecodeName(path.substr(wire::kObjectsPrefix.size()));
+    if (!key) return error(Error::kBadKey, NotEncoded("key"));
     if (req.method() != http::verb::get && req.method() != http::verb::head &&
         req.method() != http::verb::put && req.method() != http::verb::delete_) {
       return method_not_allowed("GET, PUT, DELETE");
     }
-    return HandleObject(std::move(req), std::move(key), respond);
+    return HandleObject(std::move(req), std::move(*key), respond);
   }
-  if (path.starts_with(kFencesPrefix)) {
+  if (path.starts_with(wire::kFencesPrefix)) {
     if (req.method() != http::verb::get) return method_not_allowed("GET");
-    std::string lock, problem;
-    if (!DecodeName(path.substr(kFencesPrefix.size()), "lock name", lock, problem)) {
-      return error(http::status::bad_request, "bad_lock", problem);
-    }
-    return HandleFence(req, std::move(lock), respond);
+    auto lock = DecodeName(path.substr(wire::kFencesPrefix.size()));
+    if (!lock) return error(Error::kBadLock, NotEncoded("lock name"));
+    return HandleFence(req, std::move(*lock), respond);
   }
-  if (path == "/healthz") {
+  if (path == wire::kHealthPath) {
     if (req.method() != http::verb::get) return method_not_allowed("GET");
-    return respond(JsonResponse(http::status::ok, json::object{{"status", "ok"}}, req));
+    return respond(JsonResponse(http::status::ok, json::object{{"status", "ok"}}, req.version(),
+                                req.keep_alive()));
   }
-  if (path == "/metrics") {
+  if (path == wire::kMetricsPath) {
     if (req.method() != http::verb::get) return method_not_allowed("GET");
     HttpResponse res(http::status::ok, req.version());
     res.set(http::field::content_type, "text/plain; version=0.0.4");
@@ -132,38 +110,30 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
     res.prepare_payload();
     return respond(std::move(res));
   }
-  error(http::status::not_found, "not_found",
+  error(Error::kNotFound,
         "no route for " + std::string(path) +
-            "; routes are /v1/objects/{key}, /v1/fences/{lock}, /healthz and /metrics");
+            "; routes are /v1/objects/{key}, /v1/fences/{lock}, /v1/history, /healthz and "
+            "/metrics");
 }
 
 void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond) {
   const unsigned version = req.version();
   const bool keep_alive = req.keep_alive();
-  auto refuse = [&](http::status status, std::string_view code, RefusalReason reason,
-                    std::string_view message) {
+  auto refuse = [&](Error e, RefusalReason reason, std::string_view message) {
     metrics_->CountRefused(reason);
-    respond(Error(status, code, message, version, keep_alive));
+    respond(ErrorResponse(e, message, version, keep_alive));
   };
   if (req.method() == http::verb::get || req.method() == http::verb::head) {
     auto got = store_->Get(key);
     if (!got.ok()) {
-      if (got.status().IsNotFound()) {
-        return respond(Error(http::status::not_found, "not_found",
-                             "no object is stored under this key", version, keep_alive));
-      }
-      if (got.status().IsInvalidArgument()) {
-        return respond(Error(http::status::bad_request, "bad_key", got.status().message(), version,
-                             keep_alive));
-      }
-      return respond(Error(http::status::service_unavailable, "storage_error",
-                           got.status().message(), version, keep_alive));
+      Error e = wire::ErrorForStoreStatus(got.status());
+      return respond(ErrorResponse(e, got.status().message(), version, keep_alive));
     }
     HttpResponse res(http::status::ok, version);
     res.set(http::field::content_type, "application/octet-stream");
-    res.set(kTokenHeader, got->token.ToString());
-    res.set(kLockHeader, wire::NameToHeader(got->lock));
-    res.set(kVersionHeader, std::to_string(got->version));
+    res.set(wire::kTokenHeader, got->token.ToString());
+    res.set(wire::kLockHeader, wire::NameToHeader(got->lock));
+    res.set(wire::kVersionHeader, std::to_string(got->version));
     res.keep_alive(keep_alive);
     if (req.method() == http::verb::get) {
       res.body() = std::move(got->value);
@@ -175,42 +145,40 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond)
   }
 
   // PUT or DELETE: a fenced write.
-  auto tokens = req.equal_range(kTokenHeader);
+  auto tokens = req.equal_range(wire::kTokenHeader);
   std::size_t token_count = std::distance(tokens.first, tokens.second);
   if (token_count == 0) {
-    return refuse(http::status::precondition_required, "missing_token",
-                  RefusalReason::kMissingToken,
+    return refuse(Error::kMissingToken, RefusalReason::kMissingToken,
                   "this write carries no Fencing-Token header; acquire the lock and send the "
                   "fencing token it returned, e.g. 'Fencing-Token: 42'");
   }
   if (token_count > 1) {
-    return refuse(http::status::bad_request, "invalid_token", RefusalReason::kInvalidToken,
+    return refuse(Error::kInvalidToken, RefusalReason::kInvalidToken,
                   "the Fencing-Token header was given more than once; send it exactly once");
   }
   auto token = FencingToken::Parse(tokens.first->value());
   if (!token.ok()) {
-    return refuse(http::status::bad_request, "invalid_token", RefusalReason::kInvalidToken,
-                  token.status().message());
+    return refuse(Error::kInvalidToken, RefusalReason::kInvalidToken, token.status().message());
   }
   if (Status bad = CheckName("key", key); !bad.ok()) {
-    return refuse(http::status::bad_request, "bad_key", RefusalReason::kBadKey, bad.message());
+    return refuse(Error::kBadKey, RefusalReason::kBadKey, bad.message());
   }
   std::string lock = key;
-  auto locks = req.equal_range(kLockHeader);
+  auto locks = req.equal_range(wire::kLockHeader);
   std::size_t lock_count = std::distance(locks.first, locks.second);
   if (lock_count > 1) {
-    return refuse(http::status::bad_request, "bad_lock", RefusalReason::kBadKey,
+    return refuse(Error::kBadLock, RefusalReason::kBadKey,
                   "the Fencing-Lock header was given more than once; send it at most once");
   }
   if (lock_count == 1) {
     lock = std::string(locks.first->value());
     if (lock.empty()) {
-      return refuse(http::status::bad_request, "bad_lock", RefusalReason::kBadKey,
+      return refuse(Error::kBadLock, RefusalReason::kBadKey,
                     "the Fencing-Lock header is empty; name the lock or leave the header out to "
                     "use the key as the lock name");
     }
     if (Status bad = CheckName("lock name", lock); !bad.ok()) {
-      return refuse(http::status::bad_request, "bad_lock", RefusalReason::kBadKey, bad.message());
+      return refuse(Error::kBadLock, RefusalReason::kBadKey, bad.message());
     }
   }
   const bool is_put = req.method() == http::verb::put;
@@ -222,98 +190,60 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond)
                                 is_put](Result<WriteReceipt> r) {
     if (r.ok()) {
       metrics->CountAccepted();
-      json::object o;
-      PutNameFields(o, "key", r->key);
-      PutNameFields(o, "lock", r->lock);
-      o["token"] = r->token.value();
-      o["version"] = r->version;
-      if (!is_put) o["deleted"] = r->version != 0;
-      HttpResponse res(is_put && r->created ? http::status::created : http::status::ok, version);
-      res.set(http::field::content_type, "application/json");
-      res.keep_alive(keep_alive);
-      res.body() = json::serialize(o);
-      res.body() += '\n';
-      res.prepare_payload();
-      return respond(std::move(res));
+      auto status = is_put && r->created ? http::status::created : http::status::ok;
+      return respond(JsonResponse(status, wire::ReceiptToJson(*r, !is_put), version, keep_alive));
     }
     const Status& s = r.status();
-    if (s.IsStaleToken()) {
-      metrics->CountRefused(RefusalReason::kStaleToken);
-      json::object o;
-      o["error"] = "stale_token";
-      o["message"] = JsonSafeText(s.message());
-      o["highest"] = s.highest_token().value_or(0);
-      HttpResponse res(http::status::conflict, version);
-      res.set(http::field::content_type, "application/json");
-      res.set(kHighestHeader, std::to_string(s.highest_token().value_or(0)));
-      res.keep_alive(keep_alive);
-      res.body() = json::serialize(o);
-      res.body() += '\n';
-      res.prepare_payload();
-      return respond(std::move(res));
-    }
-    if (s.IsInvalidArgument()) {
-      metrics->CountRefused(RefusalReason::kBadKey);
-      return respond(Error(http::status::bad_request, "bad_key", s.message(), version, keep_alive));
-    }
-    metrics->CountRefused(RefusalReason::kStorageError);
-    respond(Error(http::status::service_unavailable, "storage_error", s.message(), version,
-                  keep_alive));
+    Error e = wire::ErrorForStoreStatus(s);
+    metrics->CountRefused(e == Error::kStaleToken ? RefusalReason::kStaleToken
+                          : e == Error::kBadKey   ? RefusalReason::kBadKey
+                                                  : RefusalReason::kStorageError);
+    if (e != Error::kStaleToken) return respond(ErrorResponse(e, s.message(), version, keep_alive));
+    // The fence in a header and in the body, for clients that read only one of them.
+    std::int64_t highest = s.highest_token().value_or(0);
+    json::object o{{"error", wire::Info(e).name},
+                   {"message", JsonSafeText(s.message())},
+                   {"highest", highest}};
+    HttpResponse res = JsonResponse(http::status::conflict, o, version, keep_alive);
+    res.set(wire::kHighestHeader, std::to_string(highest));
+    respond(std::move(res));
   });
 }
 
 void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view& url,
                             Respond& respond) {
+  const unsigned version = req.version();
+  const bool keep_alive = req.keep_alive();
   std::size_t limit = 100;
   for (auto param : url.params()) {
     if (param.key != "limit") continue;
-    auto [end, ec] =
-        std::from_chars(param.value.data(), param.value.data() + param.value.size(), limit);
-    if (ec != std::errc() || end != param.value.data() + param.value.size() || limit == 0 ||
-        limit > kMaxHistoryLimit) {
-      return respond(
-          Error(http::status::bad_request, "bad_limit",
-                "limit must be a whole number from 1 to " + std::to_string(kMaxHistoryLimit),
-                req.version(), req.keep_alive()));
+    auto parsed = wire::ParseCount(param.value, 1);
+    if (!parsed || *parsed > static_cast<std::int64_t>(wire::kMaxHistoryLimit)) {
+      return respond(ErrorResponse(
+          Error::kBadLimit,
+          "limit must be a whole number from 1 to " + std::to_string(wire::kMaxHistoryLimit),
+          version, keep_alive));
     }
+    limit = static_cast<std::size_t>(*parsed);
   }
   // Up to ~10 MB of JSON: built on the long-read queue, never on an I/O thread.
-  const unsigned version = req.version();
-  const bool keep_alive = req.keep_alive();
   auto shared_respond = std::make_shared<Respond>(std::move(respond));
   bool queued = long_reads_->TryPost([this, limit, version, keep_alive, shared_respond] {
     auto history = store_->History(limit);
     if (!history.ok()) {
-      return (*shared_respond)(Error(http::status::service_unavailable, "storage_error",
-                                     history.status().message(), version, keep_alive));
+      return (*shared_respond)(
+          ErrorResponse(Error::kStorageError, history.status().message(), version, keep_alive));
     }
     json::array decisions;
     decisions.reserve(history->size());
-    for (const auto& d : *history) {
-      json::object o;
-      o["seq"] = d.seq;
-      o["time_ms"] =
-          std::chrono::duration_cast<std::chrono::milliseconds>(d.time.time_since_epoch()).count();
-      o["op"] = d.op;
-      PutNameFields(o, "lock", d.lock);
-      o["token"] = d.token;
-      PutNameFields(o, "key", d.key);
-      o["accepted"] = d.accepted;
-      o["highest"] = d.highest;
-      decisions.push_back(std::move(o));
-    }
-    HttpResponse res(http::status::ok, version);
-    res.set(http::field::content_type, "application/json");
-    res.keep_alive(keep_alive);
-    res.body() = json::serialize(json::object{{"decisions", std::move(decisions)}});
-    res.body() += '\n';
-    res.prepare_payload();
-    (*shared_respond)(std::move(res));
+    for (const auto& d : *history) decisions.push_back(wire::DecisionToJson(d));
+    (*shared_respond)(JsonResponse(
+        http::status::ok, json::object{{"decisions", std::move(decisions)}}, version, keep_alive));
   });
   if (!queued) {
-    HttpResponse res =
-        Error(http::status::service_unavailable, "busy",
-              "too many long reads are queued; retry in a second", version, keep_alive);
+    metrics_->CountLongReadRefused();
+    HttpResponse res = ErrorResponse(
+        Error::kBusy, "too many long reads are queued; retry in a second", version, keep_alive);
     res.set(http::field::retry_after, "1");
     (*shared_respond)(std::move(res));
   }
@@ -322,15 +252,13 @@ void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view&
 void Handler::HandleFence(const HttpRequest& req, std::string lock, Respond& respond) {
   auto highest = store_->Highest(lock);
   if (!highest.ok()) {
-    bool bad = highest.status().IsInvalidArgument();
-    return respond(Error(bad ? http::status::bad_request : http::status::service_unavailable,
-                         bad ? "bad_lock" : "storage_error", highest.status().message(),
-                         req.version(), req.keep_alive()));
+    Error e = wire::ErrorForStoreStatus(highest.status(), Error::kBadLock);
+    return respond(ErrorResponse(e, highest.status().message(), req.version(), req.keep_alive()));
   }
   json::object o;
-  PutNameFields(o, "lock", lock);
+  wire::PutName(o, "lock", lock);
   o["highest"] = highest->has_value() ? (*highest)->value() : 0;
-  respond(JsonResponse(http::status::ok, o, req));
+  respond(JsonResponse(http::status::ok, o, req.version(), req.keep_alive()));
 }
 
 }  // namespace fencekit

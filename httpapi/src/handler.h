@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "metrics.h"
+#include "wire.h"
 
 namespace fencekit {
 
@@ -23,9 +24,6 @@ class Handler {
  public:
   using Respond = std::function<void(HttpResponse)>;
 
-  // Most decisions one GET /v1/history returns.
-  static constexpr std::size_t kMaxHistoryLimit = 10000;
-
   // `long_reads` runs the reads too slow for an I/O thread (the history).
   Handler(FencedStore* store, Metrics* metrics, WorkQueue* long_reads)
       : store_(store), metrics_(metrics), long_reads_(long_reads) {}
@@ -35,9 +33,9 @@ class Handler {
   // "busy" when its queue is full).
   void Handle(HttpRequest&& req, Respond respond);
 
-  // A JSON error response {"error": code, "message": message}.
-  static HttpResponse Error(boost::beast::http::status status, std::string_view code,
-                            std::string_view message, unsigned version, bool keep_alive);
+  // The JSON error response for `e` (wire.h): its HTTP status, {"error", "message"}.
+  static HttpResponse ErrorResponse(wire::Error e, std::string_view message, unsigned version,
+                                    bool keep_alive);
 
  private:
   void HandleObject(HttpRequest&& req, std::string key, Respond& respond);

@@ -69,8 +69,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // section only, so a trailer cannot set a fence that proxies and logs never show.
   void DropTrailerFields();
   // Answers a request whose body was not (fully) read, then closes the connection.
-  void RefuseAndClose(http::status status, std::string_view code, RefusalReason reason,
-                      std::string message);
+  void RefuseAndClose(wire::Error error, RefusalReason reason, std::string message);
   void Close() {
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -243,13 +242,13 @@ class ServerImpl final : public Server {
   // dropped for up to 1 s so that the close does not reset the connection before the client has
   // read the answer). Lingering sockets are bounded too; beyond the bound the close is at once.
   void RefuseConnection(tcp::socket socket) {
-    static constexpr std::string_view kBody =
-        "{\"error\":\"too_many_connections\",\"message\":\"the server is at its connection "
-        "limit (fenced --max-connections); retry later\"}\n";
+    static const std::string kBody = wire::ErrorBody(
+        wire::Error::kTooManyConnections,
+        "the server is at its connection limit (fenced --max-connections); retry later");
     static const std::string kResponse =
         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
         "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
-        std::to_string(kBody.size()) + "\r\n\r\n" + std::string(kBody);
+        std::to_string(kBody.size()) + "\r\n\r\n" + kBody;
     metrics_.CountConnectionRefused();
     beast::error_code ec;
     socket.non_blocking(true, ec);
@@ -337,14 +336,13 @@ void Session::OnHeader(beast::error_code ec) {
   idle_ = false;
   started_ = std::chrono::steady_clock::now();
   if (ec == http::error::body_limit) {  // the declared Content-Length is over the limit
-    return RefuseAndClose(
-        http::status::payload_too_large, "body_too_large", RefusalReason::kBodyTooLarge,
-        "the body is larger than the server's limit of " +
-            std::to_string(server_->options().max_body_bytes) + " bytes (fenced --max-body)");
+    return RefuseAndClose(wire::Error::kBodyTooLarge, RefusalReason::kBodyTooLarge,
+                          "the body is larger than the server's limit of " +
+                              std::to_string(server_->options().max_body_bytes) +
+                              " bytes (fenced --max-body)");
   }
   if (ec == http::error::header_limit) {
-    return RefuseAndClose(http::status::request_header_fields_too_large, "headers_too_large",
-                          RefusalReason::kHeadersTooLarge,
+    return RefuseAndClose(wire::Error::kHeadersTooLarge, RefusalReason::kHeadersTooLarge,
                           "the request headers are larger than the server's limit of " +
                               std::to_string(server_->options().max_header_bytes) +
                               " bytes; send fewer or shorter headers");
@@ -354,15 +352,14 @@ void Session::OnHeader(beast::error_code ec) {
         ec != net::error::operation_aborted && ec != net::error::connection_reset &&
         ec != net::error::eof) {
       // A malformed request line or header: say so, then close.
-      return RefuseAndClose(http::status::bad_request, "bad_request", RefusalReason::kMalformed,
+      return RefuseAndClose(wire::Error::kBadRequest, RefusalReason::kMalformed,
                             "the request could not be parsed as HTTP/1.1 (" + ec.message() + ")");
     }
     return Close();
   }
   auto& req = parser_->get();
   if (auto bad = CheckFraming(req.base())) {
-    return RefuseAndClose(bad->status, bad->code, RefusalReason::kBadFraming,
-                          std::move(bad->message));
+    return RefuseAndClose(bad->error, RefusalReason::kBadFraming, std::move(bad->message));
   }
   header_fields_.clear();
   if (parser_->chunked()) {
@@ -371,7 +368,7 @@ void Session::OnHeader(beast::error_code ec) {
   auto length = parser_->content_length();
   if (length && *length > server_->options().max_body_bytes) {
     return RefuseAndClose(
-        http::status::payload_too_large, "body_too_large", RefusalReason::kBodyTooLarge,
+        wire::Error::kBodyTooLarge, RefusalReason::kBodyTooLarge,
         "the body is " + std::to_string(*length) + " bytes; the server's limit is " +
             std::to_string(server_->options().max_body_bytes) + " bytes (fenced --max-body)");
   }
@@ -397,17 +394,17 @@ void Session::ReadBody() {
 
 void Session::OnBody(beast::error_code ec) {
   if (ec == http::error::body_limit) {
-    return RefuseAndClose(
-        http::status::payload_too_large, "body_too_large", RefusalReason::kBodyTooLarge,
-        "the body is larger than the server's limit of " +
-            std::to_string(server_->options().max_body_bytes) + " bytes (fenced --max-body)");
+    return RefuseAndClose(wire::Error::kBodyTooLarge, RefusalReason::kBodyTooLarge,
+                          "the body is larger than the server's limit of " +
+                              std::to_string(server_->options().max_body_bytes) +
+                              " bytes (fenced --max-body)");
   }
   if (ec) {
     // A body that breaks the chunked grammar is answered; a peer that went away or stalled
     // past the read timeout is not.
     if (ec.category() == http::make_error_code(http::error::bad_chunk).category() &&
         ec != http::error::partial_message && ec != http::error::end_of_stream) {
-      return RefuseAndClose(http::status::bad_request, "bad_request", RefusalReason::kMalformed,
+      return RefuseAndClose(wire::Error::kBadRequest, RefusalReason::kMalformed,
                             "the request body could not be parsed (" + ec.message() + ")");
     }
     return Close();
@@ -449,11 +446,10 @@ void Session::DropTrailerFields() {
   }
 }
 
-void Session::RefuseAndClose(http::status status, std::string_view code, RefusalReason reason,
-                             std::string message) {
+void Session::RefuseAndClose(wire::Error error, RefusalReason reason, std::string message) {
   server_->metrics().CountRefused(reason);
   unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
-  Write(Handler::Error(status, code, message, version, /*keep_alive=*/false));
+  Write(Handler::ErrorResponse(error, message, version, /*keep_alive=*/false));
 }
 
 }  // namespace

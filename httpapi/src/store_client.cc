@@ -45,7 +45,7 @@ class HttpStoreClient final : public StoreClient {
   }
 
   Result<GetResponse> Get(std::string_view key) override {
-    auto res = Exchange(http::verb::get, ObjectPath(key), {}, {}, {});
+    auto res = Exchange(http::verb::get, wire::ObjectPath(key), {}, {}, {});
     if (!res.ok()) return res.status();
     if (res->result() != http::status::ok)
       return ErrorFrom(*res, "reading \"" + std::string(key) + "\"");
@@ -55,18 +55,14 @@ class HttpStoreClient final : public StoreClient {
     auto token = FencingToken::Parse(res->operator[](wire::kTokenHeader));
     if (!token.ok()) return Status::Unavailable("the store sent a bad Fencing-Token header");
     out.token = *token;
-    std::string_view version = res->operator[](wire::kVersionHeader);
-    auto [end, ec] = std::from_chars(version.data(), version.data() + version.size(), out.version);
-    if (ec != std::errc() || end != version.data() + version.size() || out.version < 1) {
-      return Status::Unavailable("the store sent a bad Object-Version header");
-    }
+    auto version = wire::ParseCount(res->operator[](wire::kVersionHeader), 1);
+    if (!version) return Status::Unavailable("the store sent a bad Object-Version header");
+    out.version = *version;
     return out;
   }
 
   Result<std::optional<FencingToken>> Highest(std::string_view lock) override {
-    auto res = Exchange(http::verb::get,
-                        "/v1/fences/" + boost::urls::encode(lock, boost::urls::unreserved_chars),
-                        {}, {}, {});
+    auto res = Exchange(http::verb::get, wire::FencePath(lock), {}, {}, {});
     if (!res.ok()) return res.status();
     if (res->result() != http::status::ok) return ErrorFrom(*res, "reading a fence");
     auto body = ParseJson(res->body());
@@ -82,7 +78,9 @@ class HttpStoreClient final : public StoreClient {
   }
 
   Result<std::vector<Decision>> History(std::size_t limit) override {
-    auto res = Exchange(http::verb::get, "/v1/history?limit=" + std::to_string(limit), {}, {}, {});
+    auto res =
+        Exchange(http::verb::get,
+                 std::string(wire::kHistoryPath) + "?limit=" + std::to_string(limit), {}, {}, {});
     if (!res.ok()) return res.status();
     if (res->result() != http::status::ok) return ErrorFrom(*res, "reading the history");
     auto body = ParseJson(res->body());
@@ -92,44 +90,17 @@ class HttpStoreClient final : public StoreClient {
       return Status::Unavailable(Where() + " sent a history without a \"decisions\" list");
     }
     std::vector<Decision> out;
+    out.reserve(list->as_array().size());
     for (const auto& item : list->as_array()) {
-      const json::object* o = item.if_object();
-      if (o == nullptr) return Status::Unavailable(Where() + " sent a malformed history entry");
-      Decision d;
-      auto num = [&](const char* f) -> std::int64_t {
-        auto* v = o->if_contains(f);
-        return v != nullptr && v->is_int64() ? v->as_int64() : 0;
-      };
-      auto name = [&](const char* f) -> std::string {
-        auto* v = o->if_contains(f);
-        if (v == nullptr || !v->is_string()) return {};
-        std::string s(v->as_string());
-        auto* enc = o->if_contains(std::string(f) + "_encoding");
-        if (enc != nullptr && enc->is_string() && enc->as_string() == "percent") {
-          auto decoded = boost::urls::make_pct_string_view(s);
-          if (decoded) return decoded->decode();
-        }
-        return s;
-      };
-      d.seq = num("seq");
-      d.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(num("time_ms")));
-      d.op = name("op");
-      d.lock = name("lock");
-      d.token = num("token");
-      d.key = name("key");
-      auto* accepted = o->if_contains("accepted");
-      d.accepted = accepted != nullptr && accepted->is_bool() && accepted->as_bool();
-      d.highest = num("highest");
-      out.push_back(std::move(d));
+      auto d = wire::DecisionFromJson(item);
+      if (!d.ok())
+        return Status::Unavailable(Where() + " sent a bad history: " + d.status().message());
+      out.push_back(std::move(*d));
     }
     return out;
   }
 
  private:
-  static std::string ObjectPath(std::string_view key) {
-    return "/v1/objects/" + boost::urls::encode(key, boost::urls::unreserved_chars);
-  }
-
   std::string Where() const { return "store http://" + host_ + ":" + port_; }
 
   Result<WriteResponse> Write(http::verb verb, std::string_view lock, FencingToken token,
@@ -139,7 +110,7 @@ class HttpStoreClient final : public StoreClient {
     if (!lock.empty()) {
       if (Status bad = CheckName("lock name", lock); !bad.ok()) return bad;
     }
-    auto res = Exchange(verb, ObjectPath(key), lock, token.ToString(), value);
+    auto res = Exchange(verb, wire::ObjectPath(key), lock, token.ToString(), value);
     if (!res.ok()) return res.status();
     auto code = res->result();
     if (code != http::status::ok && code != http::status::created) {
@@ -167,33 +138,8 @@ class HttpStoreClient final : public StoreClient {
   }
 
   Status ErrorFrom(const http::response<http::string_body>& res, const std::string& doing) {
-    std::string message;
-    boost::system::error_code ec;
-    json::value v = json::parse(res.body(), ec);
-    if (!ec && v.is_object()) {
-      if (auto* m = v.as_object().if_contains("message"); m != nullptr && m->is_string()) {
-        message = std::string(m->as_string());
-      }
-    }
-    if (message.empty()) message = "HTTP " + std::to_string(res.result_int());
-    std::string full = Where() + " refused " + doing + ": " + message;
-    switch (res.result()) {
-      case http::status::conflict: {
-        auto highest = FencingToken::Parse(res[wire::kHighestHeader]);
-        if (!highest.ok()) return Status::Unavailable(full + " (with a bad Fencing-Highest)");
-        return Status::StaleToken(full, highest->value());
-      }
-      case http::status::not_found:
-        return Status::NotFound(full);
-      case http::status::bad_request:
-      case http::status::precondition_required:
-      case http::status::payload_too_large:
-      case http::status::request_header_fields_too_large:
-      case http::status::method_not_allowed:
-        return Status::InvalidArgument(full);
-      default:
-        return Status::Unavailable(full);
-    }
+    return wire::StatusFromReply(res.result_int(), res.body(), res[wire::kHighestHeader],
+                                 Where() + " refused " + doing);
   }
 
   // Runs the queued async operations until done or the deadline passes.

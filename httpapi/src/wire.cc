@@ -1,21 +1,221 @@
 #include "wire.h"
 
+#include <array>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <boost/url/encode.hpp>
 #include <boost/url/grammar/lut_chars.hpp>
 #include <boost/url/pct_string_view.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
+#include <charconv>
+
+#include "fencekit/common/text.h"
 
 namespace fencekit::wire {
+namespace json = boost::json;
 
-std::string NameToHeader(std::string_view name) {
-  static constexpr auto kKept = boost::urls::unreserved_chars + '/';
-  return boost::urls::encode(name, kKept);
+namespace {
+
+constexpr auto kPathChars = boost::urls::unreserved_chars + '/';
+
+constexpr std::array<ErrorInfo, 18> kErrors = {{
+    {Error::kStaleToken, "stale_token", 409, StatusCode::kStaleToken},
+    {Error::kMissingToken, "missing_token", 428, StatusCode::kInvalidArgument},
+    {Error::kInvalidToken, "invalid_token", 400, StatusCode::kInvalidArgument},
+    {Error::kBadKey, "bad_key", 400, StatusCode::kInvalidArgument},
+    {Error::kBadLock, "bad_lock", 400, StatusCode::kInvalidArgument},
+    {Error::kBadTarget, "bad_target", 400, StatusCode::kInvalidArgument},
+    {Error::kBadLimit, "bad_limit", 400, StatusCode::kInvalidArgument},
+    {Error::kBadRequest, "bad_request", 400, StatusCode::kInvalidArgument},
+    {Error::kBadFraming, "bad_framing", 400, StatusCode::kInvalidArgument},
+    {Error::kBadHost, "bad_host", 400, StatusCode::kInvalidArgument},
+    {Error::kNotFound, "not_found", 404, StatusCode::kNotFound},
+    {Error::kMethodNotAllowed, "method_not_allowed", 405, StatusCode::kInvalidArgument},
+    {Error::kBodyTooLarge, "body_too_large", 413, StatusCode::kInvalidArgument},
+    {Error::kHeadersTooLarge, "headers_too_large", 431, StatusCode::kInvalidArgument},
+    {Error::kUnsupportedTransferCoding, "unsupported_transfer_coding", 501,
+     StatusCode::kInvalidArgument},
+    {Error::kStorageError, "storage_error", 503, StatusCode::kUnavailable},
+    {Error::kBusy, "busy", 503, StatusCode::kUnavailable},
+    {Error::kTooManyConnections, "too_many_connections", 503, StatusCode::kUnavailable},
+}};
+
+constexpr bool InEnumOrder() {
+  for (std::size_t i = 0; i < kErrors.size(); ++i) {
+    if (static_cast<std::size_t>(kErrors[i].error) != i) return false;
+  }
+  return true;
 }
+static_assert(InEnumOrder(), "kErrors must list every Error in enum order");
+
+Status WithCode(StatusCode code, std::string message) {
+  switch (code) {
+    case StatusCode::kNotFound:
+      return Status::NotFound(std::move(message));
+    case StatusCode::kInvalidArgument:
+      return Status::InvalidArgument(std::move(message));
+    default:
+      return Status::Unavailable(std::move(message));
+  }
+}
+
+}  // namespace
+
+std::string ObjectPath(std::string_view key) {
+  return std::string(kObjectsPrefix) + boost::urls::encode(key, boost::urls::unreserved_chars);
+}
+
+std::string FencePath(std::string_view lock) {
+  return std::string(kFencesPrefix) + boost::urls::encode(lock, boost::urls::unreserved_chars);
+}
+
+std::string NameToHeader(std::string_view name) { return boost::urls::encode(name, kPathChars); }
 
 std::optional<std::string> NameFromHeader(std::string_view value) {
   auto pct = boost::urls::make_pct_string_view(value);
   if (!pct) return std::nullopt;
   return pct->decode();
+}
+
+std::optional<std::int64_t> ParseCount(std::string_view text, std::int64_t min) {
+  if (text.empty() || (text.size() > 1 && text[0] == '0')) return std::nullopt;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+  }
+  std::int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < min) return std::nullopt;
+  return v;
+}
+
+std::span<const ErrorInfo> Errors() { return kErrors; }
+
+const ErrorInfo& Info(Error e) { return kErrors[static_cast<std::size_t>(e)]; }
+
+const ErrorInfo* FindError(std::string_view name) {
+  for (const auto& info : kErrors) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+std::string ErrorBody(Error e, std::string_view message) {
+  json::object o;
+  o["error"] = Info(e).name;
+  o["message"] = JsonSafeText(message);
+  std::string body = json::serialize(o);
+  body += '\n';
+  return body;
+}
+
+Status StatusFromReply(unsigned http_status, std::string_view body, std::string_view highest,
+                       std::string_view context) {
+  std::string name, message;
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (!ec && v.is_object()) {
+    if (auto* m = v.as_object().if_contains("message"); m != nullptr && m->is_string()) {
+      message = std::string(m->as_string());
+    }
+    if (auto* e = v.as_object().if_contains("error"); e != nullptr && e->is_string()) {
+      name = std::string(e->as_string());
+    }
+  }
+  if (message.empty()) message = "HTTP " + std::to_string(http_status);
+  std::string full = std::string(context) + ": " + message;
+  const ErrorInfo* info = FindError(name);
+  if (info == nullptr) {  // an error this version does not know: judge by the status class
+    if (http_status == 404) return Status::NotFound(full);
+    if (http_status >= 400 && http_status < 500 && http_status != 409) {
+      return Status::InvalidArgument(full);
+    }
+    if (http_status != 409) return Status::Unavailable(full);
+    info = &Info(Error::kStaleToken);
+  }
+  if (info->client_code == StatusCode::kStaleToken) {
+    auto h = ParseCount(highest, 1);
+    if (!h) return Status::Unavailable(full + " (with a bad Fencing-Highest)");
+    return Status::StaleToken(full, *h);
+  }
+  return WithCode(info->client_code, full);
+}
+
+Error ErrorForStoreStatus(const Status& s, Error bad_name) {
+  if (s.IsStaleToken()) return Error::kStaleToken;
+  if (s.IsInvalidArgument()) return bad_name;
+  if (s.IsNotFound()) return Error::kNotFound;
+  return Error::kStorageError;
+}
+
+void PutName(json::object& o, std::string_view field, std::string_view bytes) {
+  bool encoded = false;
+  o[field] = JsonSafeText(bytes, &encoded);
+  if (encoded) o[std::string(field) + "_encoding"] = "percent";
+}
+
+std::optional<std::string> GetName(const json::object& o, std::string_view field) {
+  auto* v = o.if_contains(field);
+  if (v == nullptr || !v->is_string()) return std::nullopt;
+  std::string s(v->as_string());
+  auto* enc = o.if_contains(std::string(field) + "_encoding");
+  if (enc == nullptr) return s;
+  if (!enc->is_string() || enc->as_string() != "percent") return std::nullopt;
+  auto pct = boost::urls::make_pct_string_view(s);
+  if (!pct) return std::nullopt;
+  return pct->decode();
+}
+
+json::object ReceiptToJson(const WriteReceipt& r, bool is_delete) {
+  json::object o;
+  PutName(o, "key", r.key);
+  PutName(o, "lock", r.lock);
+  o["token"] = r.token.value();
+  o["version"] = r.version;
+  if (is_delete) o["deleted"] = r.version != 0;
+  return o;
+}
+
+json::object DecisionToJson(const Decision& d) {
+  json::object o;
+  o["seq"] = d.seq;
+  o["time_ms"] =
+      std::chrono::duration_cast<std::chrono::milliseconds>(d.time.time_since_epoch()).count();
+  o["op"] = d.op;
+  PutName(o, "lock", d.lock);
+  o["token"] = d.token;
+  PutName(o, "key", d.key);
+  o["accepted"] = d.accepted;
+  o["highest"] = d.highest;
+  return o;
+}
+
+Result<Decision> DecisionFromJson(const json::value& v) {
+  const json::object* o = v.if_object();
+  if (o == nullptr) return Status::Unavailable("a history entry is not a JSON object");
+  auto number = [&](std::string_view f) -> std::optional<std::int64_t> {
+    auto* n = o->if_contains(f);
+    if (n == nullptr || !n->is_int64()) return std::nullopt;
+    return n->as_int64();
+  };
+  auto seq = number("seq"), time_ms = number("time_ms"), token = number("token"),
+       highest = number("highest");
+  auto op = GetName(*o, "op"), lock = GetName(*o, "lock"), key = GetName(*o, "key");
+  auto* accepted = o->if_contains("accepted");
+  if (!seq || !time_ms || !token || !highest || !op || !lock || !key || accepted == nullptr ||
+      !accepted->is_bool()) {
+    return Status::Unavailable(
+        "a history entry lacks one of seq, time_ms, op, lock, token, key, accepted, highest");
+  }
+  Decision d;
+  d.seq = *seq;
+  d.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(*time_ms));
+  d.op = std::move(*op);
+  d.lock = std::move(*lock);
+  d.token = *token;
+  d.key = std::move(*key);
+  d.accepted = accepted->as_bool();
+  d.highest = *highest;
+  return d;
 }
 
 }  // namespace fencekit::wire

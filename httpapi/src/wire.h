@@ -1,13 +1,35 @@
-// What fenced and its client agree on beyond HTTP itself: header names and how a name (key or
-// lock) travels in a response header.
+// The HTTP protocol of fenced as both ends speak it: routes, header names, error codes and the
+// Status each maps to, the JSON of a receipt and of a decision, how names travel in JSON and in
+// headers, and strict number parsing. The server (handler.cc), the store client
+// (store_client.cc) and fencectl use this and nothing else, so the two ends cannot drift apart.
 #pragma once
 
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
+#include "fencekit/common/status.h"
+#include "fencekit/common/store_types.h"
+
 namespace fencekit::wire {
 
+// --- Routes -------------------------------------------------------------------------------
+inline constexpr std::string_view kObjectsPrefix = "/v1/objects/";
+inline constexpr std::string_view kFencesPrefix = "/v1/fences/";
+inline constexpr std::string_view kHistoryPath = "/v1/history";
+inline constexpr std::string_view kHealthPath = "/healthz";
+inline constexpr std::string_view kMetricsPath = "/metrics";
+// Most decisions one history read returns.
+inline constexpr std::size_t kMaxHistoryLimit = 10000;
+// The path of a key or a lock, percent-encoded so that any bytes survive.
+std::string ObjectPath(std::string_view key);
+std::string FencePath(std::string_view lock);
+
+// --- Headers ------------------------------------------------------------------------------
 inline constexpr std::string_view kTokenHeader = "Fencing-Token";
 inline constexpr std::string_view kLockHeader = "Fencing-Lock";
 inline constexpr std::string_view kHighestHeader = "Fencing-Highest";
@@ -19,5 +41,65 @@ inline constexpr std::string_view kVersionHeader = "Object-Version";
 std::string NameToHeader(std::string_view name);
 // The inverse; nullopt when `value` is not validly percent-encoded.
 std::optional<std::string> NameFromHeader(std::string_view value);
+
+// A whole decimal number >= `min`: ASCII digits only, no sign, no leading zero, no spaces.
+std::optional<std::int64_t> ParseCount(std::string_view text, std::int64_t min = 0);
+
+// --- Errors -------------------------------------------------------------------------------
+// Every refusal fenced answers, as the body's {"error": "<name>"}.
+enum class Error {
+  kStaleToken,                 // 409
+  kMissingToken,               // 428
+  kInvalidToken,               // 400
+  kBadKey,                     // 400
+  kBadLock,                    // 400
+  kBadTarget,                  // 400
+  kBadLimit,                   // 400
+  kBadRequest,                 // 400: not parseable as HTTP
+  kBadFraming,                 // 400: Transfer-Encoding
+  kBadHost,                    // 400
+  kNotFound,                   // 404
+  kMethodNotAllowed,           // 405
+  kBodyTooLarge,               // 413
+  kHeadersTooLarge,            // 431
+  kUnsupportedTransferCoding,  // 501
+  kStorageError,               // 503
+  kBusy,                       // 503: the long-read queue is full
+  kTooManyConnections,         // 503
+};
+struct ErrorInfo {
+  Error error;
+  std::string_view name;  // the JSON "error" value
+  unsigned http_status;
+  StatusCode client_code;  // what the store client reports it as
+};
+// One row per Error, in enum order.
+std::span<const ErrorInfo> Errors();
+const ErrorInfo& Info(Error e);
+// The row named `name`; nullptr for a name this version does not know.
+const ErrorInfo* FindError(std::string_view name);
+// {"error": name, "message": message} (message made JSON-safe), with a trailing newline.
+std::string ErrorBody(Error e, std::string_view message);
+// How the client reads a refusal: by its error name when known, else by the HTTP status class
+// (4xx: kInvalidArgument; 404: kNotFound; other: kUnavailable). `highest` is the
+// Fencing-Highest header, needed for kStaleToken.
+Status StatusFromReply(unsigned http_status, std::string_view body, std::string_view highest,
+                       std::string_view context);
+// The refusal for a store's error Status (kStaleToken, kInvalidArgument as `bad_name`, the
+// rest as storage errors).
+Error ErrorForStoreStatus(const Status& s, Error bad_name = Error::kBadKey);
+
+// --- JSON bodies --------------------------------------------------------------------------
+// o[field] = the name, or its percent-encoding with o[field + "_encoding"] = "percent" when it
+// is not strict UTF-8.
+void PutName(boost::json::object& o, std::string_view field, std::string_view bytes);
+// The bytes PutName stored; nullopt when absent or malformed.
+std::optional<std::string> GetName(const boost::json::object& o, std::string_view field);
+
+// {"key","lock","token","version"} and, for a delete, "deleted".
+boost::json::object ReceiptToJson(const WriteReceipt& r, bool is_delete);
+boost::json::object DecisionToJson(const Decision& d);
+// kUnavailable naming what is missing when `v` is not a decision.
+Result<Decision> DecisionFromJson(const boost::json::value& v);
 
 }  // namespace fencekit::wire

@@ -1,0 +1,71 @@
+// The real server answers each refusal with exactly the status and error name wire.h lists, so
+// the client's reading of them (wire_test.cc) holds against what is actually sent.
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+
+#include "support/server_fixture.h"
+#include "wire.h"
+
+namespace fencekit {
+namespace {
+
+using testing::RawConnection;
+using testing::Request;
+using wire::Error;
+
+using WireServerTest = testing::ServerFixture;
+
+void ExpectRefusal(const testing::RawResponse& r, Error e, const std::string& what) {
+  EXPECT_EQ(r.status, static_cast<int>(wire::Info(e).http_status)) << what << ": " << r.body;
+  auto body = boost::json::parse(r.body);
+  EXPECT_EQ(body.at("error").as_string(), wire::Info(e).name) << what;
+  EXPECT_TRUE(body.at("message").is_string()) << what;
+}
+
+TEST_F(WireServerTest, EachRefusalCarriesItsListedStatusAndName) {
+  StartServer({.max_body_bytes = 16, .max_header_bytes = 2048});
+  ASSERT_EQ(PutWithToken("k", "5").status, 201);
+  struct Case {
+    std::string request;
+    Error error;
+  } cases[] = {
+      {Request("PUT", "/v1/objects/k", {{"Fencing-Token", "4"}}, "v"), Error::kStaleToken},
+      {Request("PUT", "/v1/objects/k", {}, "v"), Error::kMissingToken},
+      {Request("PUT", "/v1/objects/k", {{"Fencing-Token", "x"}}, "v"), Error::kInvalidToken},
+      {Request("PUT", "/v1/objects/a%0Ab", {{"Fencing-Token", "1"}}, "v"), Error::kBadKey},
+      {Request("PUT", "/v1/objects/k", {{"Fencing-Token", "6"}, {"Fencing-Lock", ""}}, "v"),
+       Error::kBadLock},
+      {Request("GET", "/v1/objects/k?x"), Error::kBadTarget},
+      {Request("GET", "/v1/history?limit=0"), Error::kBadLimit},
+      {"NOT HTTP\r\n\r\n", Error::kBadRequest},
+      {"PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+       Error::kBadFraming},
+      {"GET /healthz HTTP/1.1\r\n\r\n", Error::kBadHost},
+      {Request("GET", "/v1/objects/absent"), Error::kNotFound},
+      {Request("POST", "/v1/objects/k", {}, "v"), Error::kMethodNotAllowed},
+      {Request("PUT", "/v1/objects/k", {{"Fencing-Token", "6"}}, std::string(17, 'v')),
+       Error::kBodyTooLarge},
+      {Request("GET", "/healthz", {{"X-Big", std::string(3000, 'h')}}), Error::kHeadersTooLarge},
+      {"PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+       Error::kUnsupportedTransferCoding},
+  };
+  for (const auto& c : cases) {
+    RawConnection conn(server_->port());
+    conn.Send(c.request);
+    ExpectRefusal(conn.Read(), c.error, std::string(wire::Info(c.error).name));
+  }
+}
+
+TEST_F(WireServerTest, BusyAndConnectionLimitRefusalsCarryTheirListedStatusAndName) {
+  StartServer({.max_connections = 1, .max_queued_long_reads = 0});
+  RawConnection first(server_->port());
+  first.Send(Request("GET", "/v1/history"));
+  ExpectRefusal(first.Read(), Error::kBusy, "busy");
+  RawConnection second(server_->port());
+  second.Send(Request("GET", "/healthz"));
+  ExpectRefusal(second.Read(), Error::kTooManyConnections, "too_many_connections");
+}
+
+}  // namespace
+}  // namespace fencekit
