@@ -1,0 +1,80 @@
+// Demo: one run of a fencekit-demo scenario. It starts fenced (and redis-server nodes) through
+// procutil in a temporary folder, starts two client processes, drives them step by step, and
+// records what happened in a Timeline.
+#pragma once
+
+#include <boost/json/object.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client_process.h"
+#include "fencekit/lockclient/lock_client.h"
+#include "fencekit/procutil/fenced_server.h"
+#include "fencekit/procutil/redis_server.h"
+#include "timeline.h"
+
+namespace fencekit::demo {
+
+// Thread safety: one thread at a time.
+class Demo {
+ public:
+  // `scenario`: gc-pause, slow-network, lock-service-restart or clock-jump. `locks`: a lock
+  // service URI, or "" for an embedded SQLite one (the last two scenarios start their own Redis
+  // nodes). `fencing` false runs the store unguarded. `fenced_path`: the fenced binary.
+  Demo(std::string scenario, std::string locks, bool fencing, std::chrono::milliseconds ttl,
+       std::string fenced_path);
+  // Stops every process it started and removes its temporary folder.
+  ~Demo();
+
+  // Returns an error message, or "" when the scenario ran (the timeline says what it showed).
+  std::string Run();
+
+  const Timeline& timeline() const { return timeline_; }
+
+ private:
+  // The scenarios (scenarios.cc); each returns as Run() does.
+  std::string GcPause(bool slow_network);
+  std::string LockServiceRestart();
+  std::string ClockJump();
+
+  // Milliseconds since the demo began.
+  std::int64_t Now() const;
+  void Log(const std::string& actor, const std::string& event, std::optional<std::int64_t> token,
+           const std::string& status, Kind kind, const std::string& holder = "");
+
+  // The processes. Each returns an error message, or "" on success.
+  std::string StartFenced();
+  // Starts `n` redis-server nodes on free loopback ports.
+  std::string StartRedis(int n);
+  // Kills node `i` and starts it again, empty, on the same port.
+  std::string RestartRedis(std::size_t i);
+  static std::string RedisError(const Status& s);
+  std::unique_ptr<Client> StartClient(const std::string& name, const std::string& store_url,
+                                      bool sequential = false);
+
+  // The steps the scenarios share.
+  bool Acquire(Client& c, const std::string& name, std::int64_t& token, std::string& error);
+  // Logs a client's write answer on the client's and the store's lanes. True when accepted.
+  bool LogWrite(const std::string& name, boost::json::object r);
+  // Waits (watching the lock service) until `token`'s lease is gone.
+  void WaitForExpiry(const std::string& holder, std::int64_t token);
+  std::string FinalRead();
+
+  Timeline timeline_;
+  std::string locks_;
+  std::chrono::milliseconds ttl_;
+  std::string fenced_path_;
+  std::string dir_;
+  std::string store_url_;
+  std::uint16_t store_port_ = 0;
+  std::vector<std::unique_ptr<procutil::RedisServer>> redis_;
+  procutil::FencedServer fenced_;
+  std::unique_ptr<LockClient> observer_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace fencekit::demo

@@ -1,0 +1,28 @@
+#include "connection.h"
+
+#include <sqlite3.h>
+
+#include <string>
+
+namespace fencekit::fencedstore {
+
+Result<sqlite::Db> OpenConnection(const StoreOptions& o, bool read_only) {
+  sqlite3* raw = nullptr;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
+  if (!read_only) flags |= SQLITE_OPEN_CREATE;
+  int rc = sqlite3_open_v2(o.path.c_str(), &raw, flags,
+                           o.sqlite_vfs.empty() ? nullptr : o.sqlite_vfs.c_str());
+  sqlite::Db db(raw);
+  if (rc != SQLITE_OK) {
+    return sqlite::Error(raw, rc, "opening the store database \"" + o.path + "\"");
+  }
+  sqlite3_extended_result_codes(raw, 1);
+  sqlite3_busy_timeout(raw, 5000);
+  std::string pragmas = "PRAGMA synchronous=";
+  pragmas += o.durability == Durability::kFull ? "FULL;" : "NORMAL;";
+  if (read_only) pragmas += "PRAGMA query_only=1;";
+  if (auto s = sqlite::Exec(raw, pragmas); !s.ok()) return s;
+  return db;
+}
+
+}  // namespace fencekit::fencedstore

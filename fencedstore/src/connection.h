@@ -1,0 +1,16 @@
+// Opening one SQLite connection to the store's file with the store's settings. Private to
+// fencedstore.
+#pragma once
+
+#include "fencekit/common/status.h"
+#include "fencekit/fencedstore/store.h"
+#include "sqlite/sqlite_util.h"
+
+namespace fencekit::fencedstore {
+
+// Opens `o.path` (created unless `read_only`) with extended result codes, a 5 s busy timeout and
+// the synchronous level of `o.durability`; a `read_only` connection is also query_only. Fails
+// with kIoError naming the path.
+Result<sqlite::Db> OpenConnection(const StoreOptions& o, bool read_only);
+
+}  // namespace fencekit::fencedstore

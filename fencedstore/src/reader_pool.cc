@@ -1,0 +1,131 @@
+#include "reader_pool.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+#include "connection.h"
+#include "fencekit/common/names.h"
+#include "sqlite/sqlite_util.h"
+
+namespace fencekit::fencedstore {
+
+using sqlite::Stmt;
+
+struct ReaderPool::Reader {
+  sqlite::Db db;
+  Stmt get, fence, history;
+};
+
+ReaderPool::ReaderPool(const StoreOptions& options) : options_(options) {}
+
+ReaderPool::~ReaderPool() = default;
+
+template <typename F>
+auto ReaderPool::WithReader(F&& f) -> decltype(f(std::declval<Reader&>())) {
+  std::unique_ptr<Reader> r;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return Status::Unavailable("the store is closed");
+    if (!readers_.empty()) {
+      r = std::move(readers_.back());
+      readers_.pop_back();
+    }
+  }
+  if (r == nullptr) {
+    auto made = MakeReader();
+    if (!made.ok()) return made.status();
+    r = std::move(made).value();
+  }
+  auto result = f(*r);
+  std::lock_guard lock(mu_);
+  if (readers_.size() < 16) readers_.push_back(std::move(r));
+  return result;
+}
+
+Result<StoredObject> ReaderPool::Get(std::string_view key) {
+  if (auto s = CheckName("key", key, options_.max_key_bytes); !s.ok()) return s;
+  return WithReader([&](Reader& r) -> Result<StoredObject> {
+    sqlite::ResetOnExit reset(r.get);
+    r.get.BindBlob(1, key);
+    int rc = r.get.Step();
+    if (rc == SQLITE_DONE) return Status::NotFound("no object is stored under this key");
+    if (rc != SQLITE_ROW) return sqlite::Error(r.db.get(), rc, "reading an object");
+    auto token = FencingToken::FromInt(r.get.ColumnInt(2));
+    if (!token.ok())
+      return Status::Internal("stored token is invalid: " + token.status().message());
+    return StoredObject{r.get.ColumnBytes(0), r.get.ColumnBytes(1), *token, r.get.ColumnInt(3)};
+  });
+}
+
+Result<std::optional<FencingToken>> ReaderPool::Highest(std::string_view lock) {
+  if (auto s = CheckName("lock name", lock, options_.max_key_bytes); !s.ok()) return s;
+  return WithReader([&](Reader& r) -> Result<std::optional<FencingToken>> {
+    sqlite::ResetOnExit reset(r.fence);
+    r.fence.BindBlob(1, lock);
+    int rc = r.fence.Step();
+    if (rc == SQLITE_DONE) return std::optional<FencingToken>();
+    if (rc != SQLITE_ROW) return sqlite::Error(r.db.get(), rc, "reading a fence");
+    auto token = FencingToken::FromInt(r.fence.ColumnInt(0));
+    if (!token.ok()) return token.status();
+    return std::optional<FencingToken>(*token);
+  });
+}
+
+Result<std::vector<Decision>> ReaderPool::History(std::size_t limit) {
+  return WithReader([&](Reader& r) -> Result<std::vector<Decision>> {
+    sqlite::ResetOnExit reset(r.history);
+    r.history.BindInt(1, static_cast<sqlite3_int64>(std::min<std::size_t>(limit, INT64_MAX)));
+    std::vector<Decision> out;
+    int rc;
+    while ((rc = r.history.Step()) == SQLITE_ROW) {
+      Decision d;
+      d.seq = r.history.ColumnInt(0);
+      d.time =
+          std::chrono::system_clock::time_point(std::chrono::milliseconds(r.history.ColumnInt(1)));
+      d.op = r.history.ColumnBytes(2);
+      d.lock = r.history.ColumnBytes(3);
+      d.token = r.history.ColumnInt(4);
+      d.key = r.history.ColumnBytes(5);
+      d.accepted = r.history.ColumnInt(6) != 0;
+      d.highest = r.history.ColumnInt(7);
+      out.push_back(std::move(d));
+    }
+    if (rc != SQLITE_DONE) return sqlite::Error(r.db.get(), rc, "reading the history");
+    std::reverse(out.begin(), out.end());
+    return out;
+  });
+}
+
+void ReaderPool::Close() {
+  std::lock_guard lock(mu_);
+  closed_ = true;
+  readers_.clear();
+}
+
+Result<std::unique_ptr<ReaderPool::Reader>> ReaderPool::MakeReader() {
+  auto db = OpenConnection(options_, true);
+  if (!db.ok()) return db.status();
+  auto r = std::make_unique<Reader>();
+  r->db = std::move(db).value();
+  struct {
+    Stmt* stmt;
+    const char* sql;
+  } stmts[] = {
+      {&r->get, "SELECT value, lock, token, version FROM objects WHERE key = ?1"},
+      {&r->fence, "SELECT highest FROM fences WHERE lock = ?1"},
+      {&r->history,
+       "SELECT seq, time_ms, op, lock, token, key, accepted, highest FROM history "
+       "ORDER BY seq DESC LIMIT ?1"},
+  };
+  for (auto& [stmt, sql] : stmts) {
+    auto st = Stmt::Prepare(r->db.get(), sql);
+    if (!st.ok()) return st.status();
+    *stmt = std::move(st).value();
+  }
+  return r;
+}
+
+}  // namespace fencekit::fencedstore

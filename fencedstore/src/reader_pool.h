@@ -1,0 +1,50 @@
+// The store's reads (Get, Highest, History) on a pool of read-only connections, which in WAL
+// mode run beside the writer and never wait for it. Private to fencedstore.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fencekit/common/status.h"
+#include "fencekit/common/store_types.h"
+#include "fencekit/common/token.h"
+#include "fencekit/fencedstore/store.h"
+
+namespace fencekit::fencedstore {
+
+// A read borrows an idle connection, or opens one, and gives it back afterwards; at most 16
+// stay open. Thread safety: safe for concurrent use; each read has a connection to itself.
+class ReaderPool {
+ public:
+  // REQUIRES: `options` outlives the pool.
+  explicit ReaderPool(const StoreOptions& options);
+  ~ReaderPool();
+
+  // As FencedStore's, plus kUnavailable once the pool is closed.
+  Result<StoredObject> Get(std::string_view key);
+  Result<std::optional<FencingToken>> Highest(std::string_view lock);
+  Result<std::vector<Decision>> History(std::size_t limit);
+
+  // Closes the idle connections; later reads fail with kUnavailable.
+  void Close();
+
+ private:
+  struct Reader;  // a connection and its prepared statements
+
+  // Runs `f` on a borrowed connection.
+  template <typename F>
+  auto WithReader(F&& f) -> decltype(f(std::declval<Reader&>()));
+  Result<std::unique_ptr<Reader>> MakeReader();
+
+  const StoreOptions& options_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Reader>> readers_;  // GUARDED_BY(mu_)
+  bool closed_ = false;                           // GUARDED_BY(mu_)
+};
+
+}  // namespace fencekit::fencedstore

@@ -1,0 +1,90 @@
+#include "schema.h"
+
+#include "sqlite/sqlite_util.h"
+
+namespace fencekit::fencedstore {
+namespace {
+
+using sqlite::Stmt;
+
+// 'FENC' in PRAGMA application_id marks a fencekit store.
+constexpr int kApplicationId = 0x46454E43;
+
+// Forward migrations: kMigrations[i] takes the schema from user_version i to i + 1.
+constexpr const char* kMigrations[] = {
+    // 0 -> 1
+    "CREATE TABLE fences("
+    "  lock BLOB PRIMARY KEY NOT NULL,"
+    "  highest INTEGER NOT NULL CHECK (highest >= 1)) WITHOUT ROWID;"
+    "CREATE TABLE objects("
+    "  key BLOB PRIMARY KEY NOT NULL,"
+    "  value BLOB NOT NULL,"
+    "  lock BLOB NOT NULL,"
+    "  token INTEGER NOT NULL,"
+    "  version INTEGER NOT NULL);"
+    "CREATE TABLE history("
+    "  seq INTEGER PRIMARY KEY,"
+    "  time_ms INTEGER NOT NULL,"
+    "  op TEXT NOT NULL,"
+    "  lock BLOB NOT NULL,"
+    "  token INTEGER NOT NULL,"
+    "  key BLOB NOT NULL,"
+    "  accepted INTEGER NOT NULL,"
+    "  highest INTEGER NOT NULL);",
+};
+constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
+
+Result<int> QueryInt(sqlite3* db, const char* sql) {
+  auto st = Stmt::Prepare(db, sql);
+  if (!st.ok()) return st.status();
+  int rc = st->Step();
+  if (rc != SQLITE_ROW) return sqlite::Error(db, rc, sql);
+  return static_cast<int>(st->ColumnInt(0));
+}
+
+}  // namespace
+
+Status Migrate(sqlite3* db, sqlite::TxnStatements& txn_stmts, const std::string& path) {
+  // WAL lets readers run beside the writer, and needs one fsync per commit.
+  {
+    auto st = Stmt::Prepare(db, "PRAGMA journal_mode=WAL");
+    if (!st.ok()) return st.status();
+    int rc = st->Step();
+    if (rc != SQLITE_ROW) return sqlite::Error(db, rc, "switching to WAL mode");
+    if (st->ColumnBytes(0) != "wal") {
+      return Status::IoError("the store database \"" + path +
+                             "\" cannot use WAL mode (journal_mode is " + st->ColumnBytes(0) +
+                             "); put it on a local file system");
+    }
+  }
+  auto txn = sqlite::Transaction::Begin(txn_stmts);
+  if (!txn.ok()) return txn.status();
+  auto app_id = QueryInt(db, "PRAGMA application_id");
+  auto version = QueryInt(db, "PRAGMA user_version");
+  auto tables = QueryInt(db, "SELECT count(*) FROM sqlite_schema");
+  if (!app_id.ok()) return app_id.status();
+  if (!version.ok()) return version.status();
+  if (!tables.ok()) return tables.status();
+  bool ours = *app_id == kApplicationId;
+  if (!ours && (*app_id != 0 || *tables != 0)) {
+    return Status::InvalidArgument(
+        "\"" + path +
+        "\" is an SQLite database but not a fencekit store; pass the path of a "
+        "fencekit store, or of a file that does not exist yet");
+  }
+  if (*version > kSchemaVersion) {
+    return Status::InvalidArgument(
+        "the store \"" + path + "\" has schema version " + std::to_string(*version) +
+        ", written by a newer fencekit; this build knows versions up to " +
+        std::to_string(kSchemaVersion) + ". Run a newer fenced");
+  }
+  for (int v = *version; v < kSchemaVersion; ++v) {
+    if (auto s = sqlite::Exec(db, kMigrations[v]); !s.ok()) return s;
+  }
+  std::string set = "PRAGMA application_id=" + std::to_string(kApplicationId) +
+                    ";PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";";
+  if (auto s = sqlite::Exec(db, set); !s.ok()) return s;
+  return txn->Commit();
+}
+
+}  // namespace fencekit::fencedstore
