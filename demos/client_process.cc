@@ -7,7 +7,16 @@ namespace json = boost::json;
 namespace fencekit::demo {
 
 Client::Client(const std::vector<std::string>& argv)
-    : started_(process_.Start({.argv = argv, .pipe_stdio = true})) {}
+    : started_(process_.Start({.argv = argv, .pipe_stdio = true})) {
+  // The client says it is ready once its lock and store clients are open; until then a
+  // scenario must not disturb the lock service (Open fails at once when it is unreachable).
+  auto ready = Answer();
+  if (started_.ok() && !ready["ok"].as_bool()) {
+    auto* m = ready.if_contains("message");
+    started_ = Status::Unavailable(m != nullptr && m->is_string() ? std::string(m->as_string())
+                                                                   : "the client did not start");
+  }
+}
 
 void Client::Send(const std::string& line) { process_.Send(line); }
 

@@ -14,7 +14,8 @@ namespace fencekit::demo {
 // Thread safety: one thread at a time.
 class Client {
  public:
-  // Starts `argv` with its stdin and stdout piped. A failed start shows in every Answer().
+  // Starts `argv` with its stdin and stdout piped and waits for its ready line. A failed start
+  // shows in every Answer().
   explicit Client(const std::vector<std::string>& argv);
 
   // Sends one command line without waiting for its answer.

@@ -28,6 +28,7 @@ int RunClient(const std::string& name, const std::string& locks, const std::stri
            {"message", !client.ok() ? client.status().message() : store.status().message()}});
     return 1;
   }
+  Reply({{"ok", true}, {"ready", true}});
   std::unique_ptr<HeldLock> held;
   std::string line;
   while (std::getline(std::cin, line)) {

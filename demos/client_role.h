@@ -1,7 +1,9 @@
 // The client role of fencekit-demo (`--role client`): one client process of the demo, driven by
 // the parent through its stdin and stdout.
 //
-// Commands, one per line, each but "exit" answered by one JSON object on one line:
+// First the client answers {"ok":true,"ready":true} once its lock and store clients are open
+// ({"ok":false,"message"} and exit 1 when they cannot be). Then commands, one per line, each
+// but "exit" answered by one JSON object on one line:
 //   acquire      {"ok","token","owner"}; waits up to 30 s for the lock
 //   write VALUE  {"ok","token","lease_lost"}, plus "stale","highest","message" when not ok; a
 //                fenced put of VALUE under kKey with the held lease's token
