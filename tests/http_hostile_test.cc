@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -265,6 +266,12 @@ TEST_F(HostileClientTest, ConnectionBeyondTheLimitGets503AtOnceWhileOthersAreSer
 // A flood past the file-descriptor limit: fenced keeps its limit below it, so the flood is
 // answered instead of spinning on accept() failures, and a client already connected is served.
 TEST(HostileClientProcessTest, FloodUnderLowFileLimitIsAnsweredAndDoesNotSpin) {
+  // This process opens the 400 connections: it needs a limit of its own above that.
+  rlimit own{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &own), 0);
+  own.rlim_cur = own.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &own);
+  ASSERT_GE(own.rlim_cur, 512u) << "raise ulimit -n to run this test";
   testing::TempDir dir;
   FencedProcess fenced(dir.File("f.db"), {}, /*max_open_files=*/256);
   ASSERT_NE(fenced.port(), 0);
