@@ -11,25 +11,18 @@
 #include <iostream>
 #include <iterator>
 
+#include "fencectl_cli.h"
 #include "fencekit/common/text.h"
 #include "fencekit/common/units.h"
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/lockclient/lock_client.h"
-#include "fencekit/pausetest/runner.h"
-#include "wire.h"
 
 namespace po = boost::program_options;
 namespace json = boost::json;
 using namespace fencekit;
+using namespace fencekit::fencectl;
 
 namespace {
-
-// Exit codes shared by every subcommand.
-constexpr int kExitOk = 0;
-constexpr int kExitError = 1;
-constexpr int kExitBusy = 2;   // acquire: busy or timed out
-constexpr int kExitStale = 3;  // put: refused as stale
-constexpr int kExitCheck = 4;  // pause-test: violations with fencing, or none without
 
 constexpr const char* kUsage =
     R"(fencectl: locks with fencing tokens, and fenced writes, from a shell.
@@ -51,62 +44,6 @@ Exit codes: 0 success; 1 error; 2 lock busy or wait timed out; 3 write refused a
 Results are JSON on stdout; errors are one line on stderr.
 Run 'fencectl COMMAND --help' for a command's options.
 )";
-
-int Fail(int code, const std::string& message) {
-  std::cerr << "fencectl: " << message << "\n";
-  return code;
-}
-
-int FailStatus(const Status& s) {
-  if (s.IsBusy() || s.IsTimeout()) return Fail(kExitBusy, s.message());
-  if (s.IsStaleToken()) return Fail(kExitStale, s.message());
-  return Fail(kExitError, s.message());
-}
-
-std::string EnvOr(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
-}
-
-void Print(const json::object& o) { std::cout << json::serialize(o) << std::endl; }
-
-// Names in fencectl's JSON follow fenced's rule (percent-encoded when not UTF-8).
-using wire::PutName;
-
-// Parses one subcommand's options; `positional` names the positional arguments in order.
-struct Parsed {
-  po::variables_map vm;
-  bool help = false;
-};
-
-Result<Parsed> Parse(const std::string& command, po::options_description& desc,
-                     const po::positional_options_description& positional,
-                     const std::vector<std::string>& args) {
-  desc.add_options()("help,h", "show this command's options");
-  Parsed p;
-  try {
-    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), p.vm);
-    po::notify(p.vm);
-  } catch (const po::required_option& e) {
-    std::string name = e.get_option_name();  // "--name", "--owner", ...
-    if (name == "--name" || name == "--key") {
-      return Status::InvalidArgument("no " + name.substr(2) + " given; see fencectl " + command +
-                                     " --help");
-    }
-    return Status::InvalidArgument(name + " is required; see fencectl " + command + " --help");
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(std::string(e.what()) + "; see fencectl " + command + " --help");
-  }
-  if (p.vm.count("help")) {
-    std::cout << "fencectl " << command << "\n" << desc << "\n";
-    p.help = true;
-  }
-  return p;
-}
-
-Result<std::chrono::milliseconds> Duration(const po::variables_map& vm, const char* name) {
-  return ParseDuration(vm[name].as<std::string>());
-}
 
 Result<std::unique_ptr<LockClient>> OpenLocks(const po::variables_map& vm,
                                               std::chrono::milliseconds ttl) {
@@ -387,93 +324,6 @@ int Get(const std::vector<std::string>& args) {
   o["token"] = r->token.value();
   o["version"] = r->version;
   Print(o);
-  return kExitOk;
-}
-
-int PauseTest(const std::vector<std::string>& args) {
-  po::options_description desc("Options");
-  desc.add_options()("runs", po::value<int>()->default_value(50), "seeded runs")(
-      "locks", po::value<std::string>()->default_value(""),
-      "lock service URI (default: a fresh embedded SQLite file per run)")(
-      "clients", po::value<int>()->default_value(3), "client processes per run")(
-      "seed", po::value<std::uint64_t>()->default_value(1), "seed of the first run's schedule")(
-      "no-fencing", po::bool_switch(), "control arm: the store accepts every token")(
-      "ttl", po::value<std::string>()->default_value("150ms"), "lease ttl (etcd://: 1s)")(
-      "run-length", po::value<std::string>()->default_value("1200ms"),
-      "length of one run (etcd://: 5s)")("pauses", po::value<int>()->default_value(10),
-                                         "pauses per run, each 0.5-3x the ttl")(
-      "max-delay", po::value<std::string>()->default_value("0ms"),
-      "delay each write by a random 0..max before sending it (etcd://: 300ms)")(
-      "kill-store", po::bool_switch(), "SIGKILL and restart the store once per run")(
-      "start-redis", po::bool_switch(),
-      "start a redis-server per run (loopback, no persistence) as the lock service")(
-      "restart-locks", po::bool_switch(),
-      "with --start-redis: SIGKILL it once per run and restart it empty")(
-      "fenced", po::value<std::string>()->default_value(""),
-      "the fenced binary (default: next to fencectl, or on PATH)")(
-      "work-dir", po::value<std::string>()->default_value(""),
-      "where histories go (default: a new temp directory; failing runs are kept)")(
-      "keep", po::bool_switch(), "keep every run's files, not only failing runs'")(
-      "quiet,q", po::bool_switch(), "no line per run on stderr");
-  auto p = Parse("pause-test", desc, {}, args);
-  if (!p.ok()) return FailStatus(p.status());
-  if (p->help) return kExitOk;
-  pausetest::PauseTestOptions o;
-  const auto& vm = p->vm;
-  o.runs = vm["runs"].as<int>();
-  o.locks_uri = vm["locks"].as<std::string>();
-  o.clients = vm["clients"].as<int>();
-  o.seed = vm["seed"].as<std::uint64_t>();
-  o.fencing = !vm["no-fencing"].as<bool>();
-  o.pauses_per_run = vm["pauses"].as<int>();
-  o.kill_store = vm["kill-store"].as<bool>();
-  o.start_redis = vm["start-redis"].as<bool>();
-  o.restart_locks = vm["restart-locks"].as<bool>();
-  o.fenced_path = vm["fenced"].as<std::string>();
-  o.work_dir = vm["work-dir"].as<std::string>();
-  o.keep_all = vm["keep"].as<bool>();
-  for (auto [name, out] : {std::pair{"ttl", &o.ttl}, std::pair{"run-length", &o.run_length},
-                           std::pair{"max-delay", &o.max_delay}}) {
-    auto d = Duration(vm, name);
-    if (!d.ok()) return Fail(kExitError, std::string("--") + name + ": " + d.status().message());
-    *out = *d;
-  }
-  if (o.locks_uri.starts_with("etcd://")) {
-    // etcd leases are whole seconds; holders hold a while, so that pauses land on them rather
-    // than on waiters (a paused waiter holds up etcd's line). See docs/testing-with-pauses.md.
-    if (vm["ttl"].defaulted()) o.ttl = std::chrono::seconds(1);
-    if (vm["run-length"].defaulted()) o.run_length = std::chrono::seconds(5);
-    if (vm["max-delay"].defaulted()) o.max_delay = std::chrono::milliseconds(300);
-  }
-  if (!vm["quiet"].as<bool>()) {
-    o.on_run = [](int run, std::uint64_t seed, const pausetest::CheckReport& r) {
-      std::cerr << "run " << run << " seed " << seed << ": acknowledged=" << r.acknowledged_writes
-                << " stale_accepted=" << r.stale_accepted << " lost_updates=" << r.lost_updates
-                << " missing=" << r.missing_acknowledged << " expired_leases=" << r.expired_leases
-                << "\n";
-    };
-  }
-  auto summary = pausetest::RunPauseTests(o);
-  if (!summary.ok()) return FailStatus(summary.status());
-  const auto& s = *summary;
-  std::cerr << "pause-test: " << s.runs << " runs (" << (o.fencing ? "fencing on" : "no fencing")
-            << ", locks "
-            << (o.start_redis         ? "own redis-server"
-                : o.locks_uri.empty() ? "embedded sqlite"
-                                      : o.locks_uri)
-            << (o.restart_locks ? ", restarted empty each run" : "") << "); "
-            << s.runs_with_expired_leases << " with a lease that expired while in use; "
-            << s.acknowledged_writes
-            << " acknowledged writes; missing_acknowledged=" << s.missing_acknowledged
-            << "; files: " << s.work_dir << "\n";
-  std::cout << s.Line() << std::endl;
-  bool violated = s.stale_accepted > 0 || s.lost_updates > 0 || s.missing_acknowledged > 0;
-  if (o.fencing) return violated ? kExitCheck : kExitOk;
-  if (s.lost_updates == 0) {
-    std::cerr << "fencectl: the control arm saw no lost update: pauses did not land inside a "
-                 "read-modify-write; use more --runs or --pauses\n";
-    return kExitCheck;
-  }
   return kExitOk;
 }
 
