@@ -1,0 +1,126 @@
+// Session: one client connection of fenced, on its own strand: read a request (with limits),
+// check its framing, hand it to the Handler, write the answer, repeat. And the registry of a
+// server's sessions, which its limits and watchdogs read.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_set>
+#include <vector>
+
+#include "fencekit/httpapi/server.h"
+#include "handler.h"
+#include "metrics.h"
+#include "wire.h"
+
+namespace fencekit {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+class Session;
+
+// The sessions of one server. Thread safety: safe for concurrent use.
+class SessionRegistry {
+ public:
+  explicit SessionRegistry(Metrics* metrics) : metrics_(metrics) {}
+  void Add(Session* s);
+  void Remove(Session* s);
+  std::size_t size() const;
+  // The live sessions for which `pick` is true (a session being destroyed is skipped).
+  std::vector<std::shared_ptr<Session>> Collect(
+      const std::function<bool(const Session&)>& pick) const;
+
+ private:
+  Metrics* metrics_;
+  mutable std::mutex mu_;
+  std::unordered_set<Session*> sessions_;  // GUARDED_BY(mu_)
+};
+
+// What a session needs of its server, which outlives every session.
+struct SessionHost {
+  const ServerOptions* options;
+  Handler* handler;
+  Metrics* metrics;
+  const std::atomic<bool>* stopping;  // the server is stopping
+  SessionRegistry* registry;
+};
+
+// Thread safety: every method but WriteOverdue runs on (or posts to) the session's strand.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, SessionHost host);
+  ~Session();
+  void Start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+  }
+  // True when a response has been in writing for longer than `limit` (the client stopped
+  // reading). Safe from any thread.
+  bool WriteOverdue(std::chrono::steady_clock::time_point now,
+                    std::chrono::steady_clock::duration limit) const {
+    auto started = write_started_.load(std::memory_order_relaxed);
+    return started != 0 && now.time_since_epoch().count() - started > limit.count();
+  }
+  // Closes the connection if its write is still overdue once on its strand.
+  void CutOffOverdueWrite(std::chrono::steady_clock::duration limit);
+  // Called on server stop: an idle connection is closed now, a busy one after its response.
+  void OnServerStop() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->stopping_ = true;
+      if (self->idle_) self->Close();
+    });
+  }
+
+ private:
+  void ReadHeader();
+  void OnHeader(beast::error_code ec);
+  void ReadBody();
+  void OnBody(beast::error_code ec);
+  void Write(HttpResponse res);
+  // Marks a response as being written (for the server's write watchdog), or done.
+  void WriteStarted() {
+    write_started_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                         std::memory_order_relaxed);
+  }
+  void WriteDone() { write_started_.store(0, std::memory_order_relaxed); }
+  void OnWrite(bool keep_alive, beast::error_code ec);
+  // Removes the fields a chunked body's trailer added: fenced reads fields from the header
+  // section only, so a trailer cannot set a fence that proxies and logs never show.
+  void DropTrailerFields();
+  // Answers a request whose body was not (fully) read, then closes the connection.
+  void RefuseAndClose(wire::Error error, RefusalReason reason, std::string message);
+  void Close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  SessionHost host_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::chrono::steady_clock::time_point started_;
+  // The header section's fields of a chunked request (Beast keeps same-named fields together,
+  // so a trailer field can land between them: they are told apart by identity, not position).
+  std::vector<const void*> header_fields_;
+  // When the response now being written was started (steady-clock ticks), 0 when none is.
+  // A watchdog on the server, not a timer per response: arming and cancelling a timer for every
+  // response cost ~4% of the single-connection write rate.
+  std::atomic<std::chrono::steady_clock::rep> write_started_{0};
+  bool idle_ = false;      // waiting for a new request with nothing buffered
+  bool stopping_ = false;  // the server is stopping: close after the current response
+};
+
+}  // namespace fencekit
