@@ -294,11 +294,7 @@ int Put(const std::vector<std::string>& args) {
     }
     return FailStatus(r.status());
   }
-  json::object o;
-  PutName(o, "key", r->key);
-  PutName(o, "lock", r->lock);
-  o["token"] = r->token.value();
-  o["version"] = r->version;
+  json::object o = wire::ReceiptToJson(*r, /*is_delete=*/false);
   o["created"] = r->created;
   Print(o);
   return kExitOk;

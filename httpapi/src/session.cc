@@ -63,10 +63,7 @@ void Session::OnHeader(beast::error_code ec) {
   idle_ = false;
   started_ = std::chrono::steady_clock::now();
   if (ec == http::error::body_limit) {  // the declared Content-Length is over the limit
-    return RefuseAndClose(wire::Error::kBodyTooLarge, RefusalReason::kBodyTooLarge,
-                          "the body is larger than the server's limit of " +
-                              std::to_string(host_.options->max_body_bytes) +
-                              " bytes (fenced --max-body)");
+    return RefuseBodyTooLarge("larger than");
   }
   if (ec == http::error::header_limit) {
     return RefuseAndClose(wire::Error::kHeadersTooLarge, RefusalReason::kHeadersTooLarge,
@@ -94,10 +91,7 @@ void Session::OnHeader(beast::error_code ec) {
   }
   auto length = parser_->content_length();
   if (length && *length > host_.options->max_body_bytes) {
-    return RefuseAndClose(
-        wire::Error::kBodyTooLarge, RefusalReason::kBodyTooLarge,
-        "the body is " + std::to_string(*length) + " bytes; the server's limit is " +
-            std::to_string(host_.options->max_body_bytes) + " bytes (fenced --max-body)");
+    return RefuseBodyTooLarge(std::to_string(*length) + " bytes, over");
   }
   if (beast::iequals(req[http::field::expect], "100-continue") && !parser_->is_done()) {
     auto cont =
@@ -123,10 +117,7 @@ void Session::ReadBody() {
 
 void Session::OnBody(beast::error_code ec) {
   if (ec == http::error::body_limit) {
-    return RefuseAndClose(wire::Error::kBodyTooLarge, RefusalReason::kBodyTooLarge,
-                          "the body is larger than the server's limit of " +
-                              std::to_string(host_.options->max_body_bytes) +
-                              " bytes (fenced --max-body)");
+    return RefuseBodyTooLarge("larger than");
   }
   if (ec) {
     // A body that breaks the chunked grammar is answered; a peer that went away or stalled
@@ -181,6 +172,12 @@ void Session::DropTrailerFields() {
         std::find(header_fields_.begin(), header_fields_.end(), &*it) != header_fields_.end();
     it = from_header ? std::next(it) : fields.erase(it);
   }
+}
+
+void Session::RefuseBodyTooLarge(const std::string& how_large) {
+  RefuseAndClose(wire::Error::kBodyTooLarge, RefusalReason::kBodyTooLarge,
+                 "the body is " + how_large + " the server's limit of " +
+                     std::to_string(host_.options->max_body_bytes) + " bytes (fenced --max-body)");
 }
 
 void Session::RefuseAndClose(wire::Error error, RefusalReason reason, std::string message) {

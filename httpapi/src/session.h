@@ -101,6 +101,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void DropTrailerFields();
   // Answers a request whose body was not (fully) read, then closes the connection.
   void RefuseAndClose(wire::Error error, RefusalReason reason, std::string message);
+  // 413 and close: "the body is <how_large> the server's limit of N bytes".
+  void RefuseBodyTooLarge(const std::string& how_large);
   void Close() {
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
