@@ -11,6 +11,7 @@ FENCEKIT_PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-program-options1.81-dev
   libsqlite3-dev libhiredis-dev redis-server etcd-server libgtest-dev libgmock-dev libbenchmark-dev
   curl sqlite3 zlib1g-dev
+  libssl-dev openssl  # TLS (fenced --tls-cert, https:// clients) and SHA-256 of bearer tokens
   chromium  # the demo's HTML timeline is checked in headless Chromium
 )
 

@@ -16,13 +16,18 @@ TEST(WireTest, EveryErrorRoundTripsToTheStatusTheClientDocuments) {
     EXPECT_GE(info.http_status, 400u) << info.name;
     EXPECT_LT(info.http_status, 600u) << info.name;
     EXPECT_EQ(FindError(info.name), &info);
-    Status s = StatusFromReply(info.http_status, ErrorBody(info.error, "why \"it\" failed"), "7",
+    boost::json::object body = ErrorObject(info.error, "why \"it\" failed");
+    if (info.error == Error::kWrongLock) PutName(body, "lock", "bound\xFF");
+    Status s = StatusFromReply(info.http_status, boost::json::serialize(body), "7",
                                "store refused a write");
     EXPECT_EQ(s.code(), info.client_code) << info.name << ": " << s.ToString();
     EXPECT_NE(s.message().find("store refused a write: why \"it\" failed"), std::string::npos)
         << s.message();
     if (info.client_code == StatusCode::kStaleToken) {
       EXPECT_EQ(s.highest_token(), 7);
+    }
+    if (info.client_code == StatusCode::kWrongLock) {
+      EXPECT_EQ(s.bound_lock(), "bound\xFF");
     }
   }
   EXPECT_EQ(names.size(), Errors().size());
@@ -36,6 +41,8 @@ TEST(WireTest, UnknownErrorsAreJudgedByTheirStatusClass) {
   // A stale-token answer without a usable fence is not trusted as one.
   EXPECT_TRUE(StatusFromReply(409, ErrorBody(Error::kStaleToken, "m"), "012", "x").IsUnavailable());
   EXPECT_TRUE(StatusFromReply(409, ErrorBody(Error::kStaleToken, "m"), "", "x").IsUnavailable());
+  // So is a wrong-lock answer that does not name the bound lock.
+  EXPECT_TRUE(StatusFromReply(409, ErrorBody(Error::kWrongLock, "m"), "", "x").IsUnavailable());
 }
 
 TEST(WireTest, StoreStatusesMapToTheirRefusals) {
@@ -44,6 +51,10 @@ TEST(WireTest, StoreStatusesMapToTheirRefusals) {
   EXPECT_EQ(ErrorForStoreStatus(Status::InvalidArgument("m"), Error::kBadLock), Error::kBadLock);
   EXPECT_EQ(ErrorForStoreStatus(Status::NotFound("m")), Error::kNotFound);
   EXPECT_EQ(ErrorForStoreStatus(Status::IoError("disk full")), Error::kStorageError);
+  EXPECT_EQ(ErrorForStoreStatus(Status::WrongLock("m", "a")), Error::kWrongLock);
+  EXPECT_EQ(ErrorForStoreStatus(Status::WrongService("m")), Error::kWrongService);
+  EXPECT_EQ(ErrorForStoreStatus(Status::UnverifiedToken("m")), Error::kUnverifiedToken);
+  EXPECT_EQ(ErrorForStoreStatus(Status::PermissionDenied("m")), Error::kForbidden);
 }
 
 TEST(WireTest, NamesRoundTripThroughHeadersForEveryByte) {

@@ -31,4 +31,20 @@ Status CheckName(std::string_view what, std::string_view name, std::size_t max_b
   return Status::Ok();
 }
 
+Status CheckServiceId(std::string_view id) {
+  if (id.empty() || id.size() > kMaxServiceIdBytes) {
+    return Status::InvalidArgument("a lock service id is 1 to " +
+                                   std::to_string(kMaxServiceIdBytes) + " bytes long");
+  }
+  bool ok = std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == ':' || c == '-';
+  });
+  if (!ok) {
+    return Status::InvalidArgument(
+        "a lock service id has only A-Z a-z 0-9 . _ : - (as Lease::service gives it)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace fencekit

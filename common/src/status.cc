@@ -17,6 +17,11 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kUnavailable: return "unavailable";
     case StatusCode::kIoError: return "io_error";
     case StatusCode::kInternal: return "internal";
+    case StatusCode::kWrongLock: return "wrong_lock";
+    case StatusCode::kWrongService: return "wrong_service";
+    case StatusCode::kUnverifiedToken: return "unverified_token";
+    case StatusCode::kUnauthenticated: return "unauthenticated";
+    case StatusCode::kPermissionDenied: return "permission_denied";
   }
   return "unknown";
 }

@@ -47,6 +47,10 @@ class SqliteStore final : public FencedStore {
     return readers_.Highest(lock);
   }
 
+  Result<Decision> SetFence(std::string_view, FencingToken, std::string_view, bool) override {
+    return Status::Internal("SetFence is not implemented yet");
+  }
+
   Result<std::vector<Decision>> History(std::size_t limit) override {
     return readers_.History(limit);
   }

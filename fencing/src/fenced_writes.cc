@@ -27,11 +27,11 @@ Result<WriteResponse> Fenced(HeldLock& held, Write&& write) {
 
 Result<WriteResponse> FencedPut(StoreClient& store, HeldLock& held, std::string_view key,
                                 std::string_view value) {
-  return Fenced(held, [&](const Lease& l) { return store.Put(l.lock, l.token, key, value); });
+  return Fenced(held, [&](const Lease& l) { return store.Put(l.lock, l.token, key, value, l.service); });
 }
 
 Result<WriteResponse> FencedDelete(StoreClient& store, HeldLock& held, std::string_view key) {
-  return Fenced(held, [&](const Lease& l) { return store.Delete(l.lock, l.token, key); });
+  return Fenced(held, [&](const Lease& l) { return store.Delete(l.lock, l.token, key, l.service); });
 }
 
 }  // namespace fencekit

@@ -35,13 +35,15 @@ class HttpStoreClient final : public StoreClient {
   HttpStoreClient(std::string host, std::string port, StoreClientOptions options)
       : host_(std::move(host)), port_(std::move(port)), options_(options) {}
 
+  using StoreClient::Delete;
+  using StoreClient::Put;
   Result<WriteResponse> Put(std::string_view lock, FencingToken token, std::string_view key,
-                            std::string_view value) override {
-    return Write(http::verb::put, lock, token, key, value);
+                            std::string_view value, std::string_view service) override {
+    return Write(http::verb::put, lock, token, key, value, service);
   }
-  Result<WriteResponse> Delete(std::string_view lock, FencingToken token,
-                               std::string_view key) override {
-    return Write(http::verb::delete_, lock, token, key, {});
+  Result<WriteResponse> Delete(std::string_view lock, FencingToken token, std::string_view key,
+                               std::string_view service) override {
+    return Write(http::verb::delete_, lock, token, key, {}, service);
   }
 
   Result<GetResponse> Get(std::string_view key) override {
@@ -104,13 +106,17 @@ class HttpStoreClient final : public StoreClient {
   std::string Where() const { return "store http://" + host_ + ":" + port_; }
 
   Result<WriteResponse> Write(http::verb verb, std::string_view lock, FencingToken token,
-                              std::string_view key, std::string_view value) {
+                              std::string_view key, std::string_view value,
+                              std::string_view service) {
     // The server's rule, checked here too so that a bad name fails before any I/O.
     if (Status bad = CheckName("key", key); !bad.ok()) return bad;
     if (!lock.empty()) {
       if (Status bad = CheckName("lock name", lock); !bad.ok()) return bad;
     }
-    auto res = Exchange(verb, wire::ObjectPath(key), lock, token.ToString(), value);
+    if (!service.empty()) {
+      if (Status bad = CheckServiceId(service); !bad.ok()) return bad;
+    }
+    auto res = Exchange(verb, wire::ObjectPath(key), lock, token.ToString(), value, service);
     if (!res.ok()) return res.status();
     auto code = res->result();
     if (code != http::status::ok && code != http::status::created) {
@@ -170,11 +176,13 @@ class HttpStoreClient final : public StoreClient {
 
   Result<http::response<http::string_body>> Exchange(http::verb verb, std::string target,
                                                      std::string_view lock, std::string_view token,
-                                                     std::string_view body) {
+                                                     std::string_view body,
+                                                     std::string_view service = {}) {
     http::request<http::string_body> req(verb, target, 11);
     req.set(http::field::host, host_ + ":" + port_);
     if (!token.empty()) req.set(wire::kTokenHeader, token);
     if (!lock.empty()) req.set(wire::kLockHeader, lock);
+    if (!service.empty()) req.set(wire::kServiceHeader, service);
     if (verb == http::verb::put) {
       req.body() = std::string(body);
       req.set(http::field::content_type, "application/octet-stream");

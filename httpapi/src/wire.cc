@@ -18,7 +18,7 @@ namespace {
 
 constexpr auto kPathChars = boost::urls::unreserved_chars + '/';
 
-constexpr std::array<ErrorInfo, 18> kErrors = {{
+constexpr std::array<ErrorInfo, 27> kErrors = {{
     {Error::kStaleToken, "stale_token", 409, StatusCode::kStaleToken},
     {Error::kMissingToken, "missing_token", 428, StatusCode::kInvalidArgument},
     {Error::kInvalidToken, "invalid_token", 400, StatusCode::kInvalidArgument},
@@ -38,6 +38,15 @@ constexpr std::array<ErrorInfo, 18> kErrors = {{
     {Error::kStorageError, "storage_error", 503, StatusCode::kUnavailable},
     {Error::kBusy, "busy", 503, StatusCode::kUnavailable},
     {Error::kTooManyConnections, "too_many_connections", 503, StatusCode::kUnavailable},
+    {Error::kWrongLock, "wrong_lock", 409, StatusCode::kWrongLock},
+    {Error::kWrongService, "wrong_service", 409, StatusCode::kWrongService},
+    {Error::kUnverifiedToken, "unverified_token", 403, StatusCode::kUnverifiedToken},
+    {Error::kVerifyUnavailable, "verify_unavailable", 503, StatusCode::kUnavailable},
+    {Error::kServiceRequired, "service_required", 400, StatusCode::kInvalidArgument},
+    {Error::kBadService, "bad_service", 400, StatusCode::kInvalidArgument},
+    {Error::kUnauthorized, "unauthorized", 401, StatusCode::kUnauthenticated},
+    {Error::kForbidden, "forbidden", 403, StatusCode::kPermissionDenied},
+    {Error::kBadBody, "bad_body", 400, StatusCode::kInvalidArgument},
 }};
 
 constexpr bool InEnumOrder() {
@@ -54,6 +63,14 @@ Status WithCode(StatusCode code, std::string message) {
       return Status::NotFound(std::move(message));
     case StatusCode::kInvalidArgument:
       return Status::InvalidArgument(std::move(message));
+    case StatusCode::kWrongService:
+      return Status::WrongService(std::move(message));
+    case StatusCode::kUnverifiedToken:
+      return Status::UnverifiedToken(std::move(message));
+    case StatusCode::kUnauthenticated:
+      return Status::Unauthenticated(std::move(message));
+    case StatusCode::kPermissionDenied:
+      return Status::PermissionDenied(std::move(message));
     default:
       return Status::Unavailable(std::move(message));
   }
@@ -99,11 +116,15 @@ const ErrorInfo* FindError(std::string_view name) {
   return nullptr;
 }
 
-std::string ErrorBody(Error e, std::string_view message) {
+json::object ErrorObject(Error e, std::string_view message) {
   json::object o;
   o["error"] = Info(e).name;
   o["message"] = JsonSafeText(message);
-  std::string body = json::serialize(o);
+  return o;
+}
+
+std::string ErrorBody(Error e, std::string_view message) {
+  std::string body = json::serialize(ErrorObject(e, message));
   body += '\n';
   return body;
 }
@@ -111,9 +132,11 @@ std::string ErrorBody(Error e, std::string_view message) {
 Status StatusFromReply(unsigned http_status, std::string_view body, std::string_view highest,
                        std::string_view context) {
   std::string name, message;
+  std::optional<std::string> bound_lock;
   boost::system::error_code ec;
   json::value v = json::parse(body, ec);
   if (!ec && v.is_object()) {
+    bound_lock = GetName(v.as_object(), "lock");
     if (auto* m = v.as_object().if_contains("message"); m != nullptr && m->is_string()) {
       message = std::string(m->as_string());
     }
@@ -137,11 +160,20 @@ Status StatusFromReply(unsigned http_status, std::string_view body, std::string_
     if (!h) return Status::Unavailable(full + " (with a bad Fencing-Highest)");
     return Status::StaleToken(full, *h);
   }
+  if (info->client_code == StatusCode::kWrongLock) {
+    if (!bound_lock) return Status::Unavailable(full + " (without the bound \"lock\")");
+    return Status::WrongLock(full, std::move(*bound_lock));
+  }
   return WithCode(info->client_code, full);
 }
 
 Error ErrorForStoreStatus(const Status& s, Error bad_name) {
   if (s.IsStaleToken()) return Error::kStaleToken;
+  if (s.IsWrongLock()) return Error::kWrongLock;
+  if (s.IsWrongService()) return Error::kWrongService;
+  if (s.IsUnverifiedToken()) return Error::kUnverifiedToken;
+  if (s.IsUnauthenticated()) return Error::kUnauthorized;
+  if (s.IsPermissionDenied()) return Error::kForbidden;
   if (s.IsInvalidArgument()) return bad_name;
   if (s.IsNotFound()) return Error::kNotFound;
   return Error::kStorageError;

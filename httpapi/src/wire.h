@@ -34,6 +34,8 @@ inline constexpr std::string_view kTokenHeader = "Fencing-Token";
 inline constexpr std::string_view kLockHeader = "Fencing-Lock";
 inline constexpr std::string_view kHighestHeader = "Fencing-Highest";
 inline constexpr std::string_view kVersionHeader = "Object-Version";
+// The identity of the lock service that granted the token (Lease::service).
+inline constexpr std::string_view kServiceHeader = "Fencing-Service";
 
 // A name as fenced sends it in a response header: percent-encoded as in a URL path (every byte
 // but A-Z a-z 0-9 - . _ ~ / becomes %XX), so no byte of it can end or split the header, and the
@@ -66,6 +68,15 @@ enum class Error {
   kStorageError,               // 503
   kBusy,                       // 503: the long-read queue is full
   kTooManyConnections,         // 503
+  kWrongLock,                  // 409: the key is bound to another lock (body: "lock")
+  kWrongService,               // 409: the token comes from another lock service
+  kUnverifiedToken,            // 403: the lock service did not confirm the token
+  kVerifyUnavailable,          // 503: the lock service could not be asked
+  kServiceRequired,            // 400: --require-service and no Fencing-Service
+  kBadService,                 // 400: a malformed Fencing-Service
+  kUnauthorized,               // 401: no or unknown bearer token
+  kForbidden,                  // 403: outside the principal's rights
+  kBadBody,                    // 400: a JSON body that is not what the route takes
 };
 struct ErrorInfo {
   Error error;
@@ -78,7 +89,10 @@ std::span<const ErrorInfo> Errors();
 const ErrorInfo& Info(Error e);
 // The row named `name`; nullptr for a name this version does not know.
 const ErrorInfo* FindError(std::string_view name);
-// {"error": name, "message": message} (message made JSON-safe), with a trailing newline.
+// {"error": name, "message": message} (message made JSON-safe); callers may add fields, as
+// "highest" for kStaleToken and "lock" (PutName) for kWrongLock.
+boost::json::object ErrorObject(Error e, std::string_view message);
+// ErrorObject serialized, with a trailing newline.
 std::string ErrorBody(Error e, std::string_view message);
 // How the client reads a refusal: by its error name when known, else by the HTTP status class
 // (4xx: kInvalidArgument; 404: kNotFound; other: kUnavailable). `highest` is the

@@ -17,4 +17,11 @@ inline constexpr std::size_t kMaxNameBytes = 1024;
 Status CheckName(std::string_view what, std::string_view name,
                  std::size_t max_bytes = kMaxNameBytes);
 
+inline constexpr std::size_t kMaxServiceIdBytes = 128;
+
+// A lock service's identity (Lease::service, the Fencing-Service header): 1..128 bytes of
+// A-Z a-z 0-9 and . _ : - only, so that it travels in a header as it is. Backends make ids like
+// "sqlite:<32 hex>", "redis:<32 hex>", "etcd:<cluster id>". kInvalidArgument otherwise.
+Status CheckServiceId(std::string_view id);
+
 }  // namespace fencekit

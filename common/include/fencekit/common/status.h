@@ -21,6 +21,11 @@ enum class StatusCode {
   kUnavailable,  // a service could not be reached; retrying later may help
   kIoError,      // storage failed; the outcome of the operation is not acknowledged
   kInternal,
+  kWrongLock,         // the key is bound to another lock; bound_lock() names it
+  kWrongService,      // the token comes from another lock service than the fence's
+  kUnverifiedToken,   // the lock service did not confirm the token as its holder's
+  kUnauthenticated,   // no or unknown credentials
+  kPermissionDenied,  // the credentials do not allow this
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -46,6 +51,22 @@ class [[nodiscard]] Status {
   static Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
   static Status IoError(std::string msg) { return {StatusCode::kIoError, std::move(msg)}; }
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+  // `bound_lock` is the lock the key belongs to.
+  static Status WrongLock(std::string msg, std::string bound_lock) {
+    Status s(StatusCode::kWrongLock, std::move(msg));
+    s.bound_lock_ = std::move(bound_lock);
+    return s;
+  }
+  static Status WrongService(std::string msg) { return {StatusCode::kWrongService, std::move(msg)}; }
+  static Status UnverifiedToken(std::string msg) {
+    return {StatusCode::kUnverifiedToken, std::move(msg)};
+  }
+  static Status Unauthenticated(std::string msg) {
+    return {StatusCode::kUnauthenticated, std::move(msg)};
+  }
+  static Status PermissionDenied(std::string msg) {
+    return {StatusCode::kPermissionDenied, std::move(msg)};
+  }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
@@ -59,9 +80,16 @@ class [[nodiscard]] Status {
   bool IsNotHeld() const { return code_ == StatusCode::kNotHeld; }
   bool IsUnavailable() const { return code_ == StatusCode::kUnavailable; }
   bool IsIoError() const { return code_ == StatusCode::kIoError; }
+  bool IsWrongLock() const { return code_ == StatusCode::kWrongLock; }
+  bool IsWrongService() const { return code_ == StatusCode::kWrongService; }
+  bool IsUnverifiedToken() const { return code_ == StatusCode::kUnverifiedToken; }
+  bool IsUnauthenticated() const { return code_ == StatusCode::kUnauthenticated; }
+  bool IsPermissionDenied() const { return code_ == StatusCode::kPermissionDenied; }
 
   // For kStaleToken: the highest token accepted for the lock when the write was refused.
   std::optional<std::int64_t> highest_token() const { return highest_token_; }
+  // For kWrongLock: the lock the key is bound to.
+  const std::optional<std::string>& bound_lock() const { return bound_lock_; }
 
   // "stale_token: <message>"; "ok" when ok().
   std::string ToString() const;
@@ -72,6 +100,7 @@ class [[nodiscard]] Status {
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
   std::optional<std::int64_t> highest_token_;
+  std::optional<std::string> bound_lock_;
 };
 
 namespace internal {

@@ -31,12 +31,16 @@ struct StoredObject {
 struct Decision {
   std::int64_t seq = 0;  // commit order
   std::chrono::system_clock::time_point time;
-  std::string op;  // "put" or "delete"
+  std::string op;  // "put", "delete", or "set_fence" (fence administration)
   std::string lock;
   std::int64_t token = 0;
   std::string key;
   bool accepted = false;
   std::int64_t highest = 0;  // the fence after the decision
+  // Why a write was refused: "stale_token", "wrong_lock", "wrong_service" or
+  // "unverified_token"; empty when accepted.
+  std::string reason;
+  std::string principal;  // who asked, when known (always for set_fence)
 };
 
 }  // namespace fencekit

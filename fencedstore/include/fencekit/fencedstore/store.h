@@ -31,6 +31,16 @@ enum class Durability {
   kNormal,
 };
 
+// What a lock service says of a token, for verification on advance (StoreOptions::verify).
+struct TokenVerdict {
+  bool current = false;  // the token belongs to the lock's current holder
+  std::string service;   // the lock service's identity (Lease::service)
+};
+// Asks the lock service whether `token` is the current holder's token of `lock`. Blocking. Any
+// error means the service could not be asked (the write then fails closed).
+using TokenVerifier =
+    std::function<Result<TokenVerdict>(std::string_view lock, FencingToken token)>;
+
 struct StoreOptions {
   // --- Affects behaviour ---
   // Path of the SQLite database file. Created if missing.
@@ -52,6 +62,16 @@ struct StoreOptions {
   Clock* clock = nullptr;
   // SQLite VFS name; empty for the default. Used by tests to inject I/O faults.
   std::string sqlite_vfs;
+  // Keys bound to a lock before any write: (key prefix, lock). A write of a key under one of
+  // these prefixes must name that lock (the longest prefix wins), else kWrongLock.
+  std::vector<std::pair<std::string, std::string>> lock_for;
+  // When true, a write without a service identity (WriteRequest::service) is refused
+  // (kInvalidArgument).
+  bool require_service = false;
+  // When set, a write that would advance (or create) a fence is accepted only when `verify`
+  // confirms its token (kUnverifiedToken otherwise; kUnavailable when it cannot be asked).
+  // Writes at the fence's current token need no call.
+  TokenVerifier verify;
 
   // --- Affects performance ---
   // Most writes committed in one transaction (group commit). 1 commits each write on its own.
@@ -66,12 +86,22 @@ struct WriteRequest {
   FencingToken token;
   std::string key;
   std::string value;  // ignored for kDelete
+  // The identity of the lock service that granted `token` (Lease::service); empty when the
+  // client sent none. A fence is bound to the service of its first token.
+  std::string service;
+  // Who asks (an authenticated principal's name), for the history; may be empty.
+  std::string principal;
 };
 
 // Counters since Open. Safe to read while writes run.
 struct StoreStats {
   std::uint64_t accepted = 0;
   std::uint64_t refused_stale = 0;
+  std::uint64_t refused_wrong_lock = 0;
+  std::uint64_t refused_wrong_service = 0;
+  std::uint64_t refused_unverified = 0;
+  std::uint64_t verifications = 0;        // calls of StoreOptions::verify
+  std::uint64_t verify_failures = 0;      // calls that could not ask the lock service
   std::uint64_t failed = 0;   // writes failed by a storage error (never acknowledged)
   std::uint64_t commits = 0;  // transactions committed
   // batch_size_buckets[i] = commits whose batch size was in (2^(i-1), 2^i]; the last bucket
@@ -106,6 +136,12 @@ class FencedStore {
   virtual Result<StoredObject> Get(std::string_view key) = 0;
   // The highest accepted token for `lock`, or nullopt when it never accepted a write.
   virtual Result<std::optional<FencingToken>> Highest(std::string_view lock) = 0;
+  // Sets the fence of `lock` to `highest`, up or down (fence administration: recovers a fence
+  // poisoned by a forged token, or one whose lock service lost its counter), and unbinds it
+  // from its lock service when `unbind_service`. Recorded in the history as op "set_fence"
+  // with `principal`. Returns that decision.
+  virtual Result<Decision> SetFence(std::string_view lock, FencingToken highest,
+                                    std::string_view principal, bool unbind_service) = 0;
   // Up to `limit` most recent decisions, oldest first.
   virtual Result<std::vector<Decision>> History(std::size_t limit) = 0;
   virtual StoreStats Stats() const = 0;

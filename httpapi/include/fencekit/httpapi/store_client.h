@@ -36,11 +36,19 @@ class StoreClient {
                                                    StoreClientOptions options = {});
   virtual ~StoreClient() = default;
 
-  // `lock` empty means the key itself.
+  // `lock` empty means the key itself. `service` is the lease's Lease::service, sent as
+  // Fencing-Service; empty sends none.
   virtual Result<WriteResponse> Put(std::string_view lock, FencingToken token, std::string_view key,
-                                    std::string_view value) = 0;
+                                    std::string_view value, std::string_view service) = 0;
+  Result<WriteResponse> Put(std::string_view lock, FencingToken token, std::string_view key,
+                            std::string_view value) {
+    return Put(lock, token, key, value, {});
+  }
   virtual Result<WriteResponse> Delete(std::string_view lock, FencingToken token,
-                                       std::string_view key) = 0;
+                                       std::string_view key, std::string_view service) = 0;
+  Result<WriteResponse> Delete(std::string_view lock, FencingToken token, std::string_view key) {
+    return Delete(lock, token, key, {});
+  }
   virtual Result<GetResponse> Get(std::string_view key) = 0;
   // The store's highest accepted token for `lock`; nullopt when none was accepted yet.
   virtual Result<std::optional<FencingToken>> Highest(std::string_view lock) = 0;

@@ -36,6 +36,9 @@ struct Lease {
   // On the client's monotonic clock: start + ttl - elapsed - drift. Past it, the lock service
   // may have granted the lock to someone else.
   std::chrono::steady_clock::time_point valid_until;
+  // The identity of the lock service that granted the token: tokens of two services are not
+  // comparable. Sent with each write as Fencing-Service.
+  std::string service;
 };
 
 struct LockInfo {
