@@ -10,6 +10,8 @@
 #include <random>
 
 #include "backend.h"
+#include "fencekit/common/names.h"
+#include "random_id.h"
 #include "sqlite/sqlite_util.h"
 #include "sqlite/transaction.h"
 
@@ -20,6 +22,8 @@ using std::chrono::milliseconds;
 using sqlite::Stmt;
 
 constexpr int kApplicationId = 0x464C434B;  // 'FLCK'
+// 1: locks and counters. 2: the service table, holding the database's service id.
+constexpr int kSchemaVersion = 2;
 
 // Wakes waiters in this process at once when a lock of the same file is released; waiters in
 // other processes poll.
@@ -89,6 +93,7 @@ class SqliteBackend final : public LockBackend {
           "PRAGMA application_id=" + std::to_string(kApplicationId) + ";PRAGMA user_version=1;");
       if (!s.ok()) return s;
     }
+    if (auto s = MigrateAndReadServiceId(raw); !s.ok()) return s;
     if (auto s = txn->Commit(); !s.ok()) return s;
     struct {
       Stmt* stmt;
@@ -113,8 +118,8 @@ class SqliteBackend final : public LockBackend {
     return Status::Ok();
   }
 
-  Result<FencingToken> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
-                                  milliseconds* holder_remaining) override {
+  Result<Granted> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
+                             milliseconds* holder_remaining) override {
     std::lock_guard guard(mu_);
     auto now = NowMs();
     auto txn = sqlite::Transaction::Begin(txn_);
@@ -126,7 +131,7 @@ class SqliteBackend final : public LockBackend {
       std::int64_t token = select_lock_.ColumnInt(1), expires = select_lock_.ColumnInt(2);
       select_lock_.Reset();
       if (expires > now) {
-        if (holder == owner) return FencingToken::FromInt(token);  // a retried grant
+        if (holder == owner) return Grant(token);  // a retried grant
         *holder_remaining = milliseconds(expires - now);
         return Status::Busy(Subject(lock, service_) + " is held");
       }
@@ -147,7 +152,7 @@ class SqliteBackend final : public LockBackend {
     put_lock_.Reset();
     if (rc != SQLITE_DONE) return Fail(rc, "recording the lock");
     if (auto s = txn->Commit(); !s.ok()) return s;
-    return FencingToken::FromInt(token);
+    return Grant(token);
   }
 
   Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
@@ -213,6 +218,26 @@ class SqliteBackend final : public LockBackend {
     return info;
   }
 
+  Result<TokenCheck> CheckToken(std::string_view lock, FencingToken token) override {
+    std::lock_guard guard(mu_);
+    auto now = NowMs();
+    TokenCheck check{.service = service_id_};
+    sqlite::ResetOnExit reset(select_lock_);
+    select_lock_.BindBlob(1, lock);
+    int rc = select_lock_.Step();
+    if (rc == SQLITE_ROW && select_lock_.ColumnInt(2) > now) {
+      auto holder = FencingToken::FromInt(select_lock_.ColumnInt(1));
+      if (!holder.ok()) return Status::Internal(service_ + " holds a bad token: " + holder.status().message());
+      check.holder = *holder;
+      check.current = *holder == token;
+    } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      return sqlite::Error(db_.get(), rc, "checking a token of " + Subject(lock, service_));
+    }
+    return check;
+  }
+
+  std::string service_id() const override { return service_id_; }
+
   void WaitForRelease(std::string_view lock, milliseconds max_wait) override {
     // Other processes cannot signal us, so poll the lock row with jittered backoff; a release
     // in this process wakes us at once.
@@ -242,6 +267,48 @@ class SqliteBackend final : public LockBackend {
  private:
   std::int64_t NowMs() const {
     return std::chrono::duration_cast<milliseconds>(clock_->WallNow().time_since_epoch()).count();
+  }
+
+  Result<Granted> Grant(std::int64_t token) {
+    auto t = FencingToken::FromInt(token);
+    if (!t.ok()) return Status::Internal(service_ + " holds a bad token: " + t.status().message());
+    return Granted{*t, service_id_};
+  }
+
+  // Brings a version 1 database to kSchemaVersion (a service id made now) and reads the id.
+  // REQUIRES: inside the opening transaction.
+  Status MigrateAndReadServiceId(sqlite3* raw) {
+    auto version = Stmt::Prepare(raw, "PRAGMA user_version");
+    if (!version.ok()) return version.status();
+    version->Step();
+    std::int64_t v = version->ColumnInt(0);
+    version->Reset();
+    if (v > kSchemaVersion) {
+      return Status::InvalidArgument(service_ + " has lock schema version " + std::to_string(v) +
+                                     ", newer than this fencekit's (" +
+                                     std::to_string(kSchemaVersion) + "); upgrade fencekit");
+    }
+    if (v < 2) {
+      auto id = RandomHex128();
+      if (!id.ok()) return id.status();
+      Status s = sqlite::Exec(raw,
+                              "CREATE TABLE service(id TEXT NOT NULL);"
+                              "INSERT INTO service(id) VALUES('sqlite:" + *id + "');"
+                              "PRAGMA user_version=2;");
+      if (!s.ok()) return s;
+    }
+    auto read = Stmt::Prepare(raw, "SELECT id FROM service");
+    if (!read.ok()) return read.status();
+    if (read->Step() != SQLITE_ROW) {
+      return Status::InvalidArgument(service_ + " has no service id; the lock database is "
+                                     "damaged, point the URI at another file");
+    }
+    service_id_ = read->ColumnBytes(0);
+    read->Reset();
+    if (Status s = CheckServiceId(service_id_); !s.ok()) {
+      return Status::InvalidArgument(service_ + " holds a malformed service id: " + s.message());
+    }
+    return Status::Ok();
   }
 
   bool IsFree(std::string_view lock) {
@@ -274,6 +341,7 @@ class SqliteBackend final : public LockBackend {
 
   std::string path_;
   std::string service_;
+  std::string service_id_;  // "sqlite:<32 hex>", kept in the database; set by Init
   Clock* clock_;
   std::shared_ptr<ReleaseSignal> signal_;
   std::mutex mu_;
