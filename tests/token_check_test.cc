@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <boost/json/parse.hpp>
 #include <regex>
 
 #include "fencekit/common/names.h"
@@ -314,7 +315,7 @@ TEST_F(RedlockServiceIdTest, LeaseServiceIsTheMajorityIdAndTheOddNodeAdoptsIt) {
   nodes_[3]->Stop();
   nodes_[4]->Stop();
   SetId(1, "redlock:ffffffffffffffffffffffffffffffff");  // as if node 1 lost its data
-  auto lease = client->TryAcquire("job", 30s);  // nodes 0, 1, 2 must all grant
+  auto lease = client->TryAcquire("job", 30s);           // nodes 0, 1, 2 must all grant
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   EXPECT_EQ(lease->service, id);
   EXPECT_TRUE(NodeHasId(1, id));  // the write-back round made node 1 adopt it
@@ -348,6 +349,70 @@ TEST_F(RedlockServiceIdTest, CheckNeedsAMajorityHoldingTheToken) {
   ASSERT_TRUE(check.ok()) << check.status().ToString();
   EXPECT_FALSE(check->current);
   EXPECT_FALSE(check->holder.has_value());
+}
+
+// --- fencectl: the service in acquire, run and put; check-token ---
+
+boost::json::object Json(const std::string& text) {
+  boost::system::error_code ec;
+  auto v = boost::json::parse(text, ec);
+  EXPECT_FALSE(ec) << "not JSON: " << text;
+  return !ec && v.is_object() ? v.as_object() : boost::json::object();
+}
+
+TEST(FencectlServiceTest, AcquirePrintsTheServiceAndCheckTokenExitsZeroWhenCurrentThreeWhenNot) {
+  TempDir dir;
+  const std::string locks = "FENCEKIT_LOCKS=sqlite://" + dir.File("locks.db");
+  auto ctl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), testing::FencectlBinary());
+    return testing::RunCommand(args, {locks});
+  };
+  auto acquired = ctl({"acquire", "--ttl", "30s", "job"});
+  ASSERT_EQ(acquired.exit_code, 0) << acquired.err;
+  auto lease = Json(acquired.out);
+  const std::string service(lease["service"].as_string());
+  EXPECT_TRUE(std::regex_match(service, std::regex("sqlite:[0-9a-f]{32}"))) << service;
+  const std::string token = std::to_string(lease["token"].as_int64());
+
+  auto current = ctl({"check-token", "--token", token, "job"});
+  ASSERT_EQ(current.exit_code, 0) << current.err;
+  auto check = Json(current.out);
+  EXPECT_EQ(check["current"].as_bool(), true);
+  EXPECT_EQ(std::to_string(check["holder"].as_int64()), token);
+  EXPECT_EQ(check["service"].as_string(), service);
+
+  auto forged = ctl({"check-token", "--token", "9999", "job"});
+  EXPECT_EQ(forged.exit_code, 3) << forged.err;
+  EXPECT_EQ(Json(forged.out)["current"].as_bool(), false);
+  auto bad = ctl({"check-token", "--token", "-1", "job"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("token"), std::string::npos) << bad.err;
+
+  // run: the command sees the lease's service beside its token.
+  auto run = ctl({"run", "other", "--", "sh", "-c", "echo \"$FENCING_SERVICE\""});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, service + "\n");
+}
+
+TEST(FencectlServiceTest, PutTakesTheServiceFromTheEnvironmentAndRefusesAMalformedOne) {
+  // Refused by the client before anything is sent, so no store need listen.
+  auto put = [&](std::vector<std::string> extra, std::vector<std::string> env) {
+    std::vector<std::string> args = {testing::FencectlBinary(),
+                                     "put",
+                                     "--store",
+                                     "http://127.0.0.1:9",
+                                     "--lock",
+                                     "job",
+                                     "--token",
+                                     "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"key", "value"});
+    return testing::RunCommand(args, env);
+  };
+  for (auto r : {put({"--service", "bad id"}, {}), put({}, {"FENCING_SERVICE=bad id"})}) {
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("lock service id"), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace

@@ -28,8 +28,8 @@ class LockBackend {
   // When `owner` already holds it (a retry after a lost reply), returns the same token.
   // kBusy when another owner holds it; then *holder_remaining is its time left.
   virtual Result<Granted> TryAcquire(std::string_view lock, std::string_view owner,
-                                          std::chrono::milliseconds ttl,
-                                          std::chrono::milliseconds* holder_remaining) = 0;
+                                     std::chrono::milliseconds ttl,
+                                     std::chrono::milliseconds* holder_remaining) = 0;
   // kNotHeld, saying whether the lease expired or another owner holds the lock.
   virtual Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
                         std::chrono::milliseconds ttl) = 0;
@@ -48,9 +48,9 @@ class LockBackend {
   // Joins the line for `lock` and waits until `owner` is first (the token), or `deadline`
   // (kTimeout, having left the line). *valid_from: when the lease's ttl last started.
   virtual Result<Granted> AcquireInLine(std::string_view lock, std::string_view owner,
-                                             std::chrono::milliseconds ttl,
-                                             std::chrono::steady_clock::time_point deadline,
-                                             std::chrono::steady_clock::time_point* valid_from) {
+                                        std::chrono::milliseconds ttl,
+                                        std::chrono::steady_clock::time_point deadline,
+                                        std::chrono::steady_clock::time_point* valid_from) {
     return Status::Internal("this lock service keeps no line of waiters");
   }
   // See LockClient::counter_resets_detected.

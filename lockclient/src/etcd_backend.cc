@@ -9,10 +9,10 @@
 #include <mutex>
 #include <optional>
 
-#include "fencekit/common/names.h"
 #include "backend.h"
 #include "endpoints.h"
 #include "etcd_protocol.h"
+#include "fencekit/common/names.h"
 
 namespace fencekit {
 namespace {

@@ -105,8 +105,9 @@ Result<Lease> LockClient::Grant(std::string_view lock, milliseconds ttl, const s
     return token.status();
   }
   auto elapsed = clock_->Now() - start;
-  return Lease{std::string(lock), owner,     token->token, ttl, start + ttl - elapsed - Drift(ttl),
-               std::move(token->service)};
+  Lease lease{std::string(lock), owner, token->token, ttl, start + ttl - elapsed - Drift(ttl)};
+  lease.service = std::move(token->service);
+  return lease;
 }
 
 std::chrono::steady_clock::duration LeaseDrift(const LockOptions& options, milliseconds ttl) {
@@ -187,12 +188,10 @@ Result<Lease> LockClient::AcquireInLine(std::string_view lock,
     auto token = backend_->AcquireInLine(lock, owner, ttl, deadline, &valid_from);
     auto now = clock_->Now();
     if (token.ok()) {
-      return Lease{std::string(lock),
-                   owner,
-                   token->token,
-                   ttl,
-                   valid_from + ttl - (now - valid_from) - Drift(ttl),
-                   std::move(token->service)};
+      Lease lease{std::string(lock), owner, token->token, ttl,
+                  valid_from + ttl - (now - valid_from) - Drift(ttl)};
+      lease.service = std::move(token->service);
+      return lease;
     }
     auto waited = std::chrono::duration_cast<milliseconds>(now - began);
     if (token.status().IsTimeout()) {

@@ -106,8 +106,8 @@ constexpr const char* kInspectScript = R"lua(
 return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2])}
 )lua";
 
-constexpr const char* kScripts[kScriptCount] = {kAcquireScript, kReleaseScript,  kExtendScript,
-                                                kInspectScript, kRaiseScript,    kCheckScript,
+constexpr const char* kScripts[kScriptCount] = {kAcquireScript,  kReleaseScript, kExtendScript,
+                                                kInspectScript,  kRaiseScript,   kCheckScript,
                                                 kServiceIdScript};
 
 // The token in a lock key's "owner:token" value; 0 if there is none.

@@ -77,8 +77,7 @@ struct CheckReply {
   std::string owner;                   // when held
   std::string service;                 // empty when the server has no id
 };
-Result<CheckReply> ParseCheck(const redisReply* r, std::string_view service,
-                              std::string_view lock);
+Result<CheckReply> ParseCheck(const redisReply* r, std::string_view service, std::string_view lock);
 
 // The service id script's reply.
 Result<std::string> ParseServiceId(const redisReply* r, std::string_view service);

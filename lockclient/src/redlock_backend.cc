@@ -139,10 +139,10 @@ class RedlockBackend final : public LockBackend {
       }
       bool recorded = know >= quorum_;
       if (!recorded) {
-        auto written = nodes_.Round(
-            rp::kRaise, rp::RaiseKeys(lock), rp::RaiseArgs(token, owner, service), ask,
-            quorum_ - know, /*stop_early=*/false,
-            [](std::size_t, const redisReply*) { return Vote{Vote::kYes}; });
+        auto written =
+            nodes_.Round(rp::kRaise, rp::RaiseKeys(lock), rp::RaiseArgs(token, owner, service), ask,
+                         quorum_ - know, /*stop_early=*/false,
+                         [](std::size_t, const redisReply*) { return Vote{Vote::kYes}; });
         recorded = know + Count(written, Vote::kYes) >= quorum_;
         if (!recorded) votes = written;
       }

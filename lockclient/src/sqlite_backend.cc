@@ -18,8 +18,8 @@
 namespace fencekit {
 namespace {
 
-using std::chrono::milliseconds;
 using sqlite::Stmt;
+using std::chrono::milliseconds;
 
 constexpr int kApplicationId = 0x464C434B;  // 'FLCK'
 // 1: locks and counters. 2: the service table, holding the database's service id.
@@ -56,15 +56,14 @@ class SqliteBackend final : public LockBackend {
 
   Status Init() {
     sqlite3* raw = nullptr;
-    int rc = sqlite3_open_v2(path_.c_str(), &raw,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                             nullptr);
+    int rc =
+        sqlite3_open_v2(path_.c_str(), &raw,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
     db_ = sqlite::Db(raw);
     if (rc != SQLITE_OK) return sqlite::Error(raw, rc, "opening the lock database " + service_);
     sqlite3_extended_result_codes(raw, 1);
     sqlite3_busy_timeout(raw, 10'000);
-    if (auto s = sqlite::Exec(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;");
-        !s.ok()) {
+    if (auto s = sqlite::Exec(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"); !s.ok()) {
       return s;
     }
     auto txn_stmts = sqlite::TxnStatements::Prepare(raw, sqlite::TxnMode::kImmediate, service_);
@@ -81,7 +80,8 @@ class SqliteBackend final : public LockBackend {
     id->Reset();
     tables->Reset();
     if (app_id != kApplicationId && (app_id != 0 || count != 0)) {
-      return Status::InvalidArgument(service_ + " is an SQLite file but not a fencekit lock "
+      return Status::InvalidArgument(service_ +
+                                     " is an SQLite file but not a fencekit lock "
                                      "database; point the URI at another file");
     }
     if (app_id == 0) {
@@ -90,7 +90,8 @@ class SqliteBackend final : public LockBackend {
           "CREATE TABLE locks(name BLOB PRIMARY KEY, owner TEXT NOT NULL, token INTEGER NOT "
           "NULL, expires_ms INTEGER NOT NULL) WITHOUT ROWID;"
           "CREATE TABLE counters(name BLOB PRIMARY KEY, token INTEGER NOT NULL) WITHOUT ROWID;"
-          "PRAGMA application_id=" + std::to_string(kApplicationId) + ";PRAGMA user_version=1;");
+          "PRAGMA application_id=" +
+              std::to_string(kApplicationId) + ";PRAGMA user_version=1;");
       if (!s.ok()) return s;
     }
     if (auto s = MigrateAndReadServiceId(raw); !s.ok()) return s;
@@ -103,10 +104,12 @@ class SqliteBackend final : public LockBackend {
         {&bump_counter_,
          "INSERT INTO counters(name, token) VALUES(?1, 1) ON CONFLICT(name) DO UPDATE SET "
          "token = token + 1 RETURNING token"},
-        {&put_lock_, "INSERT OR REPLACE INTO locks(name, owner, token, expires_ms) "
-                     "VALUES(?1, ?2, ?3, ?4)"},
-        {&extend_, "UPDATE locks SET expires_ms = ?4 WHERE name = ?1 AND owner = ?2 AND "
-                   "token = ?3 AND expires_ms > ?5"},
+        {&put_lock_,
+         "INSERT OR REPLACE INTO locks(name, owner, token, expires_ms) "
+         "VALUES(?1, ?2, ?3, ?4)"},
+        {&extend_,
+         "UPDATE locks SET expires_ms = ?4 WHERE name = ?1 AND owner = ?2 AND "
+         "token = ?3 AND expires_ms > ?5"},
         {&delete_, "DELETE FROM locks WHERE name = ?1 AND owner = ?2 AND token = ?3"},
         {&select_counter_, "SELECT token FROM counters WHERE name = ?1"},
     };
@@ -227,7 +230,8 @@ class SqliteBackend final : public LockBackend {
     int rc = select_lock_.Step();
     if (rc == SQLITE_ROW && select_lock_.ColumnInt(2) > now) {
       auto holder = FencingToken::FromInt(select_lock_.ColumnInt(1));
-      if (!holder.ok()) return Status::Internal(service_ + " holds a bad token: " + holder.status().message());
+      if (!holder.ok())
+        return Status::Internal(service_ + " holds a bad token: " + holder.status().message());
       check.holder = *holder;
       check.current = *holder == token;
     } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
@@ -293,14 +297,17 @@ class SqliteBackend final : public LockBackend {
       if (!id.ok()) return id.status();
       Status s = sqlite::Exec(raw,
                               "CREATE TABLE service(id TEXT NOT NULL);"
-                              "INSERT INTO service(id) VALUES('sqlite:" + *id + "');"
-                              "PRAGMA user_version=2;");
+                              "INSERT INTO service(id) VALUES('sqlite:" +
+                                  *id +
+                                  "');"
+                                  "PRAGMA user_version=2;");
       if (!s.ok()) return s;
     }
     auto read = Stmt::Prepare(raw, "SELECT id FROM service");
     if (!read.ok()) return read.status();
     if (read->Step() != SQLITE_ROW) {
-      return Status::InvalidArgument(service_ + " has no service id; the lock database is "
+      return Status::InvalidArgument(service_ +
+                                     " has no service id; the lock database is "
                                      "damaged, point the URI at another file");
     }
     service_id_ = read->ColumnBytes(0);
