@@ -7,7 +7,8 @@
 
 namespace fencekit {
 
-// 128 random bits from getrandom(2), as 32 lowercase hex digits. kInternal if the OS fails.
+// 128 random bits from getrandom(2) (drawn in blocks per thread; a fork empties the blocks), as
+// 32 lowercase hex digits. kInternal if the OS fails.
 Result<std::string> RandomHex128();
 
 }  // namespace fencekit
