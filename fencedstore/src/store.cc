@@ -61,8 +61,8 @@ class SqliteStore final : public FencedStore {
 
   bool requires_service() const override { return options_.require_service; }
 
-  Result<Decision> SetFence(std::string_view lock, FencingToken highest,
-                            std::string_view principal, bool unbind_service) override {
+  Result<Decision> SetFence(std::string_view lock, FencingToken highest, std::string_view principal,
+                            bool unbind_service) override {
     if (auto s = CheckName("lock name", lock, options_.max_key_bytes); !s.ok()) return s;
     std::promise<Result<Decision>> promise;
     auto future = promise.get_future();

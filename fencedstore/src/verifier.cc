@@ -93,10 +93,9 @@ SharedVerdict Verifier::Ask(const Key& key) {
   }
   if (verdict.ok()) return std::make_shared<const Result<TokenVerdict>>(std::move(verdict));
   failures_.fetch_add(1, std::memory_order_relaxed);
-  return std::make_shared<const Result<TokenVerdict>>(
-      Status::Timeout("the lock service could not be asked to confirm the token (" +
-                      verdict.status().ToString() +
-                      "); nothing was written. Retry once the lock service answers"));
+  return std::make_shared<const Result<TokenVerdict>>(Status::Timeout(
+      "the lock service could not be asked to confirm the token (" + verdict.status().ToString() +
+      "); nothing was written. Retry once the lock service answers"));
 }
 
 }  // namespace fencekit::fencedstore

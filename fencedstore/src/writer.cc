@@ -45,9 +45,10 @@ Status Writer::Start(sqlite::Db db, sqlite::TxnStatements txn) {
         "WHERE lock = ?1" +
         service_ok;
   } else {
-    fence_sql = "UPDATE fences SET highest = ?2, service = coalesce(service, ?3) WHERE lock = ?1 "
-                "AND ?2 " +
-                std::string(options_.strict ? ">" : ">=") + " highest" + service_ok;
+    fence_sql =
+        "UPDATE fences SET highest = ?2, service = coalesce(service, ?3) WHERE lock = ?1 "
+        "AND ?2 " +
+        std::string(options_.strict ? ">" : ">=") + " highest" + service_ok;
     if (options_.verify) fence_sql += options_.strict ? " AND ?4" : " AND (?2 = highest OR ?4)";
   }
   struct {
@@ -100,7 +101,8 @@ void Writer::Submit(WriteRequest request, FencedStore::WriteCallback done) {
   Pending p{std::move(request), std::move(done)};
   std::size_t longest = 0;
   for (const auto& [prefix, lock] : options_.lock_for) {
-    if (p.request.key.starts_with(prefix) && (p.prefix_lock == nullptr || prefix.size() > longest)) {
+    if (p.request.key.starts_with(prefix) &&
+        (p.prefix_lock == nullptr || prefix.size() > longest)) {
       p.prefix_lock = &lock;
       longest = prefix.size();
     }
@@ -202,9 +204,8 @@ void Writer::WriterLoop() {
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] {
-        return !queue_.empty() || !admin_.empty() || (closing_ && awaiting_ == 0);
-      });
+      cv_.wait(lock,
+               [&] { return !queue_.empty() || !admin_.empty() || (closing_ && awaiting_ == 0); });
       if (queue_.empty() && admin_.empty()) break;
       for (auto& op : admin_) admin.push_back(std::move(op));
       admin_.clear();
@@ -290,12 +291,12 @@ Status Writer::Apply(Pending& p, std::int64_t now_ms, std::int64_t& last_seq) {
   if (verified && !(*p.verdict)->service.empty()) {
     const std::string& confirmed = (*p.verdict)->service;
     if (!service.empty() && service != confirmed) {
-      return Refuse(p, Refusal::kWrongService,
-                    Status::WrongService("the token was confirmed by lock service " +
-                                         Quoted(confirmed) + ", but the write names " +
-                                         Quoted(service) +
-                                         "; send the service of the lease that holds the token"),
-                    now_ms, last_seq);
+      return Refuse(
+          p, Refusal::kWrongService,
+          Status::WrongService("the token was confirmed by lock service " + Quoted(confirmed) +
+                               ", but the write names " + Quoted(service) +
+                               "; send the service of the lease that holds the token"),
+          now_ms, last_seq);
     }
     service = confirmed;
   }
@@ -315,19 +316,18 @@ Status Writer::Apply(Pending& p, std::int64_t now_ms, std::int64_t& last_seq) {
   }
   if (p.prefix_lock != nullptr) key_lock = *p.prefix_lock;
   if (!key_lock.empty() && key_lock != w.lock) {
-    std::string why = p.prefix_lock != nullptr ? "bound to lock " + Quoted(key_lock) +
-                                                     " by the store's configuration (lock_for)"
-                                               : "bound to lock " + Quoted(key_lock) +
-                                                     ", the lock of the write that created it";
-    return Refuse(p, Refusal::kWrongLock,
-                  Status::WrongLock("the key is " + why + "; this write names lock " +
-                                        Quoted(w.lock) + ". Write it under lock " +
-                                        Quoted(key_lock) +
-                                        (p.prefix_lock != nullptr
-                                             ? ""
-                                             : ", or delete it under that lock to free it"),
-                                    key_lock),
-                  now_ms, last_seq);
+    std::string why =
+        p.prefix_lock != nullptr
+            ? "bound to lock " + Quoted(key_lock) + " by the store's configuration (lock_for)"
+            : "bound to lock " + Quoted(key_lock) + ", the lock of the write that created it";
+    return Refuse(
+        p, Refusal::kWrongLock,
+        Status::WrongLock(
+            "the key is " + why + "; this write names lock " + Quoted(w.lock) +
+                ". Write it under lock " + Quoted(key_lock) +
+                (p.prefix_lock != nullptr ? "" : ", or delete it under that lock to free it"),
+            key_lock),
+        now_ms, last_seq);
   }
 
   // 2. The fence: advance it iff the token is new enough, of the fence's service, and (under
@@ -361,8 +361,7 @@ Status Writer::Apply(Pending& p, std::int64_t now_ms, std::int64_t& last_seq) {
             p, Refusal::kStale,
             Status::StaleToken(
                 "fencing token " + w.token.ToString() + " for lock " + Quoted(w.lock) +
-                    " is stale: the store has already accepted token " +
-                    std::to_string(p.highest) +
+                    " is stale: the store has already accepted token " + std::to_string(p.highest) +
                     (options_.strict && p.highest == w.token.value()
                          ? " (strict mode allows one write per token)"
                          : "") +
@@ -387,13 +386,12 @@ Status Writer::Apply(Pending& p, std::int64_t now_ms, std::int64_t& last_seq) {
         p.result = p.verdict->status();
         return Status::Ok();
       }
-      return Refuse(
-          p, Refusal::kUnverified,
-          Status::UnverifiedToken("the lock service does not confirm fencing token " +
-                                  w.token.ToString() + " as the current holder's token of lock " +
-                                  Quoted(w.lock) +
-                                  "; nothing was written. Acquire the lock to get a current token"),
-          now_ms, last_seq);
+      return Refuse(p, Refusal::kUnverified,
+                    Status::UnverifiedToken(
+                        "the lock service does not confirm fencing token " + w.token.ToString() +
+                        " as the current holder's token of lock " + Quoted(w.lock) +
+                        "; nothing was written. Acquire the lock to get a current token"),
+                    now_ms, last_seq);
     }
     if (!accepted) {  // the lock's first write
       insert_fence_.BindBlob(1, w.lock);
@@ -463,8 +461,8 @@ Status Writer::ReadFence(const std::string& lock, bool* exists, std::int64_t* hi
 
 Status Writer::Record(const Pending& p, std::int64_t now_ms, std::int64_t& last_seq) {
   if (options_.history_limit == 0) return Status::Ok();
-  static constexpr std::string_view kReasons[] = {"", "stale_token", "wrong_lock",
-                                                  "wrong_service", "unverified_token"};
+  static constexpr std::string_view kReasons[] = {"", "stale_token", "wrong_lock", "wrong_service",
+                                                  "unverified_token"};
   const WriteRequest& w = p.request;
   sqlite::ResetOnExit reset(insert_history_);
   insert_history_.BindInt(1, now_ms);

@@ -99,10 +99,10 @@ class Writer {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending> queue_;    // GUARDED_BY(mu_)
-  std::deque<AdminOp> admin_;    // GUARDED_BY(mu_)
-  std::size_t awaiting_ = 0;     // GUARDED_BY(mu_): writes held by the verifier
-  bool closing_ = false;         // GUARDED_BY(mu_)
+  std::deque<Pending> queue_;  // GUARDED_BY(mu_)
+  std::deque<AdminOp> admin_;  // GUARDED_BY(mu_)
+  std::size_t awaiting_ = 0;   // GUARDED_BY(mu_): writes held by the verifier
+  bool closing_ = false;       // GUARDED_BY(mu_)
   std::thread writer_;
   std::unique_ptr<Verifier> verifier_;  // when options_.verify
 

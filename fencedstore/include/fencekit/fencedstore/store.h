@@ -120,10 +120,10 @@ struct StoreStats {
   std::uint64_t refused_wrong_lock = 0;
   std::uint64_t refused_wrong_service = 0;
   std::uint64_t refused_unverified = 0;
-  std::uint64_t verifications = 0;        // calls of StoreOptions::verify
-  std::uint64_t verify_failures = 0;      // calls that could not ask the lock service
-  std::uint64_t failed = 0;   // writes failed by a storage error (never acknowledged)
-  std::uint64_t commits = 0;  // transactions committed
+  std::uint64_t verifications = 0;    // calls of StoreOptions::verify
+  std::uint64_t verify_failures = 0;  // calls that could not ask the lock service
+  std::uint64_t failed = 0;           // writes failed by a storage error (never acknowledged)
+  std::uint64_t commits = 0;          // transactions committed
   // batch_size_buckets[i] = commits whose batch size was in (2^(i-1), 2^i]; the last bucket
   // also counts every larger batch.
   std::vector<std::uint64_t> batch_size_buckets;
