@@ -208,11 +208,27 @@ TEST_F(VerifyTest, VerifiedTokenBindsTheFenceToTheConfirmingService) {
   EXPECT_TRUE(store->Write(Put("lock", next.token, "k", kService)).ok());
 }
 
+TEST_F(VerifyTest, OnlyAConfirmedWriteBindsTheFenceToAService) {
+  service_ = "";  // a lock service that does not name itself
+  auto store = Open();
+  Lease lease = Acquire("lock");
+  ASSERT_TRUE(store->Write(Put("lock", lease.token, "k")).ok());
+  // Anyone may send the fence's token (it is public); naming a service with it binds nothing.
+  ASSERT_TRUE(store->Write(Put("lock", lease.token, "k", "evil:1")).ok());
+  EXPECT_EQ((*store->Fence("lock"))->service, "");
+  ASSERT_TRUE(locks_->Release(lease).ok());
+  Lease next = Acquire("lock");
+  ASSERT_TRUE(store->Write(Put("lock", next.token, "k", "sqlite:aa")).ok());
+  EXPECT_EQ((*store->Fence("lock"))->service, "sqlite:aa");
+}
+
 TEST_F(VerifyTest, LoweredFenceVerifiesAnOldTokenAgain) {
   auto store = Open();
   std::vector<Lease> leases;
   for (int i = 0; i < 3; ++i) {
-    if (!leases.empty()) ASSERT_TRUE(locks_->Release(leases.back()).ok());
+    if (!leases.empty()) {
+      ASSERT_TRUE(locks_->Release(leases.back()).ok());
+    }
     leases.push_back(Acquire("lock"));
     ASSERT_TRUE(store->Put("lock", leases.back().token, "k", "v").ok());
   }

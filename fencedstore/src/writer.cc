@@ -45,10 +45,12 @@ Status Writer::Start(sqlite::Db db, sqlite::TxnStatements txn) {
         "WHERE lock = ?1" +
         service_ok;
   } else {
-    fence_sql =
-        "UPDATE fences SET highest = ?2, service = coalesce(service, ?3) WHERE lock = ?1 "
-        "AND ?2 " +
-        std::string(options_.strict ? ">" : ">=") + " highest" + service_ok;
+    // Under verify only a confirmed write binds the fence to a service: anyone may send the
+    // fence's current token (GET /v1/fences shows it), and must not bind the fence with it.
+    fence_sql = std::string("UPDATE fences SET highest = ?2, service = coalesce(service, ") +
+                (options_.verify ? "CASE WHEN ?4 THEN ?3 END" : "?3") +
+                ") WHERE lock = ?1 AND ?2 " + (options_.strict ? ">" : ">=") + " highest" +
+                service_ok;
     if (options_.verify) fence_sql += options_.strict ? " AND ?4" : " AND (?2 = highest OR ?4)";
   }
   struct {
