@@ -376,7 +376,11 @@ Status Writer::Apply(Pending& p, std::int64_t now_ms, std::int64_t& last_seq) {
       // The token would move the fence up (or create it) and the lock service has not confirmed
       // it yet.
       p.highest = exists ? p.highest : 0;
-      if (verifier_ == nullptr) return Status::Internal("the fence refused a current token");
+      if (verifier_ == nullptr) {  // unreachable: without verify the fence takes such a token
+        p.outcome = Outcome::kFailed;
+        p.result = Status::Internal("the fence refused a token above it; nothing was written");
+        return Status::Ok();
+      }
       if (p.verdict == nullptr) {
         p.verdict = verifier_->Answer(w.lock, w.token);
         if (p.verdict != nullptr) return Apply(p, now_ms, last_seq);
