@@ -24,7 +24,7 @@
 
 namespace fencekit::fencedstore {
 
-// Thread safety: Submit, Stats and Stop are safe to call from any thread; Start and
+// Thread safety: Submit, SetFence, Stats and Stop are safe to call from any thread; Start and
 // CloseDatabase must not run beside any other call.
 class Writer {
  public:
