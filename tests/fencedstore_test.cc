@@ -211,8 +211,9 @@ TEST_F(FencedStoreTest, ConcurrentRandomTokensKeepFenceInvariant) {
         auto token = T(1 + static_cast<std::int64_t>(rng() % 1000));
         auto done = std::make_shared<std::promise<void>>();
         pending.push_back(done->get_future());
-        store->Submit({WriteRequest::Kind::kPut, lock, token, "key" + std::to_string(rng() % 16),
-                       "v"},
+        // Keys of each lock of their own: a key belongs to the lock that created it.
+        store->Submit({WriteRequest::Kind::kPut, lock, token,
+                       lock + "/key" + std::to_string(rng() % 16), "v"},
                       [&, done](Result<WriteReceipt> r) {
                         if (r.ok()) {
                           ++accepted;

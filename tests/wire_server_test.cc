@@ -26,6 +26,10 @@ void ExpectRefusal(const testing::RawResponse& r, Error e, const std::string& wh
 TEST_F(WireServerTest, EachRefusalCarriesItsListedStatusAndName) {
   StartServer({.max_body_bytes = 16, .max_header_bytes = 2048});
   ASSERT_EQ(PutWithToken("k", "5").status, 201);
+  ASSERT_EQ(
+      Call("PUT", "/v1/objects/s", {{"Fencing-Token", "1"}, {"Fencing-Service", "redis:a"}}, "v")
+          .status,
+      201);
   struct Case {
     std::string request;
     Error error;
@@ -49,12 +53,24 @@ TEST_F(WireServerTest, EachRefusalCarriesItsListedStatusAndName) {
       {Request("GET", "/healthz", {{"X-Big", std::string(3000, 'h')}}), Error::kHeadersTooLarge},
       {"PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
        Error::kUnsupportedTransferCoding},
+      {Request("PUT", "/v1/objects/k", {{"Fencing-Token", "6"}, {"Fencing-Lock", "other"}}, "v"),
+       Error::kWrongLock},
+      {Request("PUT", "/v1/objects/s", {{"Fencing-Token", "2"}, {"Fencing-Service", "etcd:b"}},
+               "v"),
+       Error::kWrongService},
+      {Request("PUT", "/v1/objects/k", {{"Fencing-Token", "6"}, {"Fencing-Service", "a b"}}, "v"),
+       Error::kBadService},
   };
   for (const auto& c : cases) {
     RawConnection conn(server_->port());
     conn.Send(c.request);
     ExpectRefusal(conn.Read(), c.error, std::string(wire::Info(c.error).name));
   }
+}
+
+TEST_F(WireServerTest, ServiceRequiredCarriesItsListedStatusAndName) {
+  StartServer({}, {.require_service = true});
+  ExpectRefusal(PutWithToken("k", "1"), Error::kServiceRequired, "service_required");
 }
 
 TEST_F(WireServerTest, BusyAndConnectionLimitRefusalsCarryTheirListedStatusAndName) {

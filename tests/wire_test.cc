@@ -55,6 +55,8 @@ TEST(WireTest, StoreStatusesMapToTheirRefusals) {
   EXPECT_EQ(ErrorForStoreStatus(Status::WrongService("m")), Error::kWrongService);
   EXPECT_EQ(ErrorForStoreStatus(Status::UnverifiedToken("m")), Error::kUnverifiedToken);
   EXPECT_EQ(ErrorForStoreStatus(Status::PermissionDenied("m")), Error::kForbidden);
+  EXPECT_EQ(ErrorForStoreStatus(Status::Timeout("lock service")), Error::kVerifyUnavailable);
+  EXPECT_EQ(ErrorForStoreStatus(Status::Unavailable("closed")), Error::kStorageError);
 }
 
 TEST(WireTest, NamesRoundTripThroughHeadersForEveryByte) {
@@ -92,7 +94,11 @@ TEST(WireTest, DecisionsRoundTripThroughJson) {
   d.key = "k/\xC3\xA9";
   d.accepted = false;
   d.highest = 11;
-  auto back = DecisionFromJson(boost::json::value(DecisionToJson(d)));
+  d.reason = "unverified_token";
+  d.principal = "ops\xFF";
+  auto json = DecisionToJson(d);
+  EXPECT_EQ(json.at("reason").as_string(), "unverified_token");
+  auto back = DecisionFromJson(boost::json::value(json));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->seq, d.seq);
   EXPECT_EQ(back->time, d.time);
@@ -102,9 +108,29 @@ TEST(WireTest, DecisionsRoundTripThroughJson) {
   EXPECT_EQ(back->key, d.key);
   EXPECT_EQ(back->accepted, d.accepted);
   EXPECT_EQ(back->highest, d.highest);
+  EXPECT_EQ(back->reason, d.reason);
+  EXPECT_EQ(back->principal, d.principal);
   auto partial = DecisionToJson(d);
   partial.erase("highest");
   EXPECT_TRUE(DecisionFromJson(boost::json::value(partial)).status().IsUnavailable());
+  auto bad_reason = DecisionToJson(d);
+  bad_reason["reason"] = 3;
+  EXPECT_TRUE(DecisionFromJson(boost::json::value(bad_reason)).status().IsUnavailable());
+}
+
+TEST(WireTest, AcceptedDecisionsWithoutAPrincipalCarryNeitherField) {
+  Decision d;
+  d.op = "put";
+  d.lock = "l";
+  d.key = "k";
+  d.accepted = true;
+  auto json = DecisionToJson(d);
+  EXPECT_FALSE(json.contains("reason"));
+  EXPECT_FALSE(json.contains("principal"));
+  auto back = DecisionFromJson(boost::json::value(json));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->reason, "");
+  EXPECT_EQ(back->principal, "");
 }
 
 TEST(WireTest, ReceiptsSayWhetherADeleteDeletedAnything) {

@@ -61,16 +61,23 @@ Result<StoredObject> ReaderPool::Get(std::string_view key) {
 }
 
 Result<std::optional<FencingToken>> ReaderPool::Highest(std::string_view lock) {
+  auto fence = Fence(lock);
+  if (!fence.ok()) return fence.status();
+  if (!fence->has_value()) return std::optional<FencingToken>();
+  return std::optional<FencingToken>((*fence)->highest);
+}
+
+Result<std::optional<FenceState>> ReaderPool::Fence(std::string_view lock) {
   if (auto s = CheckName("lock name", lock, options_.max_key_bytes); !s.ok()) return s;
-  return WithReader([&](Reader& r) -> Result<std::optional<FencingToken>> {
+  return WithReader([&](Reader& r) -> Result<std::optional<FenceState>> {
     sqlite::ResetOnExit reset(r.fence);
     r.fence.BindBlob(1, lock);
     int rc = r.fence.Step();
-    if (rc == SQLITE_DONE) return std::optional<FencingToken>();
+    if (rc == SQLITE_DONE) return std::optional<FenceState>();
     if (rc != SQLITE_ROW) return sqlite::Error(r.db.get(), rc, "reading a fence");
     auto token = FencingToken::FromInt(r.fence.ColumnInt(0));
     if (!token.ok()) return token.status();
-    return std::optional<FencingToken>(*token);
+    return std::optional<FenceState>(FenceState{*token, r.fence.ColumnBytes(1)});
   });
 }
 
@@ -91,6 +98,8 @@ Result<std::vector<Decision>> ReaderPool::History(std::size_t limit) {
       d.key = r.history.ColumnBytes(5);
       d.accepted = r.history.ColumnInt(6) != 0;
       d.highest = r.history.ColumnInt(7);
+      d.reason = r.history.ColumnBytes(8);
+      d.principal = r.history.ColumnBytes(9);
       out.push_back(std::move(d));
     }
     if (rc != SQLITE_DONE) return sqlite::Error(r.db.get(), rc, "reading the history");
@@ -115,9 +124,10 @@ Result<std::unique_ptr<ReaderPool::Reader>> ReaderPool::MakeReader() {
     const char* sql;
   } stmts[] = {
       {&r->get, "SELECT value, lock, token, version FROM objects WHERE key = ?1"},
-      {&r->fence, "SELECT highest FROM fences WHERE lock = ?1"},
+      {&r->fence, "SELECT highest, service FROM fences WHERE lock = ?1"},
       {&r->history,
-       "SELECT seq, time_ms, op, lock, token, key, accepted, highest FROM history "
+       "SELECT seq, time_ms, op, lock, token, key, accepted, highest, reason, principal "
+       "FROM history "
        "ORDER BY seq DESC LIMIT ?1"},
   };
   for (auto& [stmt, sql] : stmts) {

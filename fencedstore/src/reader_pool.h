@@ -1,4 +1,4 @@
-// The store's reads (Get, Highest, History) on a pool of read-only connections, which in WAL
+// The store's reads (Get, Highest, Fence, History) on a pool of read-only connections, which in WAL
 // mode run beside the writer and never wait for it. Private to fencedstore.
 #pragma once
 
@@ -28,6 +28,7 @@ class ReaderPool {
   // As FencedStore's, plus kUnavailable once the pool is closed.
   Result<StoredObject> Get(std::string_view key);
   Result<std::optional<FencingToken>> Highest(std::string_view lock);
+  Result<std::optional<FenceState>> Fence(std::string_view lock);
   Result<std::vector<Decision>> History(std::size_t limit);
 
   // Closes the idle connections; later reads fail with kUnavailable.

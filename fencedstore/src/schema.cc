@@ -31,6 +31,10 @@ constexpr const char* kMigrations[] = {
     "  key BLOB NOT NULL,"
     "  accepted INTEGER NOT NULL,"
     "  highest INTEGER NOT NULL);",
+    // 1 -> 2: a fence's lock service; a decision's reason of refusal and principal.
+    "ALTER TABLE fences ADD COLUMN service TEXT;"
+    "ALTER TABLE history ADD COLUMN reason TEXT;"
+    "ALTER TABLE history ADD COLUMN principal TEXT;",
 };
 constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "connection.h"
+#include "fencekit/common/names.h"
 #include "reader_pool.h"
 #include "schema.h"
 #include "sqlite/sqlite_util.h"
@@ -27,6 +28,13 @@ class SqliteStore final : public FencedStore {
 
   Status Init() {
     if (options_.max_batch == 0) options_.max_batch = 1;
+    for (const auto& [prefix, lock] : options_.lock_for) {
+      if (auto s = CheckName("lock name of lock_for prefix \"" + prefix + "\"", lock,
+                             options_.max_key_bytes);
+          !s.ok()) {
+        return s;
+      }
+    }
     auto db = fencedstore::OpenConnection(options_, false);
     if (!db.ok()) return db.status();
     sqlite3* w = db->get();
@@ -47,8 +55,20 @@ class SqliteStore final : public FencedStore {
     return readers_.Highest(lock);
   }
 
-  Result<Decision> SetFence(std::string_view, FencingToken, std::string_view, bool) override {
-    return Status::Internal("SetFence is not implemented yet");
+  Result<std::optional<FenceState>> Fence(std::string_view lock) override {
+    return readers_.Fence(lock);
+  }
+
+  bool requires_service() const override { return options_.require_service; }
+
+  Result<Decision> SetFence(std::string_view lock, FencingToken highest, std::string_view principal,
+                            bool unbind_service) override {
+    if (auto s = CheckName("lock name", lock, options_.max_key_bytes); !s.ok()) return s;
+    std::promise<Result<Decision>> promise;
+    auto future = promise.get_future();
+    writer_.SetFence(std::string(lock), highest, std::string(principal), unbind_service,
+                     [&promise](Result<Decision> d) { promise.set_value(std::move(d)); });
+    return future.get();
   }
 
   Result<std::vector<Decision>> History(std::size_t limit) override {
@@ -80,6 +100,14 @@ Result<std::unique_ptr<FencedStore>> FencedStore::Open(StoreOptions options) {
   auto store = std::make_unique<SqliteStore>(std::move(options));
   if (auto s = store->Init(); !s.ok()) return s;
   return std::unique_ptr<FencedStore>(std::move(store));
+}
+
+Result<WriteReceipt> FencedStore::Write(WriteRequest request) {
+  std::promise<Result<WriteReceipt>> promise;
+  auto future = promise.get_future();
+  Submit(std::move(request),
+         [&promise](Result<WriteReceipt> r) { promise.set_value(std::move(r)); });
+  return future.get();
 }
 
 Result<WriteReceipt> FencedStore::Put(std::string_view lock, FencingToken token,

@@ -13,6 +13,17 @@ namespace fencekit::fencedstore {
 
 using sqlite::Stmt;
 
+namespace {
+
+// SQL NULL for an empty text: a write without a service or a principal stores NULL.
+void BindTextOrNull(Stmt& st, int i, std::string_view text) {
+  st.BindText(i, text.empty() ? std::string_view() : text);
+}
+
+std::string Quoted(std::string_view name) { return "\"" + std::string(name) + "\""; }
+
+}  // namespace
+
 Writer::Writer(const StoreOptions& options, Clock* clock)
     : options_(options), clock_(clock), batch_buckets_(10) {}
 
@@ -20,35 +31,57 @@ Status Writer::Start(sqlite::Db db, sqlite::TxnStatements txn) {
   writer_db_ = std::move(db);
   txn_ = std::move(txn);
   sqlite3* w = writer_db_.get();
+  // One statement checks the token, the service binding and (under verify) that a token moving
+  // the fence up was confirmed, and moves the fence: ?1 lock, ?2 token, ?3 the write's service
+  // (NULL when none: judged by its token alone; else it binds an unbound fence and must match a
+  // bound one), ?4 whether the lock service confirmed the token.
   // No RETURNING on the hot path: SQLite materialises RETURNING rows in a temporary table
   // on every execution, which costs more than a second point lookup.
-  const char* cmp = options_.strict ? ">" : ">=";
-  std::string fence_sql = options_.unguarded
-                              ? "UPDATE fences SET highest = max(highest, ?2) WHERE lock = ?1"
-                              : "UPDATE fences SET highest = ?2 WHERE lock = ?1 AND ?2 " +
-                                    std::string(cmp) + " highest";
+  const std::string service_ok = " AND (?3 IS NULL OR service IS NULL OR service = ?3)";
+  std::string fence_sql;
+  if (options_.unguarded) {
+    fence_sql =
+        "UPDATE fences SET highest = max(highest, ?2), service = coalesce(service, ?3) "
+        "WHERE lock = ?1" +
+        service_ok;
+  } else {
+    // Under verify only a confirmed write binds the fence to a service: anyone may send the
+    // fence's current token (GET /v1/fences shows it), and must not bind the fence with it.
+    fence_sql = std::string("UPDATE fences SET highest = ?2, service = coalesce(service, ") +
+                (options_.verify ? "CASE WHEN ?4 THEN ?3 END" : "?3") +
+                ") WHERE lock = ?1 AND ?2 " + (options_.strict ? ">" : ">=") + " highest" +
+                service_ok;
+    if (options_.verify) fence_sql += options_.strict ? " AND ?4" : " AND (?2 = highest OR ?4)";
+  }
   struct {
     Stmt* stmt;
     std::string sql;
   } stmts[] = {
       {&advance_fence_, fence_sql},
-      {&read_fence_, "SELECT highest FROM fences WHERE lock = ?1"},
-      {&insert_fence_, "INSERT INTO fences(lock, highest) VALUES(?1, ?2)"},
-      {&read_version_, "SELECT version FROM objects WHERE key = ?1"},
+      {&read_fence_, "SELECT highest, service FROM fences WHERE lock = ?1"},
+      {&insert_fence_, "INSERT INTO fences(lock, highest, service) VALUES(?1, ?2, ?3)"},
+      {&read_object_, "SELECT version, lock FROM objects WHERE key = ?1"},
       {&upsert_object_,
        "INSERT INTO objects(key, value, lock, token, version) VALUES(?1, ?2, ?3, ?4, ?5) "
        "ON CONFLICT(key) DO UPDATE SET value = excluded.value, lock = excluded.lock, "
        "token = excluded.token, version = excluded.version"},
       {&delete_object_, "DELETE FROM objects WHERE key = ?1"},
       {&insert_history_,
-       "INSERT INTO history(time_ms, op, lock, token, key, accepted, highest) "
-       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
+       "INSERT INTO history(time_ms, op, lock, token, key, accepted, highest, reason, principal) "
+       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
       {&trim_history_, "DELETE FROM history WHERE seq <= ?1"},
+      {&set_fence_,
+       "INSERT INTO fences(lock, highest, service) VALUES(?1, ?2, NULL) ON CONFLICT(lock) DO "
+       "UPDATE SET highest = excluded.highest, service = CASE WHEN ?3 THEN NULL ELSE service END"},
   };
   for (auto& [stmt, sql] : stmts) {
     auto st = Stmt::Prepare(w, sql);
     if (!st.ok()) return st.status();
     *stmt = std::move(st).value();
+  }
+  if (options_.verify) {
+    verifier_ = std::make_unique<Verifier>(options_.verify, options_.verify_threads,
+                                           options_.max_queued_verifications);
   }
   writer_ = std::thread([this] { WriterLoop(); });
   return Status::Ok();
@@ -57,25 +90,87 @@ Status Writer::Start(sqlite::Db db, sqlite::TxnStatements txn) {
 void Writer::Submit(WriteRequest request, FencedStore::WriteCallback done) {
   Status bad = CheckName("key", request.key, options_.max_key_bytes);
   if (bad.ok()) bad = CheckName("lock name", request.lock, options_.max_key_bytes);
+  if (bad.ok() && !request.service.empty()) bad = CheckServiceId(request.service);
+  if (bad.ok() && request.service.empty() && options_.require_service) {
+    bad = Status::InvalidArgument(
+        "this store requires the identity of the lock service that granted the token with "
+        "every write; send the lease's service (the Fencing-Service header)");
+  }
   if (!bad.ok()) {
     done(bad);
     return;
   }
+  Pending p{std::move(request), std::move(done)};
+  std::size_t longest = 0;
+  for (const auto& [prefix, lock] : options_.lock_for) {
+    if (p.request.key.starts_with(prefix) &&
+        (p.prefix_lock == nullptr || prefix.size() > longest)) {
+      p.prefix_lock = &lock;
+      longest = prefix.size();
+    }
+  }
   {
     std::lock_guard lock(mu_);
     if (!closing_) {
-      queue_.push_back(Pending{std::move(request), std::move(done)});
+      queue_.push_back(std::move(p));
       if (queue_.size() == 1) cv_.notify_one();
       return;
     }
   }
-  done(Status::Unavailable("the store is closed; writes are no longer accepted"));
+  p.done(Status::Unavailable("the store is closed; writes are no longer accepted"));
+}
+
+void Writer::SetFence(std::string lock, FencingToken highest, std::string principal, bool unbind,
+                      std::function<void(Result<Decision>)> done) {
+  {
+    std::lock_guard guard(mu_);
+    if (!closing_) {
+      admin_.push_back(
+          AdminOp{std::move(lock), highest, std::move(principal), unbind, std::move(done)});
+      cv_.notify_one();
+      return;
+    }
+  }
+  done(Status::Unavailable("the store is closed; the fence was not set"));
+}
+
+void Writer::Resume(Pending p) {
+  std::lock_guard lock(mu_);
+  --awaiting_;
+  queue_.push_back(std::move(p));
+  cv_.notify_one();
+}
+
+void Writer::Defer(Pending& p) {
+  {
+    std::lock_guard lock(mu_);
+    ++awaiting_;
+  }
+  auto held = std::make_shared<Pending>(std::move(p));
+  std::string lock = held->request.lock;
+  FencingToken token = held->request.token;
+  SharedVerdict known = verifier_->Join(lock, token, [this, held](SharedVerdict answer) {
+    held->verdict = std::move(answer);
+    held->resumed = true;
+    Resume(std::move(*held));
+  });
+  if (known != nullptr) {  // answered meanwhile, or refused at once: back to the queue with it
+    held->verdict = std::move(known);
+    Resume(std::move(*held));
+  }
 }
 
 StoreStats Writer::Stats() const {
   StoreStats s;
   s.accepted = accepted_.load(std::memory_order_relaxed);
-  s.refused_stale = refused_.load(std::memory_order_relaxed);
+  s.refused_stale = refused_stale_.load(std::memory_order_relaxed);
+  s.refused_wrong_lock = refused_wrong_lock_.load(std::memory_order_relaxed);
+  s.refused_wrong_service = refused_wrong_service_.load(std::memory_order_relaxed);
+  s.refused_unverified = refused_unverified_.load(std::memory_order_relaxed);
+  if (verifier_ != nullptr) {
+    s.verifications = verifier_->calls();
+    s.verify_failures = verifier_->failures();
+  }
   s.failed = failed_.load(std::memory_order_relaxed);
   s.commits = commits_.load(std::memory_order_relaxed);
   for (const auto& b : batch_buckets_) s.batch_size_buckets.push_back(b.load());
@@ -89,11 +184,14 @@ bool Writer::Stop() {
     closing_ = true;
   }
   cv_.notify_one();
+  // The writer thread leaves once no write waits for the verifier, so no continuation runs
+  // after this.
   if (writer_.joinable()) writer_.join();
+  if (verifier_ != nullptr) verifier_->Stop();
   // Statements must be finalized before their connection closes.
   txn_ = sqlite::TxnStatements();
-  for (Stmt* st : {&advance_fence_, &read_fence_, &insert_fence_, &read_version_, &upsert_object_,
-                   &delete_object_, &insert_history_, &trim_history_}) {
+  for (Stmt* st : {&advance_fence_, &read_fence_, &insert_fence_, &read_object_, &upsert_object_,
+                   &delete_object_, &insert_history_, &trim_history_, &set_fence_}) {
     *st = Stmt();
   }
   return true;
@@ -104,19 +202,33 @@ void Writer::CloseDatabase() { writer_db_ = sqlite::Db(); }
 void Writer::WriterLoop() {
   std::vector<Pending> batch;
   batch.reserve(options_.max_batch);
+  std::vector<AdminOp> admin;
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return !queue_.empty() || closing_; });
-      if (queue_.empty()) break;
+      cv_.wait(lock,
+               [&] { return !queue_.empty() || !admin_.empty() || (closing_ && awaiting_ == 0); });
+      if (queue_.empty() && admin_.empty()) break;
+      for (auto& op : admin_) admin.push_back(std::move(op));
+      admin_.clear();
       std::size_t n = std::min(queue_.size(), options_.max_batch);
       for (std::size_t i = 0; i < n; ++i) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
     }
+    for (auto& op : admin) op.done(RunSetFence(op));
+    admin.clear();
+    if (batch.empty()) continue;
     CommitBatch(batch);
-    for (auto& p : batch) p.done(std::move(p.result));
+    for (auto& p : batch) {
+      if (p.resumed) verifier_->Resumed(p.request.lock, p.request.token);
+      if (p.outcome == Outcome::kDeferred) {
+        Defer(p);
+      } else {
+        p.done(std::move(p.result));
+      }
+    }
     batch.clear();
   }
 }
@@ -124,12 +236,7 @@ void Writer::WriterLoop() {
 // Decides and applies every write of `batch` in one transaction. On any storage error the
 // transaction is rolled back and every write of the batch fails: nothing is acknowledged.
 void Writer::CommitBatch(std::vector<Pending>& batch) {
-  sqlite3* db = writer_db_.get();
   Status failure = Status::Ok();
-  auto fail_with = [&](Stmt& st, int rc, std::string_view doing) {
-    failure = sqlite::Error(db, rc, doing);
-    st.Reset();
-  };
   auto txn = sqlite::Transaction::Begin(txn_);
   if (!txn.ok()) failure = txn.status();
   std::int64_t now_ms =
@@ -138,115 +245,14 @@ void Writer::CommitBatch(std::vector<Pending>& batch) {
   std::int64_t last_seq = 0;
   for (auto& p : batch) {
     if (!failure.ok()) break;
-    const WriteRequest& w = p.request;
-    // 1. The fence: advance it iff the token is new enough (or create it).
-    advance_fence_.BindBlob(1, w.lock);
-    advance_fence_.BindInt(2, w.token.value());
-    int rc = advance_fence_.Step();
-    advance_fence_.Reset();
-    if (rc != SQLITE_DONE) {
-      fail_with(advance_fence_, rc, "checking the fence");
-      break;
-    }
-    if (sqlite3_changes(db) == 1 && !options_.unguarded) {
-      p.accepted = true;
-      p.highest = w.token.value();
-    } else {
-      read_fence_.BindBlob(1, w.lock);
-      rc = read_fence_.Step();
-      if (rc == SQLITE_ROW) {
-        p.highest = read_fence_.ColumnInt(0);
-        p.accepted = options_.unguarded;
-        read_fence_.Reset();
-      } else if (rc == SQLITE_DONE) {  // the lock's first write
-        read_fence_.Reset();
-        insert_fence_.BindBlob(1, w.lock);
-        insert_fence_.BindInt(2, w.token.value());
-        rc = insert_fence_.Step();
-        insert_fence_.Reset();
-        if (rc != SQLITE_DONE) {
-          fail_with(insert_fence_, rc, "creating the fence");
-          break;
-        }
-        p.accepted = true;
-        p.highest = w.token.value();
-      } else {
-        fail_with(read_fence_, rc, "reading the fence");
-        break;
-      }
-    }
-    // 2. The write itself.
-    std::int64_t version = 0;
-    bool created = false;
-    if (p.accepted) {
-      read_version_.BindBlob(1, w.key);
-      rc = read_version_.Step();
-      if (rc == SQLITE_ROW) version = read_version_.ColumnInt(0);
-      read_version_.Reset();
-      if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        fail_with(read_version_, rc, "reading the object's version");
-        break;
-      }
-    }
-    if (p.accepted && w.kind == WriteRequest::Kind::kPut) {
-      created = version == 0;
-      ++version;
-      upsert_object_.BindBlob(1, w.key);
-      upsert_object_.BindBlob(2, w.value);
-      upsert_object_.BindBlob(3, w.lock);
-      upsert_object_.BindInt(4, w.token.value());
-      upsert_object_.BindInt(5, version);
-      rc = upsert_object_.Step();
-      upsert_object_.Reset();
-      if (rc != SQLITE_DONE) {
-        fail_with(upsert_object_, rc, "writing the object");
-        break;
-      }
-    } else if (p.accepted && version != 0) {
-      delete_object_.BindBlob(1, w.key);
-      rc = delete_object_.Step();
-      delete_object_.Reset();
-      if (rc != SQLITE_DONE) {
-        fail_with(delete_object_, rc, "deleting the object");
-        break;
-      }
-    }
-    // 3. The record of the decision.
-    if (options_.history_limit > 0) {
-      insert_history_.BindInt(1, now_ms);
-      insert_history_.BindText(2, w.kind == WriteRequest::Kind::kPut ? "put" : "delete");
-      insert_history_.BindBlob(3, w.lock);
-      insert_history_.BindInt(4, w.token.value());
-      insert_history_.BindBlob(5, w.key);
-      insert_history_.BindInt(6, p.accepted ? 1 : 0);
-      insert_history_.BindInt(7, p.highest);
-      rc = insert_history_.Step();
-      if (rc != SQLITE_DONE) {
-        fail_with(insert_history_, rc, "recording the decision");
-        break;
-      }
-      insert_history_.Reset();
-      last_seq = sqlite3_last_insert_rowid(db);
-    }
-    if (p.accepted) {
-      p.result = WriteReceipt{w.key, w.lock, w.token, version, created};
-    } else {
-      p.result = Status::StaleToken(
-          "fencing token " + w.token.ToString() + " for lock \"" + w.lock +
-              "\" is stale: the store has already accepted token " + std::to_string(p.highest) +
-              (options_.strict && p.highest == w.token.value()
-                   ? " (strict mode allows one write per token)"
-                   : "") +
-              ". Your lease was lost; acquire the lock again to get a newer token",
-          p.highest);
-    }
+    failure = Apply(p, now_ms, last_seq);
   }
   if (failure.ok() && last_seq > static_cast<std::int64_t>(options_.history_limit) &&
       last_seq % 64 < static_cast<std::int64_t>(batch.size())) {
     // Trimming every ~64 records keeps the history bounded without a delete per commit.
     trim_history_.BindInt(1, last_seq - static_cast<std::int64_t>(options_.history_limit));
     int rc = trim_history_.Step();
-    if (rc != SQLITE_DONE) fail_with(trim_history_, rc, "trimming the history");
+    if (rc != SQLITE_DONE) failure = sqlite::Error(writer_db_.get(), rc, "trimming the history");
     trim_history_.Reset();
   }
   if (failure.ok()) failure = txn->Commit();
@@ -255,7 +261,10 @@ void Writer::CommitBatch(std::vector<Pending>& batch) {
     Status s = Status::IoError("the write was not stored: " + failure.message() +
                                ". Nothing in this batch was acknowledged; retry the write");
     if (failure.IsUnavailable()) s = Status::Unavailable(s.message());
-    for (auto& p : batch) p.result = s;
+    for (auto& p : batch) {
+      p.result = s;
+      p.outcome = Outcome::kFailed;
+    }
     failed_.fetch_add(batch.size(), std::memory_order_relaxed);
     return;
   }
@@ -265,9 +274,263 @@ void Writer::CommitBatch(std::vector<Pending>& batch) {
     ++bucket;
   }
   batch_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
-  for (auto& p : batch) {
-    (p.accepted ? accepted_ : refused_).fetch_add(1, std::memory_order_relaxed);
+  for (const auto& p : batch) {
+    if (p.outcome == Outcome::kAccepted) {
+      accepted_.fetch_add(1, std::memory_order_relaxed);
+    } else if (p.outcome == Outcome::kRefused) {
+      std::atomic<std::uint64_t>* counter[] = {nullptr, &refused_stale_, &refused_wrong_lock_,
+                                               &refused_wrong_service_, &refused_unverified_};
+      counter[static_cast<int>(p.refusal)]->fetch_add(1, std::memory_order_relaxed);
+    }
   }
+}
+
+Status Writer::Apply(Pending& p, std::int64_t now_ms, std::int64_t& last_seq) {
+  sqlite3* db = writer_db_.get();
+  const WriteRequest& w = p.request;
+  const bool verified = p.verdict != nullptr && p.verdict->ok() && (*p.verdict)->current;
+  std::string_view service = w.service;
+  if (verified && !(*p.verdict)->service.empty()) {
+    const std::string& confirmed = (*p.verdict)->service;
+    if (!service.empty() && service != confirmed) {
+      return Refuse(
+          p, Refusal::kWrongService,
+          Status::WrongService("the token was confirmed by lock service " + Quoted(confirmed) +
+                               ", but the write names " + Quoted(service) +
+                               "; send the service of the lease that holds the token"),
+          now_ms, last_seq);
+    }
+    service = confirmed;
+  }
+
+  // 1. The key's lock: lock_for's for its prefix, else the lock of the write that created it.
+  std::int64_t version = 0;
+  std::string key_lock;
+  read_object_.BindBlob(1, w.key);
+  int rc = read_object_.Step();
+  if (rc == SQLITE_ROW) {
+    version = read_object_.ColumnInt(0);
+    if (p.prefix_lock == nullptr) key_lock = read_object_.ColumnBytes(1);
+  }
+  read_object_.Reset();
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    return sqlite::Error(db, rc, "reading the object");
+  }
+  if (p.prefix_lock != nullptr) key_lock = *p.prefix_lock;
+  if (!key_lock.empty() && key_lock != w.lock) {
+    std::string why =
+        p.prefix_lock != nullptr
+            ? "bound to lock " + Quoted(key_lock) + " by the store's configuration (lock_for)"
+            : "bound to lock " + Quoted(key_lock) + ", the lock of the write that created it";
+    return Refuse(
+        p, Refusal::kWrongLock,
+        Status::WrongLock(
+            "the key is " + why + "; this write names lock " + Quoted(w.lock) +
+                ". Write it under lock " + Quoted(key_lock) +
+                (p.prefix_lock != nullptr ? "" : ", or delete it under that lock to free it"),
+            key_lock),
+        now_ms, last_seq);
+  }
+
+  // 2. The fence: advance it iff the token is new enough, of the fence's service, and (under
+  // verify) confirmed when it moves the fence up; or create it.
+  advance_fence_.BindBlob(1, w.lock);
+  advance_fence_.BindInt(2, w.token.value());
+  BindTextOrNull(advance_fence_, 3, service);
+  if (options_.verify && !options_.unguarded) advance_fence_.BindInt(4, verified ? 1 : 0);
+  rc = advance_fence_.Step();
+  advance_fence_.Reset();
+  if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "checking the fence");
+  bool accepted = sqlite3_changes(db) == 1;
+  p.highest = w.token.value();
+  if (!accepted || options_.unguarded) {
+    bool exists = false;
+    std::string fence_service;
+    if (auto s = ReadFence(w.lock, &exists, &p.highest, &fence_service); !s.ok()) return s;
+    if (!accepted && exists) {
+      if (!service.empty() && !fence_service.empty() && fence_service != service) {
+        return Refuse(p, Refusal::kWrongService,
+                      Status::WrongService(
+                          "lock " + Quoted(w.lock) + " is fenced by tokens of lock service " +
+                          Quoted(fence_service) + "; this token comes from " + Quoted(service) +
+                          ", whose tokens cannot be compared with them. Use a lease of that "
+                          "service (or have an administrator unbind the fence)"),
+                      now_ms, last_seq);
+      }
+      if (w.token.value() < p.highest || (options_.strict && w.token.value() == p.highest) ||
+          options_.unguarded) {
+        return Refuse(
+            p, Refusal::kStale,
+            Status::StaleToken(
+                "fencing token " + w.token.ToString() + " for lock " + Quoted(w.lock) +
+                    " is stale: the store has already accepted token " + std::to_string(p.highest) +
+                    (options_.strict && p.highest == w.token.value()
+                         ? " (strict mode allows one write per token)"
+                         : "") +
+                    ". Your lease was lost; acquire the lock again to get a newer token",
+                p.highest),
+            now_ms, last_seq);
+      }
+    }
+    if (!accepted && (exists || (verifier_ != nullptr && !verified && !options_.unguarded))) {
+      // The token would move the fence up (or create it) and the lock service has not confirmed
+      // it yet.
+      p.highest = exists ? p.highest : 0;
+      if (verifier_ == nullptr) {  // unreachable: without verify the fence takes such a token
+        p.outcome = Outcome::kFailed;
+        p.result = Status::Internal("the fence refused a token above it; nothing was written");
+        return Status::Ok();
+      }
+      if (p.verdict == nullptr) {
+        p.verdict = verifier_->Answer(w.lock, w.token);
+        if (p.verdict != nullptr) return Apply(p, now_ms, last_seq);
+        p.outcome = Outcome::kDeferred;  // not recorded: it comes back with the answer
+        return Status::Ok();
+      }
+      if (!p.verdict->ok()) {  // fail closed: nothing changed, nothing recorded
+        p.outcome = Outcome::kFailed;
+        p.result = p.verdict->status();
+        return Status::Ok();
+      }
+      return Refuse(p, Refusal::kUnverified,
+                    Status::UnverifiedToken(
+                        "the lock service does not confirm fencing token " + w.token.ToString() +
+                        " as the current holder's token of lock " + Quoted(w.lock) +
+                        "; nothing was written. Acquire the lock to get a current token"),
+                    now_ms, last_seq);
+    }
+    if (!accepted) {  // the lock's first write
+      insert_fence_.BindBlob(1, w.lock);
+      insert_fence_.BindInt(2, w.token.value());
+      BindTextOrNull(insert_fence_, 3, service);
+      rc = insert_fence_.Step();
+      insert_fence_.Reset();
+      if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "creating the fence");
+      p.highest = w.token.value();
+    }
+  }
+
+  // 3. The write itself.
+  bool created = false;
+  if (w.kind == WriteRequest::Kind::kPut) {
+    created = version == 0;
+    ++version;
+    upsert_object_.BindBlob(1, w.key);
+    upsert_object_.BindBlob(2, w.value);
+    upsert_object_.BindBlob(3, w.lock);
+    upsert_object_.BindInt(4, w.token.value());
+    upsert_object_.BindInt(5, version);
+    rc = upsert_object_.Step();
+    upsert_object_.Reset();
+    if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "writing the object");
+  } else if (version != 0) {
+    delete_object_.BindBlob(1, w.key);
+    rc = delete_object_.Step();
+    delete_object_.Reset();
+    if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "deleting the object");
+  }
+  p.outcome = Outcome::kAccepted;
+  p.result = WriteReceipt{w.key, w.lock, w.token, version, created};
+  // 4. The record of the decision.
+  return Record(p, now_ms, last_seq);
+}
+
+Status Writer::Refuse(Pending& p, Refusal why, Status status, std::int64_t now_ms,
+                      std::int64_t& last_seq) {
+  if (why != Refusal::kStale && why != Refusal::kUnverified) {
+    // Refused before the fence was read: record the fence as it stands.
+    bool exists = false;
+    std::string service;
+    p.highest = 0;
+    if (auto s = ReadFence(p.request.lock, &exists, &p.highest, &service); !s.ok()) return s;
+  }
+  p.outcome = Outcome::kRefused;
+  p.refusal = why;
+  p.result = std::move(status);
+  return Record(p, now_ms, last_seq);
+}
+
+Status Writer::ReadFence(const std::string& lock, bool* exists, std::int64_t* highest,
+                         std::string* service) {
+  sqlite::ResetOnExit reset(read_fence_);
+  read_fence_.BindBlob(1, lock);
+  int rc = read_fence_.Step();
+  *exists = rc == SQLITE_ROW;
+  if (rc == SQLITE_ROW) {
+    *highest = read_fence_.ColumnInt(0);
+    *service = read_fence_.ColumnBytes(1);
+  } else if (rc != SQLITE_DONE) {
+    return sqlite::Error(writer_db_.get(), rc, "reading the fence");
+  }
+  return Status::Ok();
+}
+
+Status Writer::Record(const Pending& p, std::int64_t now_ms, std::int64_t& last_seq) {
+  if (options_.history_limit == 0) return Status::Ok();
+  static constexpr std::string_view kReasons[] = {"", "stale_token", "wrong_lock", "wrong_service",
+                                                  "unverified_token"};
+  const WriteRequest& w = p.request;
+  sqlite::ResetOnExit reset(insert_history_);
+  insert_history_.BindInt(1, now_ms);
+  insert_history_.BindText(2, w.kind == WriteRequest::Kind::kPut ? "put" : "delete");
+  insert_history_.BindBlob(3, w.lock);
+  insert_history_.BindInt(4, w.token.value());
+  insert_history_.BindBlob(5, w.key);
+  insert_history_.BindInt(6, p.outcome == Outcome::kAccepted ? 1 : 0);
+  insert_history_.BindInt(7, p.highest);
+  BindTextOrNull(insert_history_, 8, kReasons[static_cast<int>(p.refusal)]);
+  BindTextOrNull(insert_history_, 9, w.principal);
+  int rc = insert_history_.Step();
+  if (rc != SQLITE_DONE) return sqlite::Error(writer_db_.get(), rc, "recording the decision");
+  last_seq = sqlite3_last_insert_rowid(writer_db_.get());
+  return Status::Ok();
+}
+
+Result<Decision> Writer::RunSetFence(const AdminOp& op) {
+  sqlite3* db = writer_db_.get();
+  const std::int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_->WallNow().time_since_epoch())
+          .count();
+  Decision d;
+  d.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(now_ms));
+  d.op = "set_fence";
+  d.lock = op.lock;
+  d.token = op.highest.value();
+  d.accepted = true;
+  d.highest = op.highest.value();
+  d.principal = op.principal;
+  auto txn = sqlite::Transaction::Begin(txn_);
+  Status failure = txn.status();
+  if (failure.ok()) {
+    sqlite::ResetOnExit reset(set_fence_);
+    set_fence_.BindBlob(1, op.lock);
+    set_fence_.BindInt(2, op.highest.value());
+    set_fence_.BindInt(3, op.unbind ? 1 : 0);
+    int rc = set_fence_.Step();
+    if (rc != SQLITE_DONE) failure = sqlite::Error(db, rc, "setting the fence");
+  }
+  if (failure.ok() && options_.history_limit > 0) {
+    sqlite::ResetOnExit reset(insert_history_);
+    insert_history_.BindInt(1, now_ms);
+    insert_history_.BindText(2, d.op);
+    insert_history_.BindBlob(3, op.lock);
+    insert_history_.BindInt(4, d.token);
+    insert_history_.BindBlob(5, "");
+    insert_history_.BindInt(6, 1);
+    insert_history_.BindInt(7, d.highest);
+    BindTextOrNull(insert_history_, 8, "");
+    BindTextOrNull(insert_history_, 9, op.principal);
+    int rc = insert_history_.Step();
+    if (rc != SQLITE_DONE) failure = sqlite::Error(db, rc, "recording the decision");
+    d.seq = sqlite3_last_insert_rowid(db);
+  }
+  if (failure.ok()) failure = txn->Commit();
+  if (!failure.ok()) {
+    if (txn.ok()) txn->Rollback();
+    Status s = Status::IoError("the fence was not set: " + failure.message() + ". Retry");
+    return failure.IsUnavailable() ? Status::Unavailable(s.message()) : s;
+  }
+  return d;
 }
 
 }  // namespace fencekit::fencedstore

@@ -36,6 +36,26 @@ std::optional<std::string> DecodeName(std::string_view encoded) {
   return pct->decode();
 }
 
+// The metrics label of a write the store refused or failed.
+RefusalReason ReasonFor(Error e) {
+  switch (e) {
+    case Error::kStaleToken:
+      return RefusalReason::kStaleToken;
+    case Error::kBadKey:
+      return RefusalReason::kBadKey;
+    case Error::kWrongLock:
+      return RefusalReason::kWrongLock;
+    case Error::kWrongService:
+      return RefusalReason::kWrongService;
+    case Error::kUnverifiedToken:
+      return RefusalReason::kUnverifiedToken;
+    case Error::kVerifyUnavailable:
+      return RefusalReason::kVerifyUnavailable;
+    default:
+      return RefusalReason::kStorageError;
+  }
+}
+
 std::string NotEncoded(std::string_view what) {
   return "the " + std::string(what) +
          " in the path is not validly percent-encoded; encode reserved bytes as %XX";
@@ -181,9 +201,33 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond)
       return refuse(Error::kBadLock, RefusalReason::kBadKey, bad.message());
     }
   }
+  std::string service;
+  auto services = req.equal_range(wire::kServiceHeader);
+  std::size_t service_count = std::distance(services.first, services.second);
+  if (service_count > 1) {
+    return refuse(Error::kBadService, RefusalReason::kBadService,
+                  "the Fencing-Service header was given more than once; send it at most once");
+  }
+  if (service_count == 1) {
+    service = std::string(services.first->value());
+    if (Status bad = CheckServiceId(service); !bad.ok()) {
+      return refuse(Error::kBadService, RefusalReason::kBadService,
+                    "the Fencing-Service header is malformed: " + bad.message() +
+                        "; send the service of your lease as it is");
+    }
+  } else if (store_->requires_service()) {
+    return refuse(Error::kServiceRequired, RefusalReason::kServiceRequired,
+                  "this fenced requires the identity of the lock service that granted the token "
+                  "with every write (--require-service); send your lease's service in a "
+                  "Fencing-Service header");
+  }
   const bool is_put = req.method() == http::verb::put;
-  WriteRequest w{is_put ? WriteRequest::Kind::kPut : WriteRequest::Kind::kDelete, std::move(lock),
-                 *token, std::move(key), is_put ? std::move(req.body()) : std::string()};
+  WriteRequest w{is_put ? WriteRequest::Kind::kPut : WriteRequest::Kind::kDelete,
+                 std::move(lock),
+                 *token,
+                 std::move(key),
+                 is_put ? std::move(req.body()) : std::string(),
+                 std::move(service)};
 
   Metrics* metrics = metrics_;
   store_->Submit(std::move(w), [respond = std::move(respond), metrics, version, keep_alive,
@@ -195,9 +239,12 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond)
     }
     const Status& s = r.status();
     Error e = wire::ErrorForStoreStatus(s);
-    metrics->CountRefused(e == Error::kStaleToken ? RefusalReason::kStaleToken
-                          : e == Error::kBadKey   ? RefusalReason::kBadKey
-                                                  : RefusalReason::kStorageError);
+    metrics->CountRefused(ReasonFor(e));
+    if (e == Error::kWrongLock) {  // the bound lock in the body, so the client can retry under it
+      json::object o = wire::ErrorObject(e, s.message());
+      wire::PutName(o, "lock", s.bound_lock().value_or(std::string()));
+      return respond(JsonResponse(http::status::conflict, o, version, keep_alive));
+    }
     if (e != Error::kStaleToken) return respond(ErrorResponse(e, s.message(), version, keep_alive));
     // The fence in a header and in the body, for clients that read only one of them.
     std::int64_t highest = s.highest_token().value_or(0);
@@ -250,14 +297,16 @@ void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view&
 }
 
 void Handler::HandleFence(const HttpRequest& req, std::string lock, Respond& respond) {
-  auto highest = store_->Highest(lock);
-  if (!highest.ok()) {
-    Error e = wire::ErrorForStoreStatus(highest.status(), Error::kBadLock);
-    return respond(ErrorResponse(e, highest.status().message(), req.version(), req.keep_alive()));
+  auto fence = store_->Fence(lock);
+  if (!fence.ok()) {
+    Error e = wire::ErrorForStoreStatus(fence.status(), Error::kBadLock);
+    return respond(ErrorResponse(e, fence.status().message(), req.version(), req.keep_alive()));
   }
   json::object o;
   wire::PutName(o, "lock", lock);
-  o["highest"] = highest->has_value() ? (*highest)->value() : 0;
+  o["highest"] = fence->has_value() ? (*fence)->highest.value() : 0;
+  // The lock service the fence is bound to, when it is (a service id is plain ASCII).
+  if (fence->has_value() && !(*fence)->service.empty()) o["service"] = (*fence)->service;
   respond(JsonResponse(http::status::ok, o, req.version(), req.keep_alive()));
 }
 

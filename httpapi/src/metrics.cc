@@ -8,8 +8,10 @@ namespace fencekit {
 namespace {
 
 constexpr std::string_view kReasonLabels[] = {
-    "stale_token",       "missing_token", "invalid_token",     "bad_key",    "body_too_large",
-    "headers_too_large", "storage_error", "malformed_request", "bad_framing"};
+    "stale_token",        "missing_token",     "invalid_token", "bad_key",
+    "body_too_large",     "headers_too_large", "storage_error", "malformed_request",
+    "bad_framing",        "wrong_lock",        "wrong_service", "unverified_token",
+    "verify_unavailable", "service_required",  "bad_service"};
 static_assert(std::size(kReasonLabels) == static_cast<std::size_t>(RefusalReason::kCount));
 
 void Append(std::string& out, const char* fmt, auto... args) {
@@ -76,7 +78,9 @@ std::string Metrics::Render(const StoreStats& store) const {
   Append(out, "fenced_commit_batch_size_count %llu\n",
          static_cast<unsigned long long>(store.commits));
   Append(out, "fenced_commit_batch_size_sum %llu\n",
-         static_cast<unsigned long long>(store.accepted + store.refused_stale));
+         static_cast<unsigned long long>(store.accepted + store.refused_stale +
+                                         store.refused_wrong_lock + store.refused_wrong_service +
+                                         store.refused_unverified));
   auto counter = [&](const char* name, const char* help, const auto& value) {
     std::string_view n(name);
     out.append("# HELP ").append(n).append(" ").append(help).append("\n# TYPE ").append(n);
@@ -96,6 +100,18 @@ std::string Metrics::Render(const StoreStats& store) const {
   counter("fenced_long_reads_refused_total",
           "Long reads (history) answered 503 busy because their queue was full.",
           long_reads_refused_);
+  auto store_counter = [&](const char* name, const char* help, std::uint64_t value) {
+    Append(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+           static_cast<unsigned long long>(value));
+  };
+  store_counter("fenced_verifications_total",
+                "Calls asking the lock service to confirm a token that moves a fence up "
+                "(--verify-with); concurrent writes of one token share one call.",
+                store.verifications);
+  store_counter("fenced_verify_failures_total",
+                "Verification calls that could not ask the lock service (their writes failed "
+                "closed with 503 verify_unavailable).",
+                store.verify_failures);
   out += "# HELP fenced_commits_total Group-commit transactions committed.\n";
   out += "# TYPE fenced_commits_total counter\n";
   Append(out, "fenced_commits_total %llu\n", static_cast<unsigned long long>(store.commits));

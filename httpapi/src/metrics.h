@@ -21,8 +21,14 @@ enum class RefusalReason {
   kBodyTooLarge,
   kHeadersTooLarge,
   kStorageError,
-  kMalformed,   // not parseable as HTTP (request line, fields, chunk framing)
-  kBadFraming,  // parseable but ambiguous: Transfer-Encoding, Host (see framing.h)
+  kMalformed,          // not parseable as HTTP (request line, fields, chunk framing)
+  kBadFraming,         // parseable but ambiguous: Transfer-Encoding, Host (see framing.h)
+  kWrongLock,          // the key is bound to another lock
+  kWrongService,       // the token comes from another lock service than the fence's
+  kUnverifiedToken,    // the lock service did not confirm the token
+  kVerifyUnavailable,  // the lock service could not be asked (the write failed closed)
+  kServiceRequired,    // no Fencing-Service under --require-service
+  kBadService,         // a malformed Fencing-Service
   kCount,
 };
 
@@ -40,7 +46,7 @@ class Metrics {
   void CountWriteTimeout() { write_timeouts_.fetch_add(1, std::memory_order_relaxed); }
   void CountLongReadRefused() { long_reads_refused_.fetch_add(1, std::memory_order_relaxed); }
   void SetMaxConnections(std::uint64_t n) { max_connections_.store(n, std::memory_order_relaxed); }
-  // The whole exposition, with the store's commit statistics appended.
+  // The whole exposition, with the store's commit and verification statistics appended.
   std::string Render(const StoreStats& store) const;
 
  private:

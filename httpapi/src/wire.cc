@@ -174,6 +174,8 @@ Error ErrorForStoreStatus(const Status& s, Error bad_name) {
   if (s.IsUnverifiedToken()) return Error::kUnverifiedToken;
   if (s.IsUnauthenticated()) return Error::kUnauthorized;
   if (s.IsPermissionDenied()) return Error::kForbidden;
+  // The store answers kTimeout only when verification on advance could not ask the lock service.
+  if (s.IsTimeout()) return Error::kVerifyUnavailable;
   if (s.IsInvalidArgument()) return bad_name;
   if (s.IsNotFound()) return Error::kNotFound;
   return Error::kStorageError;
@@ -218,6 +220,8 @@ json::object DecisionToJson(const Decision& d) {
   PutName(o, "key", d.key);
   o["accepted"] = d.accepted;
   o["highest"] = d.highest;
+  if (!d.reason.empty()) o["reason"] = d.reason;
+  if (!d.principal.empty()) PutName(o, "principal", d.principal);
   return o;
 }
 
@@ -247,6 +251,18 @@ Result<Decision> DecisionFromJson(const json::value& v) {
   d.key = std::move(*key);
   d.accepted = accepted->as_bool();
   d.highest = *highest;
+  // Optional: absent when accepted (reason) or unknown (principal).
+  if (auto* reason = o->if_contains("reason"); reason != nullptr) {
+    if (!reason->is_string()) {
+      return Status::Unavailable("a history entry's reason is not a string");
+    }
+    d.reason = std::string(reason->as_string());
+  }
+  if (o->contains("principal")) {
+    auto principal = GetName(*o, "principal");
+    if (!principal) return Status::Unavailable("a history entry's principal is malformed");
+    d.principal = std::move(*principal);
+  }
   return d;
 }
 

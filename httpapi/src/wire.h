@@ -99,8 +99,8 @@ std::string ErrorBody(Error e, std::string_view message);
 // Fencing-Highest header, needed for kStaleToken.
 Status StatusFromReply(unsigned http_status, std::string_view body, std::string_view highest,
                        std::string_view context);
-// The refusal for a store's error Status (kStaleToken, kInvalidArgument as `bad_name`, the
-// rest as storage errors).
+// The refusal for a store's error Status (kStaleToken, kInvalidArgument as `bad_name`, kTimeout
+// as verify_unavailable, the rest as storage errors).
 Error ErrorForStoreStatus(const Status& s, Error bad_name = Error::kBadKey);
 
 // --- JSON bodies --------------------------------------------------------------------------

@@ -19,10 +19,12 @@ class ServerFixture : public ::testing::Test {
  protected:
   void SetUp() override { StartServer({}); }
 
-  void StartServer(ServerOptions options) {
+  // `store_options.path` defaults to store.db in the fixture's folder.
+  void StartServer(ServerOptions options, StoreOptions store_options = {}) {
     server_.reset();
     store_.reset();
-    auto store = FencedStore::Open({.path = dir_.File("store.db")});
+    if (store_options.path.empty()) store_options.path = dir_.File("store.db");
+    auto store = FencedStore::Open(std::move(store_options));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(store).value();
     options.port = 0;

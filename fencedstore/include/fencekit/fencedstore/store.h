@@ -5,6 +5,15 @@
 // (token > highest in strict mode); then highest := token. The check, the write, the fence
 // advance and the history record happen in one SQLite transaction, and a write is acknowledged
 // only once that transaction is durable.
+//
+// Three more rules make the store trust no client (docs/architecture.md):
+// - a key belongs to the lock of the write that created it (or to StoreOptions::lock_for); a
+//   write naming another lock is refused kWrongLock until the key is deleted under its lock;
+// - a fence belongs to the lock service of its first token (WriteRequest::service); a token of
+//   another service is refused kWrongService;
+// - with StoreOptions::verify, a token that would move a fence up is accepted only once the lock
+//   service confirms it (kUnverifiedToken otherwise).
+// Every refusal changes nothing but the history, which records it with its reason.
 #pragma once
 
 #include <chrono>
@@ -69,13 +78,24 @@ struct StoreOptions {
   // (kInvalidArgument).
   bool require_service = false;
   // When set, a write that would advance (or create) a fence is accepted only when `verify`
-  // confirms its token (kUnverifiedToken otherwise; kUnavailable when it cannot be asked).
-  // Writes at the fence's current token need no call.
+  // confirms its token (kUnverifiedToken otherwise; kTimeout when it cannot be asked). Writes at
+  // the fence's current token need no call. Calls run on the store's own threads, never on the
+  // caller's or the writer's; concurrent writes needing the same (lock, token) share one call.
   TokenVerifier verify;
 
   // --- Affects performance ---
   // Most writes committed in one transaction (group commit). 1 commits each write on its own.
   std::size_t max_batch = 256;
+  // Threads calling `verify`, and the most distinct (lock, token) verifications waiting for
+  // one; a write needing one more is answered kTimeout at once.
+  unsigned verify_threads = 4;
+  std::size_t max_queued_verifications = 256;
+};
+
+// A fence: the highest accepted token of a lock, and the lock service it is bound to.
+struct FenceState {
+  FencingToken highest;
+  std::string service;  // empty when not bound
 };
 
 // The request for one fenced write.
@@ -100,10 +120,10 @@ struct StoreStats {
   std::uint64_t refused_wrong_lock = 0;
   std::uint64_t refused_wrong_service = 0;
   std::uint64_t refused_unverified = 0;
-  std::uint64_t verifications = 0;        // calls of StoreOptions::verify
-  std::uint64_t verify_failures = 0;      // calls that could not ask the lock service
-  std::uint64_t failed = 0;   // writes failed by a storage error (never acknowledged)
-  std::uint64_t commits = 0;  // transactions committed
+  std::uint64_t verifications = 0;    // calls of StoreOptions::verify
+  std::uint64_t verify_failures = 0;  // calls that could not ask the lock service
+  std::uint64_t failed = 0;           // writes failed by a storage error (never acknowledged)
+  std::uint64_t commits = 0;          // transactions committed
   // batch_size_buckets[i] = commits whose batch size was in (2^(i-1), 2^i]; the last bucket
   // also counts every larger batch.
   std::vector<std::uint64_t> batch_size_buckets;
@@ -123,11 +143,15 @@ class FencedStore {
   virtual ~FencedStore() = default;
 
   // Queues a write; `done` runs on the writer thread once the write is durably accepted, or
-  // refused (kStaleToken, with the highest token), or failed (kInvalidArgument, kIoError).
-  // `done` must not block: hand the result to another executor.
+  // refused (kStaleToken with the highest token, kWrongLock with the bound lock,
+  // kWrongService, kUnverifiedToken), or failed. Failures change nothing and are not recorded:
+  // kInvalidArgument (a bad name or service id, or no service under require_service), kTimeout
+  // (verification on advance could not ask the lock service, or too many verifications wait),
+  // kIoError or kUnavailable (storage). `done` must not block: hand the result on.
   virtual void Submit(WriteRequest request, WriteCallback done) = 0;
 
   // Blocking forms of Submit.
+  Result<WriteReceipt> Write(WriteRequest request);
   Result<WriteReceipt> Put(std::string_view lock, FencingToken token, std::string_view key,
                            std::string_view value);
   Result<WriteReceipt> Delete(std::string_view lock, FencingToken token, std::string_view key);
@@ -136,10 +160,16 @@ class FencedStore {
   virtual Result<StoredObject> Get(std::string_view key) = 0;
   // The highest accepted token for `lock`, or nullopt when it never accepted a write.
   virtual Result<std::optional<FencingToken>> Highest(std::string_view lock) = 0;
+  // The fence of `lock` with its service binding, or nullopt when it has none.
+  virtual Result<std::optional<FenceState>> Fence(std::string_view lock) = 0;
+  // StoreOptions::require_service: a write without a service is refused.
+  virtual bool requires_service() const = 0;
   // Sets the fence of `lock` to `highest`, up or down (fence administration: recovers a fence
-  // poisoned by a forged token, or one whose lock service lost its counter), and unbinds it
-  // from its lock service when `unbind_service`. Recorded in the history as op "set_fence"
-  // with `principal`. Returns that decision.
+  // poisoned by a forged token, or one whose lock service lost its counter), creating it when
+  // absent, and unbinds it from its lock service when `unbind_service`. Serialised with writes
+  // on the writer thread. Recorded in the history as op "set_fence" with `principal` (seq 0 in
+  // the result when the history is disabled). Returns that decision. kInvalidArgument for a
+  // bad lock name; kIoError or kUnavailable when not stored.
   virtual Result<Decision> SetFence(std::string_view lock, FencingToken highest,
                                     std::string_view principal, bool unbind_service) = 0;
   // Up to `limit` most recent decisions, oldest first.

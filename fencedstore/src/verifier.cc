@@ -1,0 +1,101 @@
+#include "verifier.h"
+
+#include "fencekit/common/names.h"
+
+namespace fencekit::fencedstore {
+
+Verifier::Verifier(const TokenVerifier& verify, unsigned threads, std::size_t max_queued)
+    : verify_(verify), max_queued_(max_queued) {
+  for (unsigned i = 0; i < std::max(threads, 1u); ++i) threads_.emplace_back([this] { Work(); });
+}
+
+Verifier::~Verifier() { Stop(); }
+
+SharedVerdict Verifier::Answer(const std::string& lock, FencingToken token) {
+  std::lock_guard guard(mu_);
+  auto it = flights_.find(Key(lock, token.value()));
+  return it == flights_.end() ? nullptr : it->second.answer;
+}
+
+SharedVerdict Verifier::Join(const std::string& lock, FencingToken token, Continuation then) {
+  Key key(lock, token.value());
+  {
+    std::lock_guard guard(mu_);
+    auto it = flights_.find(key);
+    if (it != flights_.end()) {
+      if (it->second.answer != nullptr) return it->second.answer;
+      it->second.waiters.push_back(std::move(then));
+      return nullptr;
+    }
+    if (!stopping_ && queue_.size() < max_queued_) {
+      flights_[key].waiters.push_back(std::move(then));
+      queue_.push_back(std::move(key));
+      cv_.notify_one();
+      return nullptr;
+    }
+  }
+  return std::make_shared<const Result<TokenVerdict>>(
+      Status::Timeout("the lock service could not be asked to confirm the token: too many "
+                      "verifications are waiting (or the store is closing); retry in a moment"));
+}
+
+void Verifier::Resumed(const std::string& lock, FencingToken token) {
+  std::lock_guard guard(mu_);
+  auto it = flights_.find(Key(lock, token.value()));
+  if (it != flights_.end() && it->second.answer != nullptr && --it->second.unprocessed == 0) {
+    flights_.erase(it);
+  }
+}
+
+void Verifier::Stop() {
+  {
+    std::lock_guard guard(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void Verifier::Work() {
+  for (;;) {
+    Key key;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      if (queue_.empty()) return;
+      key = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    SharedVerdict answer = Ask(key);
+    std::vector<Continuation> waiters;
+    {
+      std::lock_guard guard(mu_);
+      Flight& f = flights_[key];
+      f.answer = answer;
+      waiters = std::move(f.waiters);
+      f.unprocessed = waiters.size();
+    }
+    for (auto& then : waiters) then(answer);
+  }
+}
+
+SharedVerdict Verifier::Ask(const Key& key) {
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  auto token = FencingToken::FromInt(key.second);
+  Result<TokenVerdict> verdict = token.ok() ? verify_(key.first, *token) : token.status();
+  if (verdict.ok() && !verdict->service.empty()) {
+    if (Status bad = CheckServiceId(verdict->service); !bad.ok()) {
+      verdict = Status::Unavailable("the lock service named itself with a malformed id: " +
+                                    bad.message());
+    }
+  }
+  if (verdict.ok()) return std::make_shared<const Result<TokenVerdict>>(std::move(verdict));
+  failures_.fetch_add(1, std::memory_order_relaxed);
+  return std::make_shared<const Result<TokenVerdict>>(Status::Timeout(
+      "the lock service could not be asked to confirm the token (" + verdict.status().ToString() +
+      "); nothing was written. Retry once the lock service answers"));
+}
+
+}  // namespace fencekit::fencedstore
