@@ -266,7 +266,9 @@ TEST_F(RedlockTest, WriteBackCostsAtMostOneExtraRequestPerNode) {
     const std::uint64_t sent = after[i] - before[i];
     once += sent == 1;
     twice += sent == 2;
-    if (1000 + 10 * i + 1 == token) EXPECT_EQ(sent, 1u) << "node " << i;  // it knows the token
+    if (1000 + 10 * i + 1 == token) {
+      EXPECT_EQ(sent, 1u) << "node " << i;  // it knows the token
+    }
   }
   EXPECT_EQ(once + twice, 5);  // never more than one write-back request per node
   EXPECT_GE(twice, 2);         // one to each other awaited granting node, in one round

@@ -57,20 +57,11 @@ bool WritePortFile(const std::string& path, std::uint16_t port) {
 
 // Verification on advance (--verify-with): asks `client` whether a token is its current
 // holder's. The lock client outlives the store.
-template <typename Client>
-TokenVerifier VerifierOver(Client* client) {
+TokenVerifier VerifierOver(LockClient* client) {
   return [client](std::string_view lock, FencingToken token) -> Result<TokenVerdict> {
-    if constexpr (requires(Client & c) { c.CheckToken(lock, token); }) {
-      auto check = client->CheckToken(lock, token);
-      if (!check.ok()) return check.status();
-      return TokenVerdict{check->current, check->service};
-    } else {
-      // Until LockClient::CheckToken lands (issue 16): the holder's token as Inspect reports it,
-      // without the service's identity (so the verdict binds no fence to a service).
-      auto info = client->Inspect(lock);
-      if (!info.ok()) return info.status();
-      return TokenVerdict{info->held && info->token == token, std::string()};
-    }
+    auto check = client->CheckToken(lock, token);
+    if (!check.ok()) return check.status();
+    return TokenVerdict{check->current, check->service};
   };
 }
 
