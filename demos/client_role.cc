@@ -52,6 +52,7 @@ int RunClient(const std::string& name, const std::string& locks, const std::stri
           {"ok", r.ok()}, {"token", held->lease().token.value()}, {"lease_lost", held->lost()}};
       if (!r.ok()) {
         o["stale"] = r.status().IsStaleToken();
+        o["wrong_service"] = r.status().IsWrongService();
         o["highest"] = r.status().highest_token().value_or(0);
         o["message"] = r.status().message();
       }

@@ -150,6 +150,13 @@ bool Demo::LogWrite(const std::string& name, json::object r) {
         token, "409 Conflict", Kind::kRefused);
     Log(name, "writes", token, "refused, stale token", Kind::kRefused);
     if (r["lease_lost"].as_bool()) Log(name, "learns its lease is lost", token, "", Kind::kLost);
+  } else if (r.contains("wrong_service") && r["wrong_service"].as_bool()) {
+    Log("store",
+        "refuses " + name + "'s write: its token comes from another lock service than the "
+        "fence's, so it cannot be compared with the tokens the store has seen",
+        token, "409 Conflict", Kind::kRefused);
+    Log(name, "writes", token, "refused, wrong lock service", Kind::kRefused);
+    if (r["lease_lost"].as_bool()) Log(name, "learns its lease is lost", token, "", Kind::kLost);
   } else {
     Log(name, "write failed", token, std::string(r["message"].as_string()), Kind::kNote);
   }

@@ -63,7 +63,8 @@ std::string Demo::GcPause(bool slow_network) {
 }
 
 // Redis restarted empty: its counter restarts, two clients hold the lock at once, and the
-// store still refuses the lower token.
+// store still refuses the newcomer: the emptied Redis has a new lock-service identity, and the
+// fence is bound to the old one (its token is lower too).
 std::string Demo::LockServiceRestart() {
   // Some earlier grants, so that the counter has something to lose.
   for (int i = 0; i < 4; ++i) {
@@ -88,11 +89,13 @@ std::string Demo::LockServiceRestart() {
   if (auto err = FinalRead(); !err.empty()) return err;
   if (timeline_.fencing) {
     timeline_.lesson_shown = tb < ta && !b_accepted && a_accepted;
-    timeline_.verdict = timeline_.lesson_shown
-                            ? "two holders at once, but the store refused the lower token (B's " +
-                                  std::to_string(tb) + " < A's " + std::to_string(ta) +
-                                  "): only one holder's writes reached storage"
-                            : "unexpected: both holders' writes were accepted";
+    timeline_.verdict =
+        timeline_.lesson_shown
+            ? "two holders at once, but the store refused B's token (" + std::to_string(tb) +
+                  ", below A's " + std::to_string(ta) +
+                  "): the emptied Redis is a new lock service, whose tokens the fence does not "
+                  "take. Only one holder's writes reached storage"
+            : "unexpected: both holders' writes were accepted";
   } else {
     timeline_.lesson_shown = b_accepted && a_accepted;
     timeline_.verdict = timeline_.lesson_shown

@@ -326,6 +326,34 @@ TEST_P(LockBackendTest, StoreRefusalMarksLeaseLost) {
   EXPECT_EQ((*store_client)->Get("report")->value, "new");
 }
 
+// Two lock services both grant token 1 for "job"; their tokens are not comparable. The store
+// binds the fence to the service of its first write and refuses the other's lease.
+TEST_P(LockBackendTest, ALeaseOfAnotherLockServiceIsRefusedAndMarkedLost) {
+  auto store = FencedStore::Open({.path = dir_.File("store.db")});
+  ASSERT_TRUE(store.ok());
+  auto server = Server::Start({.port = 0, .threads = 1}, store->get());
+  ASSERT_TRUE(server.ok());
+  auto store_client = StoreClient::Open("http://127.0.0.1:" + std::to_string((*server)->port()));
+  ASSERT_TRUE(store_client.ok());
+  auto other_service = LockClient::Open("sqlite://" + dir_.File("other-locks.db"));
+  ASSERT_TRUE(other_service.ok());
+
+  auto ours = client_->TryAcquire("job", 10s);
+  ASSERT_TRUE(ours.ok());
+  HeldLock holder(*client_, *ours, {});
+  ASSERT_TRUE(FencedPut(**store_client, holder, "report", "ours").ok());
+  auto theirs = (*other_service)->TryAcquire("job", 10s);
+  ASSERT_TRUE(theirs.ok());
+  ASSERT_NE(theirs->service, ours->service);
+  HeldLock stranger(**other_service, *theirs, {});
+  auto r = FencedPut(**store_client, stranger, "report", "theirs");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsWrongService()) << r.status().ToString();
+  EXPECT_TRUE(stranger.lost());
+  EXPECT_FALSE(holder.lost());
+  EXPECT_EQ((*store_client)->Get("report")->value, "ours");
+}
+
 TEST_P(LockBackendTest, RejectsBadArguments) {
   EXPECT_TRUE(client_->TryAcquire("").status().IsInvalidArgument());
   EXPECT_TRUE(client_->TryAcquire("job", 1ms).status().IsInvalidArgument());

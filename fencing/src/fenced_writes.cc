@@ -20,6 +20,11 @@ Result<WriteResponse> Fenced(HeldLock& held, Write&& write) {
     held.MarkLost(s);
     return s;
   }
+  // A store that binds its fence to another lock service, or whose lock service does not
+  // confirm this token as its holder's, will never take a write of this lease either.
+  if (!r.ok() && (r.status().IsWrongService() || r.status().IsUnverifiedToken())) {
+    held.MarkLost(r.status());
+  }
   return r;
 }
 
