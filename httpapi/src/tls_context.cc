@@ -2,7 +2,9 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
+#include <boost/asio/ssl/error.hpp>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -54,14 +56,18 @@ Result<std::unique_ptr<ssl::context>> MakeServerTlsContext(const std::string& ce
                                    OpenSslReason(ec));
   }
   ctx->use_private_key_file(key_file, ssl::context::pem, ec);
-  if (ec) {
+  // OpenSSL 3 checks the pair here already (Asio reports OpenSSL's error code in `ec`).
+  const bool mismatch = ec && ec.category() == boost::asio::error::get_ssl_category() &&
+                        ERR_GET_REASON(static_cast<unsigned long>(ec.value())) ==
+                            X509_R_KEY_VALUES_MISMATCH;
+  if (ec && !mismatch) {
     return Status::InvalidArgument("the TLS key \"" + key_file +
                                    "\" (--tls-key) is not a PEM private key: " + OpenSslReason(ec));
   }
-  if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
+  if (mismatch || SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
     return Status::InvalidArgument("the TLS key \"" + key_file +
                                    "\" (--tls-key) does not belong to the certificate \"" +
-                                   cert_file + "\" (--tls-cert): " + OpenSslReason({}) +
+                                   cert_file + "\" (--tls-cert): " + OpenSslReason(ec) +
                                    "; give the key the certificate was issued for");
   }
   return ctx;
