@@ -201,10 +201,9 @@ Result<std::unique_ptr<Authorizer>> Authorizer::FromJson(std::string_view text,
   return auth;
 }
 
-Authorizer::Verdict Authorizer::Authenticate(const std::vector<std::string_view>& headers) const {
-  if (headers.empty()) return {Outcome::kMissing};
-  if (headers.size() > 1) return {Outcome::kMalformed};
-  std::string_view value = headers.front();
+Authorizer::Verdict Authorizer::Authenticate(std::string_view value, std::size_t count) const {
+  if (count == 0) return {Outcome::kMissing};
+  if (count > 1) return {Outcome::kMalformed};
   constexpr std::string_view kScheme = "bearer";
   if (value.size() < kScheme.size() || !IEqualsAscii(value.substr(0, kScheme.size()), kScheme) ||
       (value.size() > kScheme.size() && value[kScheme.size()] != ' ')) {

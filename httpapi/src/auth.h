@@ -57,8 +57,8 @@ class Authorizer {
     Outcome outcome;
     const Principal* principal = nullptr;
   };
-  // Who sent the Authorization header values `headers` (every value the request carried).
-  Verdict Authenticate(const std::vector<std::string_view>& headers) const;
+  // Who sent a request whose Authorization header came `count` times, the first being `value`.
+  Verdict Authenticate(std::string_view value, std::size_t count) const;
 
   std::size_t size() const { return principals_.size(); }
 

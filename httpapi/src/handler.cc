@@ -68,11 +68,10 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
   // Who asks: every route but /healthz needs a known bearer token under --auth.
   const Principal* who = nullptr;
   if (auth_ != nullptr && path != wire::kHealthPath) {
-    std::vector<std::string_view> credentials;
-    for (auto [it, end] = req.equal_range(http::field::authorization); it != end; ++it) {
-      credentials.push_back(it->value());
-    }
-    auto verdict = auth_->Authenticate(credentials);
+    auto [first, end] = req.equal_range(http::field::authorization);
+    auto count = static_cast<std::size_t>(std::distance(first, end));
+    auto verdict =
+        auth_->Authenticate(count != 0 ? std::string_view(first->value()) : std::string_view(), count);
     if (verdict.outcome != Authorizer::Outcome::kOk) return Unauthorized(req, verdict, respond);
     who = verdict.principal;
   }
