@@ -104,15 +104,16 @@ TEST_F(HttpAuthTest, UnknownOrMalformedTokenIs401InvalidTokenAndNeverEchoed) {
   EXPECT_EQ(ErrorName(r), "unauthorized");
   EXPECT_EQ(r.header("www-authenticate"), "Bearer realm=\"fenced\", error=\"invalid_token\"");
   EXPECT_EQ(r.body.find(unknown), std::string::npos) << r.body;
-  for (std::string value : {"Bearer", "Bearer ", "Bearer a b", "Bearer \"quoted\"", "Bearer =abc"}) {
+  for (std::string value :
+       {"Bearer", "Bearer ", "Bearer a b", "Bearer \"quoted\"", "Bearer =abc"}) {
     RawResponse m = Call("GET", "/v1/objects/billing/x", {{"Authorization", value}});
     EXPECT_EQ(m.status, 401) << value;
     EXPECT_EQ(m.header("www-authenticate"), "Bearer realm=\"fenced\", error=\"invalid_token\"")
         << value;
   }
   // A known token sent twice is not one credential.
-  RawResponse twice = Call("GET", "/v1/objects/billing/x",
-                           {Bearer(kBillingToken), Bearer(kBillingToken)});
+  RawResponse twice =
+      Call("GET", "/v1/objects/billing/x", {Bearer(kBillingToken), Bearer(kBillingToken)});
   EXPECT_EQ(twice.status, 401);
   // The scheme is case-insensitive.
   EXPECT_EQ(Call("GET", "/v1/objects/billing/x",
@@ -144,7 +145,8 @@ TEST_F(HttpAuthTest, WritesNeedTheKeyAndTheLockInsideTheWritePrefixes) {
   RawResponse del = As(kBillingToken, "DELETE", "/v1/objects/other/a", {{"Fencing-Token", "1"}});
   EXPECT_EQ(del.status, 403);
   // Read rights are not write rights.
-  RawResponse reader = As(kReaderToken, "PUT", "/v1/objects/shared/a", {{"Fencing-Token", "1"}}, "v");
+  RawResponse reader =
+      As(kReaderToken, "PUT", "/v1/objects/shared/a", {{"Fencing-Token", "1"}}, "v");
   EXPECT_EQ(reader.status, 403);
 
   // The refused writes changed nothing: no object, no fence.
@@ -195,10 +197,10 @@ TEST_F(HttpAuthTest, HistoryMetricsAndFenceAdministrationAreAdminOnly) {
 }
 
 TEST_F(HttpAuthTest, FenceAdministrationRefusesABadBody) {
-  for (std::string body : {"", "not json", "[1]", R"({})", R"({"highest": 0})",
-                           R"({"highest": -3})", R"({"highest": "5"})", R"({"highest": 1.5})",
-                           R"({"highest": 5, "unbind_service": "yes"})",
-                           R"({"highest": 5, "extra": 1})"}) {
+  for (std::string body :
+       {"", "not json", "[1]", R"({})", R"({"highest": 0})", R"({"highest": -3})",
+        R"({"highest": "5"})", R"({"highest": 1.5})", R"({"highest": 5, "unbind_service": "yes"})",
+        R"({"highest": 5, "extra": 1})"}) {
     RawResponse r = As(kOpsToken, "PUT", "/v1/fences/billing/a", {}, body);
     EXPECT_EQ(r.status, 400) << body;
     EXPECT_EQ(ErrorName(r), "bad_body") << body;
@@ -209,8 +211,8 @@ TEST_F(HttpAuthTest, FenceAdministrationRefusesABadBody) {
 TEST_F(HttpAuthTest, AdminSetsAFenceAndItIsRecordedWithItsName) {
   ASSERT_EQ(As(kBillingToken, "PUT", "/v1/objects/billing/a", {{"Fencing-Token", "9"}}, "v").status,
             201);
-  RawResponse set = As(kOpsToken, "PUT", "/v1/fences/billing/a", {},
-                       R"({"highest": 4, "unbind_service": true})");
+  RawResponse set =
+      As(kOpsToken, "PUT", "/v1/fences/billing/a", {}, R"({"highest": 4, "unbind_service": true})");
   ASSERT_EQ(set.status, 200) << set.body;
   auto decision = boost::json::parse(set.body).as_object();
   EXPECT_EQ(decision["op"], "set_fence");
@@ -272,11 +274,11 @@ TEST_F(HttpAuthTest, FencectlTakesATokenFileOrTheEnvironment) {
     args.insert(args.begin(), testing::FencectlBinary());
     return RunCommand(args, env);
   };
-  CommandResult put = ctl({"put", "--store", url, "--token-file", token_file, "--lock",
-                           "billing/k", "--token", "3", "billing/k", "value"});
+  CommandResult put = ctl({"put", "--store", url, "--token-file", token_file, "--lock", "billing/k",
+                           "--token", "3", "billing/k", "value"});
   EXPECT_EQ(put.exit_code, 0) << put.err;
-  CommandResult get =
-      ctl({"get", "--store", url, "billing/k"}, {std::string("FENCEKIT_STORE_TOKEN=") + kBillingToken});
+  CommandResult get = ctl({"get", "--store", url, "billing/k"},
+                          {std::string("FENCEKIT_STORE_TOKEN=") + kBillingToken});
   EXPECT_EQ(get.exit_code, 0) << get.err;
   EXPECT_NE(get.out.find("\"value\":\"value\""), std::string::npos) << get.out;
   CommandResult none = ctl({"get", "--store", url, "billing/k"});
@@ -342,8 +344,7 @@ INSTANTIATE_TEST_SUITE_P(
                     "has no \"name\""},
         BadAuthFile{"DuplicateName",
                     R"({"principals": [{"name": "a", "token_sha256": ")" + kDigest +
-                        R"("}, {"name": "a", "token_sha256": ")" + std::string(64, 'b') +
-                        R"("}]})",
+                        R"("}, {"name": "a", "token_sha256": ")" + std::string(64, 'b') + R"("}]})",
                     "used twice"},
         BadAuthFile{"BadHex",
                     R"({"principals": [{"name": "a", "token_sha256": ")" + std::string(63, 'a') +
@@ -388,8 +389,7 @@ TEST_P(AuthFileTest, ServerRefusesToStartNamingTheProblem) {
   EXPECT_TRUE(server.status().IsInvalidArgument());
   EXPECT_NE(server.status().message().find(GetParam().says), std::string::npos)
       << server.status().message();
-  EXPECT_NE(server.status().message().find(path), std::string::npos)
-      << server.status().message();
+  EXPECT_NE(server.status().message().find(path), std::string::npos) << server.status().message();
 }
 
 CommandResult RunFenced(const TempDir& dir, std::vector<std::string> args) {
@@ -428,9 +428,8 @@ TEST(OpenListenTest, ServerRefusesANonLoopbackAddressWithoutAuth) {
     auto ok = Server::Start({.host = loopback, .port = 0, .threads = 1}, store->get());
     EXPECT_TRUE(ok.ok()) << loopback << ": " << ok.status().ToString();
   }
-  auto insecure =
-      Server::Start({.host = "0.0.0.0", .port = 0, .threads = 1, .insecure_no_auth = true},
-                    store->get());
+  auto insecure = Server::Start(
+      {.host = "0.0.0.0", .port = 0, .threads = 1, .insecure_no_auth = true}, store->get());
   ASSERT_TRUE(insecure.ok()) << insecure.status().ToString();
   RawConnection c((*insecure)->port());
   c.Send(Request("GET", "/healthz"));
@@ -456,12 +455,12 @@ TEST(OpenListenTest, FencedRefusesANonLoopbackAddressWithoutAuthOrTheInsecureFla
   // With --insecure-no-auth it starts (and warns); ready once it writes its port file.
   std::string port_file = dir.File("port");
   procutil::ChildProcess fenced;
-  ASSERT_TRUE(fenced
-                  .Start({.argv = {testing::FencedBinary(), "--listen", "0.0.0.0:0", "--db",
-                                   dir.File("open.db"), "--port-file", port_file,
-                                   "--insecure-no-auth"},
-                          .output_path = dir.File("fenced.log")})
-                  .ok());
+  ASSERT_TRUE(
+      fenced
+          .Start({.argv = {testing::FencedBinary(), "--listen", "0.0.0.0:0", "--db",
+                           dir.File("open.db"), "--port-file", port_file, "--insecure-no-auth"},
+                  .output_path = dir.File("fenced.log")})
+          .ok());
   unsigned port = 0;
   ASSERT_TRUE(testing::WaitFor([&] {
     std::ifstream in(port_file);

@@ -26,7 +26,8 @@ class Pki {
  public:
   Pki() {
     Run({"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-keyout", ca_key(), "-out", ca(), "-days", "2", "-subj", "/CN=fencekit test CA"});
+         "-nodes", "-keyout", ca_key(), "-out", ca(), "-days", "2", "-subj",
+         "/CN=fencekit test CA"});
     Issue("server", "subjectAltName=IP:127.0.0.1,DNS:localhost");
     Issue("other", "subjectAltName=DNS:other.example");
   }
@@ -102,8 +103,8 @@ TEST_F(HttpTlsTest, CurlTrustingTheCaGetsAnswersAndWithoutItIsRefused) {
   CommandResult untrusted = Curl({Url() + "/healthz"});
   EXPECT_EQ(untrusted.exit_code, 60) << untrusted.err;  // peer certificate cannot be verified
   // TLS 1.1 and older are not spoken.
-  CommandResult old = Curl({"--cacert", pki_->ca(), "--tlsv1.1", "--tls-max", "1.1",
-                            Url() + "/healthz"});
+  CommandResult old =
+      Curl({"--cacert", pki_->ca(), "--tlsv1.1", "--tls-max", "1.1", Url() + "/healthz"});
   EXPECT_NE(old.exit_code, 0);
 }
 
@@ -196,8 +197,8 @@ TEST_F(HttpTlsTest, TlsAndAuthTogetherOverFencectl) {
   Start({.auth_file = auth});
   auto ctl = [&](std::vector<std::string> args) {
     args.insert(args.begin(), testing::FencectlBinary());
-    return RunCommand(args, {"FENCEKIT_STORE=" + Url("localhost"),
-                             "FENCEKIT_STORE_TOKEN=s3cret-token"});
+    return RunCommand(args,
+                      {"FENCEKIT_STORE=" + Url("localhost"), "FENCEKIT_STORE_TOKEN=s3cret-token"});
   };
   CommandResult put =
       ctl({"put", "--ca-file", pki_->ca(), "--lock", "job", "--token", "4", "k", "v"});
@@ -254,9 +255,9 @@ TEST_F(TlsStartTest, AnUnreadableMalformedOrMismatchedPairRefusesToStart) {
 }
 
 TEST_F(TlsStartTest, FencedExitsOnAMismatchedKey) {
-  CommandResult r = RunCommand({"timeout", "20", testing::FencedBinary(), "--listen",
-                                "127.0.0.1:0", "--db", dir_.File("fenced.db"), "--tls-cert",
-                                pki_->cert(), "--tls-key", pki_->key("other")});
+  CommandResult r = RunCommand({"timeout", "20", testing::FencedBinary(), "--listen", "127.0.0.1:0",
+                                "--db", dir_.File("fenced.db"), "--tls-cert", pki_->cert(),
+                                "--tls-key", pki_->key("other")});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("does not belong to the certificate"), std::string::npos) << r.err;
 }

@@ -111,7 +111,8 @@ Result<std::unique_ptr<Authorizer>> Authorizer::LoadFile(const std::string& path
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<std::size_t>(in.gcount()));
   if (text.size() > kMaxFileBytes) {
-    return Status::InvalidArgument("the auth file \"" + path + "\" is larger than 1 MiB; it is "
+    return Status::InvalidArgument("the auth file \"" + path +
+                                   "\" is larger than 1 MiB; it is "
                                    "not an auth file");
   }
   return FromJson(text, path);
@@ -129,7 +130,8 @@ Result<std::unique_ptr<Authorizer>> Authorizer::FromJson(std::string_view text,
   if (!root.is_object()) return bad("the top level must be an object {\"principals\": [...]}");
   for (const auto& field : root.as_object()) {
     if (field.key() != "principals") {
-      return bad("unknown field \"" + std::string(field.key()) + "\" at the top level; only "
+      return bad("unknown field \"" + std::string(field.key()) +
+                 "\" at the top level; only "
                  "\"principals\" is allowed");
     }
   }
@@ -157,7 +159,8 @@ Result<std::unique_ptr<Authorizer>> Authorizer::FromJson(std::string_view text,
       const json::value& v = field.value();
       if (key == "name") {
         if (!v.is_string() || !GoodName(v.as_string())) {
-          return bad(at + ": \"name\" must be a string of 1 to 64 characters from A-Z a-z 0-9 "
+          return bad(at +
+                     ": \"name\" must be a string of 1 to 64 characters from A-Z a-z 0-9 "
                      ". _ : @ -");
         }
         p.name = std::string(v.as_string());
@@ -167,12 +170,15 @@ Result<std::unique_ptr<Authorizer>> Authorizer::FromJson(std::string_view text,
         }
         has_digest = true;
       } else if (key == "read" || key == "write") {
-        if (!v.is_array()) return bad(at + ": \"" + std::string(key) + "\" must be a list of "
-                                      "key prefixes (strings)");
+        if (!v.is_array())
+          return bad(at + ": \"" + std::string(key) +
+                     "\" must be a list of "
+                     "key prefixes (strings)");
         auto& out = key == "read" ? p.read : p.write;
         for (const auto& prefix : v.as_array()) {
           if (!prefix.is_string()) {
-            return bad(at + ": \"" + std::string(key) + "\" must hold only strings (key "
+            return bad(at + ": \"" + std::string(key) +
+                       "\" must hold only strings (key "
                        "prefixes; \"\" is every key)");
           }
           out.emplace_back(prefix.as_string());
@@ -181,18 +187,20 @@ Result<std::unique_ptr<Authorizer>> Authorizer::FromJson(std::string_view text,
         if (!v.is_bool()) return bad(at + ": \"admin\" must be true or false");
         p.admin = v.as_bool();
       } else {
-        return bad(at + ": unknown field \"" + std::string(key) + "\"; the fields are name, "
+        return bad(at + ": unknown field \"" + std::string(key) +
+                   "\"; the fields are name, "
                    "token_sha256, read, write and admin");
       }
     }
     if (p.name.empty()) return bad(at + " has no \"name\"");
-    if (!has_digest) return bad(at + " (\"" + p.name + "\") has no \"token_sha256\"" +
-                                std::string(kDigestHint));
+    if (!has_digest)
+      return bad(at + " (\"" + p.name + "\") has no \"token_sha256\"" + std::string(kDigestHint));
     for (const auto& other : auth->principals_) {
       if (other.name == p.name) return bad(at + ": the name \"" + p.name + "\" is used twice");
     }
     if (auth->by_digest_.contains(digest)) {
-      return bad(at + " (\"" + p.name + "\") has the same token_sha256 as an earlier principal; "
+      return bad(at + " (\"" + p.name +
+                 "\") has the same token_sha256 as an earlier principal; "
                  "give each principal its own token");
     }
     auth->by_digest_.emplace(digest, auth->principals_.size());

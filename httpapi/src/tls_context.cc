@@ -51,15 +51,15 @@ Result<std::unique_ptr<ssl::context>> MakeServerTlsContext(const std::string& ce
   boost::system::error_code ec;
   ctx->use_certificate_chain_file(cert_file, ec);
   if (ec) {
-    return Status::InvalidArgument("the TLS certificate \"" + cert_file +
-                                   "\" (--tls-cert) is not a PEM certificate chain: " +
-                                   OpenSslReason(ec));
+    return Status::InvalidArgument(
+        "the TLS certificate \"" + cert_file +
+        "\" (--tls-cert) is not a PEM certificate chain: " + OpenSslReason(ec));
   }
   ctx->use_private_key_file(key_file, ssl::context::pem, ec);
   // OpenSSL 3 checks the pair here already (Asio reports OpenSSL's error code in `ec`).
-  const bool mismatch = ec && ec.category() == boost::asio::error::get_ssl_category() &&
-                        ERR_GET_REASON(static_cast<unsigned long>(ec.value())) ==
-                            X509_R_KEY_VALUES_MISMATCH;
+  const bool mismatch =
+      ec && ec.category() == boost::asio::error::get_ssl_category() &&
+      ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == X509_R_KEY_VALUES_MISMATCH;
   if (ec && !mismatch) {
     return Status::InvalidArgument("the TLS key \"" + key_file +
                                    "\" (--tls-key) is not a PEM private key: " + OpenSslReason(ec));
