@@ -6,9 +6,9 @@
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
 
+#include "auth.h"
 #include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
-#include "auth.h"
 #include "fencekit/fencedstore/store.h"
 #include "wire.h"
 #include "work_queue.h"
@@ -70,8 +70,8 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
   if (auth_ != nullptr && path != wire::kHealthPath) {
     auto [first, end] = req.equal_range(http::field::authorization);
     auto count = static_cast<std::size_t>(std::distance(first, end));
-    auto verdict =
-        auth_->Authenticate(count != 0 ? std::string_view(first->value()) : std::string_view(), count);
+    auto verdict = auth_->Authenticate(
+        count != 0 ? std::string_view(first->value()) : std::string_view(), count);
     if (verdict.outcome != Authorizer::Outcome::kOk) return Unauthorized(req, verdict, respond);
     who = verdict.principal;
   }
@@ -162,10 +162,9 @@ void Handler::Unauthorized(const HttpRequest& req, const Authorizer::Verdict& ve
           : "the bearer token is not known to this server; check the token, or ask an admin to "
             "add its SHA-256 to the auth file (fenced --auth)";
   HttpResponse res = ErrorResponse(Error::kUnauthorized, message, req.version(), req.keep_alive());
-  res.set(http::field::www_authenticate,
-          verdict.outcome == Authorizer::Outcome::kMissing
-              ? "Bearer realm=\"fenced\""
-              : "Bearer realm=\"fenced\", error=\"invalid_token\"");
+  res.set(http::field::www_authenticate, verdict.outcome == Authorizer::Outcome::kMissing
+                                             ? "Bearer realm=\"fenced\""
+                                             : "Bearer realm=\"fenced\", error=\"invalid_token\"");
   respond(std::move(res));
 }
 
@@ -359,8 +358,8 @@ void Handler::HandleSetFence(const HttpRequest& req, std::string lock, const Pri
       }
       unbind_service = field.value().as_bool();
     } else {
-      return error(Error::kBadBody, "unknown field \"" + JsonSafeText(field.key()) + "\"" +
-                                        std::string(kBodyHint));
+      return error(Error::kBadBody,
+                   "unknown field \"" + JsonSafeText(field.key()) + "\"" + std::string(kBodyHint));
     }
   }
   if (!highest) return error(Error::kBadBody, "\"highest\" is missing" + std::string(kBodyHint));
@@ -374,8 +373,7 @@ void Handler::HandleSetFence(const HttpRequest& req, std::string lock, const Pri
     auto decision = store_->SetFence(lock, token, principal, unbind_service);
     if (!decision.ok()) {
       Error e = wire::ErrorForStoreStatus(decision.status(), Error::kBadLock);
-      return (*shared_respond)(
-          ErrorResponse(e, decision.status().message(), version, keep_alive));
+      return (*shared_respond)(ErrorResponse(e, decision.status().message(), version, keep_alive));
     }
     (*shared_respond)(
         JsonResponse(http::status::ok, wire::DecisionToJson(*decision), version, keep_alive));

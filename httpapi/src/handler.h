@@ -45,8 +45,7 @@ class Handler {
   void HandleObject(HttpRequest&& req, std::string key, Respond& respond,
                     std::string principal = {});
   void HandleFence(const HttpRequest& req, std::string lock, Respond& respond);
-  void Unauthorized(const HttpRequest& req, const Authorizer::Verdict& verdict,
-                    Respond& respond);
+  void Unauthorized(const HttpRequest& req, const Authorizer::Verdict& verdict, Respond& respond);
   void HandleSetFence(const HttpRequest& req, std::string lock, const Principal* who,
                       Respond& respond);
   void HandleHistory(const HttpRequest& req, const boost::urls::url_view& url, Respond& respond);

@@ -259,7 +259,7 @@ class ServerImpl final : public Server {
 
   ServerOptions options_;
   FencedStore* store_;
-  std::unique_ptr<Authorizer> auth_;      // null without auth_file
+  std::unique_ptr<Authorizer> auth_;        // null without auth_file
   std::unique_ptr<net::ssl::context> tls_;  // null for plain HTTP
   Metrics metrics_;
   WorkQueue long_reads_;

@@ -122,9 +122,8 @@ void Session<Stream>::OnHeader(beast::error_code ec) {
 template <class Stream>
 void Session<Stream>::ReadBody() {
   Tcp().expires_after(host_.options->read_timeout);
-  http::async_read(
-      stream_, buffer_, *parser_,
-      [self = Self()](beast::error_code ec, std::size_t) { self->OnBody(ec); });
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = Self()](beast::error_code ec, std::size_t) { self->OnBody(ec); });
 }
 
 template <class Stream>
@@ -160,8 +159,9 @@ void Session<Stream>::Write(HttpResponse res) {
   // cannot stretch it), kept by the server's write watchdog.
   WriteStarted();
   http::async_write(stream_, *shared,
-                    [self = Self(), shared, keep_alive](
-                        beast::error_code ec, std::size_t) { self->OnWrite(keep_alive, ec); });
+                    [self = Self(), shared, keep_alive](beast::error_code ec, std::size_t) {
+                      self->OnWrite(keep_alive, ec);
+                    });
 }
 
 template <class Stream>

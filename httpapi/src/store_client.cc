@@ -9,11 +9,11 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -122,7 +122,8 @@ class HttpStoreClient final : public StoreClient {
     auto body = ParseJson(res->body());
     if (!body.ok()) return body.status();
     auto d = wire::DecisionFromJson(*body);
-    if (!d.ok()) return Status::Unavailable(Where() + " sent a bad decision: " + d.status().message());
+    if (!d.ok())
+      return Status::Unavailable(Where() + " sent a bad decision: " + d.status().message());
     return d;
   }
 
@@ -243,8 +244,8 @@ class HttpStoreClient final : public StoreClient {
       long verify = SSL_get_verify_result(secure_->native_handle());
       Disconnect();
       if (verify != X509_V_OK) {
-        return Status::Unavailable("the TLS certificate of " + Where() + " is not trusted: " +
-                                   X509_verify_cert_error_string(verify) +
+        return Status::Unavailable("the TLS certificate of " + Where() +
+                                   " is not trusted: " + X509_verify_cert_error_string(verify) +
                                    "; give the certificate authority that signed it (ca_file, "
                                    "fencectl --ca-file)");
       }
@@ -330,7 +331,7 @@ class HttpStoreClient final : public StoreClient {
 
   std::string host_, port_;
   StoreClientOptions options_;
-  std::string authorization_;         // the Authorization header, empty for none
+  std::string authorization_;          // the Authorization header, empty for none
   std::unique_ptr<ssl::context> tls_;  // null for http://
   net::io_context ioc_;
   // The open connection, if any: one of the two.
@@ -344,8 +345,8 @@ class HttpStoreClient final : public StoreClient {
 Result<std::unique_ptr<StoreClient>> StoreClient::Open(std::string_view base_url,
                                                        StoreClientOptions options) {
   auto bad = [&](std::string_view why) {
-    return Status::InvalidArgument("store URL \"" + std::string(base_url) + "\" is invalid: " +
-                                   std::string(why) +
+    return Status::InvalidArgument("store URL \"" + std::string(base_url) +
+                                   "\" is invalid: " + std::string(why) +
                                    "; use e.g. http://127.0.0.1:8080 or https://store:8443");
   };
   auto url = boost::urls::parse_uri(base_url);
@@ -380,8 +381,8 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Open(std::string_view base_url
     }
   }
   std::string port = url->has_port() ? std::string(url->port()) : https ? "443" : "80";
-  return std::unique_ptr<StoreClient>(new HttpStoreClient(
-      std::string(url->host_address()), port, std::move(options), std::move(tls)));
+  return std::unique_ptr<StoreClient>(new HttpStoreClient(std::string(url->host_address()), port,
+                                                          std::move(options), std::move(tls)));
 }
 
 }  // namespace fencekit
