@@ -107,7 +107,9 @@ class SlowRoundsClock final : public Clock {
     return base_.Now();
   }
   std::chrono::system_clock::time_point WallNow() const override { return base_.WallNow(); }
-  void SleepUntil(std::chrono::steady_clock::time_point until) override { base_.SleepUntil(until); }
+  void SleepUntil(std::chrono::steady_clock::time_point until) override {
+    base_.SleepUntil(until);
+  }
 
  private:
   const std::chrono::steady_clock::duration step_;

@@ -66,50 +66,50 @@ int main(int argc, char** argv) {
   po::options_description desc(
       "fenced: an HTTP key-value store that refuses writes carrying a stale fencing token.\n\n"
       "Usage: fenced [options]\n\nOptions");
-  desc.add_options()("help,h", "print this help and exit")(
-      "listen", po::value(&listen)->default_value("127.0.0.1:8080"),
-      "address to serve on, HOST:PORT (port 0 picks a free port)")(
-      "db", po::value(&db)->default_value("./fenced.db"),
-      "SQLite database file (created if missing)")(
-      "durability", po::value(&durability)->default_value("full"),
-      "full: a write is acknowledged only once fsynced (WAL, synchronous=FULL); normal: "
-      "synchronous=NORMAL, which may lose the last acknowledged writes on power loss")(
-      "no-fencing", po::bool_switch(),
-      "DANGEROUS, FOR DEMONSTRATIONS ONLY: accept every write whatever its token, so a "
-      "paused client's stale write overwrites newer data (the lost update fencing prevents)")(
-      "strict", po::bool_switch(),
-      "require token > highest (one write per grant) instead of token >= highest")(
-      "threads", po::value(&threads)->default_value(0),
-      "I/O threads (0 = one per core but one, left to the store's writer)")(
-      "max-body", po::value(&max_body)->default_value("1MiB"),
-      "largest request body; larger ones get 413")(
-      "max-header", po::value(&max_header)->default_value("16KiB"),
-      "largest request header block; larger ones get 431")(
-      "read-timeout", po::value(&read_timeout)->default_value("30s"),
-      "close a connection that sends nothing for this long")(
-      "write-timeout", po::value(&write_timeout)->default_value("30s"),
-      "close a connection whose client has not read a whole response within this long")(
-      "max-connections", po::value(&max_connections)->default_value(10000),
-      "open connections at most; one more is answered 503 and closed at once (lowered to what "
-      "ulimit -n allows, less 128 descriptors kept for the database)")(
-      "drain-timeout", po::value(&drain_timeout)->default_value("10s"),
-      "on SIGINT/SIGTERM, how long in-flight requests may take to finish")(
-      "max-batch", po::value(&max_batch)->default_value(256),
-      "most writes per group-commit transaction (1 disables group commit)")(
-      "history", po::value(&history)->default_value(10000),
-      "decisions kept in the audit history (0 disables it)")(
-      "port-file", po::value(&port_file),
-      "once listening, write the port to this file (atomically: a reader sees all or none)")(
-      "auth", po::value(&auth_file),
-      "require 'Authorization: Bearer <token>' on every route but /healthz; FILE is JSON "
-      "naming each principal, the SHA-256 of its token and the key prefixes it may read and "
-      "write (see docs/http-api.md)")(
-      "insecure-no-auth", po::bool_switch(),
-      "allow listening on an address other than loopback without --auth (only where every "
-      "host that can reach it is trusted)")(
-      "tls-cert", po::value(&tls_cert),
-      "serve HTTPS (TLS 1.2+) with this PEM certificate chain; needs --tls-key")(
-      "tls-key", po::value(&tls_key), "the PEM private key of --tls-cert");
+  desc.add_options()
+      ("help,h", "print this help and exit")
+      ("listen", po::value(&listen)->default_value("127.0.0.1:8080"),
+       "address to serve on, HOST:PORT (port 0 picks a free port)")
+      ("db", po::value(&db)->default_value("./fenced.db"),
+       "SQLite database file (created if missing)")
+      ("durability", po::value(&durability)->default_value("full"),
+       "full: a write is acknowledged only once fsynced (WAL, synchronous=FULL); normal: "
+       "synchronous=NORMAL, which may lose the last acknowledged writes on power loss")
+      ("no-fencing", po::bool_switch(),
+       "DANGEROUS, FOR DEMONSTRATIONS ONLY: accept every write whatever its token, so a "
+       "paused client's stale write overwrites newer data (the lost update fencing prevents)")
+      ("strict", po::bool_switch(),
+       "require token > highest (one write per grant) instead of token >= highest")
+      ("threads", po::value(&threads)->default_value(0), "I/O threads (0 = one per core but one, left to the store's writer)")
+      ("max-body", po::value(&max_body)->default_value("1MiB"),
+       "largest request body; larger ones get 413")
+      ("max-header", po::value(&max_header)->default_value("16KiB"),
+       "largest request header block; larger ones get 431")
+      ("read-timeout", po::value(&read_timeout)->default_value("30s"),
+       "close a connection that sends nothing for this long")
+      ("write-timeout", po::value(&write_timeout)->default_value("30s"),
+       "close a connection whose client has not read a whole response within this long")
+      ("max-connections", po::value(&max_connections)->default_value(10000),
+       "open connections at most; one more is answered 503 and closed at once (lowered to what "
+       "ulimit -n allows, less 128 descriptors kept for the database)")
+      ("drain-timeout", po::value(&drain_timeout)->default_value("10s"),
+       "on SIGINT/SIGTERM, how long in-flight requests may take to finish")
+      ("max-batch", po::value(&max_batch)->default_value(256),
+       "most writes per group-commit transaction (1 disables group commit)")
+      ("history", po::value(&history)->default_value(10000),
+       "decisions kept in the audit history (0 disables it)")
+      ("port-file", po::value(&port_file),
+       "once listening, write the port to this file (atomically: a reader sees all or none)")
+      ("auth", po::value(&auth_file),
+       "require 'Authorization: Bearer <token>' on every route but /healthz; FILE is JSON "
+       "naming each principal, the SHA-256 of its token and the key prefixes it may read and "
+       "write (see docs/http-api.md)")
+      ("insecure-no-auth", po::bool_switch(),
+       "allow listening on an address other than loopback without --auth (only where every "
+       "host that can reach it is trusted)")
+      ("tls-cert", po::value(&tls_cert),
+       "serve HTTPS (TLS 1.2+) with this PEM certificate chain; needs --tls-key")
+      ("tls-key", po::value(&tls_key), "the PEM private key of --tls-cert");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
