@@ -5,6 +5,9 @@
 -- highest it has accepted, so every request is a real, accepted, fsynced write. The key varies
 -- per request (4,096 keys per thread, so the table stays small while most writes replace a
 -- value). Any answer other than 200/201 is counted as a failure and printed by done().
+--
+-- bench/verify_bench.sh gives each thread a real grant instead: BENCH_TOKEN_<N> (the token of
+-- lock "bench-holder-N") and BENCH_SERVICE (sent as Fencing-Service).
 local threads = {}
 local next_id = 0
 
@@ -22,7 +25,9 @@ function init(args)
   wrk.method = "PUT"
   wrk.body = string.rep("v", 100)
   wrk.headers["Fencing-Lock"] = "bench-holder-" .. id
-  wrk.headers["Fencing-Token"] = tostring(id + 1)
+  wrk.headers["Fencing-Token"] = os.getenv("BENCH_TOKEN_" .. id) or tostring(id + 1)
+  local service = os.getenv("BENCH_SERVICE")
+  if service ~= nil and service ~= "" then wrk.headers["Fencing-Service"] = service end
   wrk.headers["Content-Type"] = "application/octet-stream"
 end
 

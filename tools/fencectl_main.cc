@@ -33,10 +33,11 @@ Usage:
   fencectl release [--locks URI] --owner ID [--token N] NAME
   fencectl extend  [--locks URI] --owner ID [--token N] [--ttl 10s] NAME
   fencectl inspect [--locks URI] NAME
+  fencectl check-token [--locks URI] --token N NAME
   fencectl run     [--locks URI] [--ttl 10s] [--wait 0s] [--kill-on-loss] NAME -- CMD [ARGS...]
-  fencectl put     [--store URL] --lock NAME --token N KEY [VALUE | -]
+  fencectl put     [--store URL] --lock NAME --token N [--service ID] KEY [VALUE | -]
   fencectl get     [--store URL] KEY
-  fencectl delete  [--store URL] --lock NAME --token N KEY
+  fencectl delete  [--store URL] --lock NAME --token N [--service ID] KEY
   fencectl fence   [--store URL] [--set N [--unbind-service]] LOCK
   fencectl history [--store URL] [--limit 100]
   fencectl pause-test --runs R [--locks URI] [--clients N] [--seed S] [--no-fencing] [...]
@@ -45,8 +46,9 @@ Usage:
 --store defaults to $FENCEKIT_STORE, else http://127.0.0.1:8080 (https:// URLs too); the
 store commands take --token-file FILE (default: the token in $FENCEKIT_STORE_TOKEN) and
 --ca-file FILE (for https; default: the system's certificate authorities)
-Exit codes: 0 success; 1 error; 2 lock busy or wait timed out; 3 write refused as stale;
-4 pause-test: the expectation failed (see docs/testing-with-pauses.md).
+--service defaults to $FENCING_SERVICE (set by fencectl run), else none is sent.
+Exit codes: 0 success; 1 error; 2 lock busy or wait timed out; 3 write refused as stale, or
+check-token: the token is not the current holder's; 4 pause-test: the expectation failed (see docs/testing-with-pauses.md).
 Results are JSON on stdout; errors are one line on stderr.
 Run 'fencectl COMMAND --help' for a command's options.
 )";
@@ -73,6 +75,7 @@ json::object LeaseJson(const Lease& lease) {
   o["owner"] = lease.owner;
   o["token"] = lease.token.value();
   o["ttl_ms"] = lease.ttl.count();
+  if (!lease.service.empty()) o["service"] = lease.service;
   return o;
 }
 
@@ -185,6 +188,33 @@ int Inspect(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+// Asks the lock service whether --token is the current holder's: exit 0 if so, 3 if not.
+int CheckToken(const std::vector<std::string>& args) {
+  po::options_description desc("Options");
+  AddLockOptions(desc);
+  desc.add_options()("token", po::value<std::string>()->required(), "the fencing token to check");
+  po::positional_options_description pos;
+  pos.add("name", 1);
+  auto p = Parse("check-token", desc, pos, args);
+  if (!p.ok()) return FailStatus(p.status());
+  if (p->help) return kExitOk;
+  auto token = FencingToken::Parse(p->vm["token"].as<std::string>());
+  if (!token.ok()) return FailStatus(token.status());
+  auto client = OpenLocks(p->vm, std::chrono::seconds(10));
+  if (!client.ok()) return FailStatus(client.status());
+  const std::string name = p->vm["name"].as<std::string>();
+  auto check = (*client)->CheckToken(name, *token);
+  if (!check.ok()) return FailStatus(check.status());
+  json::object o;
+  PutName(o, "lock", name);
+  o["token"] = token->value();
+  o["current"] = check->current;
+  if (check->holder) o["holder"] = check->holder->value();
+  o["service"] = check->service;
+  Print(o);
+  return check->current ? kExitOk : kExitStale;
+}
+
 std::atomic<pid_t> g_child{0};
 
 void ForwardSignal(int sig) {
@@ -233,6 +263,7 @@ int Run(const std::vector<std::string>& args) {
     setenv("FENCING_LOCK", lease->lock.c_str(), 1);
     setenv("FENCING_OWNER", lease->owner.c_str(), 1);
     setenv("FENCING_TOKEN", lease->token.ToString().c_str(), 1);
+    setenv("FENCING_SERVICE", lease->service.c_str(), 1);
     std::vector<char*> argv;
     for (auto& a : command) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -298,6 +329,8 @@ int Put(const std::vector<std::string>& args) {
   AddStoreOptions(desc);
   desc.add_options()("lock", po::value<std::string>()->required(), "lock name (the fence)")(
       "token", po::value<std::string>()->required(), "fencing token of your lease")(
+      "service", po::value<std::string>()->default_value(EnvOr("FENCING_SERVICE", "")),
+      "lock service id of your lease (Fencing-Service); empty sends none")(
       "value", po::value<std::string>(), "the value; '-' or absent reads standard input");
   po::positional_options_description pos;
   pos.add("key", 1).add("value", 1);
@@ -314,8 +347,8 @@ int Put(const std::vector<std::string>& args) {
   }
   auto store = OpenStore(p->vm);
   if (!store.ok()) return FailStatus(store.status());
-  auto r =
-      (*store)->Put(p->vm["lock"].as<std::string>(), *token, p->vm["key"].as<std::string>(), value);
+  auto r = (*store)->Put(p->vm["lock"].as<std::string>(), *token, p->vm["key"].as<std::string>(),
+                         value, p->vm["service"].as<std::string>());
   if (!r.ok()) {
     if (r.status().IsStaleToken()) {
       json::object o;
@@ -359,7 +392,9 @@ int Delete(const std::vector<std::string>& args) {
   po::options_description desc("Options");
   AddStoreOptions(desc);
   desc.add_options()("lock", po::value<std::string>()->required(), "lock name (the fence)")(
-      "token", po::value<std::string>()->required(), "fencing token of your lease");
+      "token", po::value<std::string>()->required(), "fencing token of your lease")(
+      "service", po::value<std::string>()->default_value(EnvOr("FENCING_SERVICE", "")),
+      "lock service id of your lease (Fencing-Service); empty sends none");
   po::positional_options_description pos;
   pos.add("key", 1);
   auto p = Parse("delete", desc, pos, args);
@@ -369,8 +404,8 @@ int Delete(const std::vector<std::string>& args) {
   if (!token.ok()) return FailStatus(token.status());
   auto store = OpenStore(p->vm);
   if (!store.ok()) return FailStatus(store.status());
-  auto r =
-      (*store)->Delete(p->vm["lock"].as<std::string>(), *token, p->vm["key"].as<std::string>());
+  auto r = (*store)->Delete(p->vm["lock"].as<std::string>(), *token,
+                            p->vm["key"].as<std::string>(), p->vm["service"].as<std::string>());
   if (!r.ok()) return FailStatus(r.status());
   Print(wire::ReceiptToJson(*r, /*is_delete=*/true));
   return kExitOk;
@@ -444,6 +479,7 @@ int main(int argc, char** argv) {
   if (command == "acquire") return Acquire(args);
   if (command == "release" || command == "extend") return ReleaseOrExtend(command, args);
   if (command == "inspect") return Inspect(args);
+  if (command == "check-token") return CheckToken(args);
   if (command == "run") return Run(args);
   if (command == "put") return Put(args);
   if (command == "get") return Get(args);

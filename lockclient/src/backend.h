@@ -13,6 +13,12 @@
 
 namespace fencekit {
 
+// A grant: its token and the id of the service that granted it (Lease::service).
+struct Granted {
+  FencingToken token;
+  std::string service;
+};
+
 // Thread safety: implementations are safe for concurrent use.
 class LockBackend {
  public:
@@ -21,14 +27,18 @@ class LockBackend {
   // Grants `lock` to `owner` for `ttl` when it is free, with a token above every earlier one.
   // When `owner` already holds it (a retry after a lost reply), returns the same token.
   // kBusy when another owner holds it; then *holder_remaining is its time left.
-  virtual Result<FencingToken> TryAcquire(std::string_view lock, std::string_view owner,
-                                          std::chrono::milliseconds ttl,
-                                          std::chrono::milliseconds* holder_remaining) = 0;
+  virtual Result<Granted> TryAcquire(std::string_view lock, std::string_view owner,
+                                     std::chrono::milliseconds ttl,
+                                     std::chrono::milliseconds* holder_remaining) = 0;
   // kNotHeld, saying whether the lease expired or another owner holds the lock.
   virtual Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
                         std::chrono::milliseconds ttl) = 0;
   virtual Status Release(std::string_view lock, std::string_view owner, FencingToken token) = 0;
   virtual Result<LockInfo> Inspect(std::string_view lock) = 0;
+  // See LockClient::CheckToken.
+  virtual Result<TokenCheck> CheckToken(std::string_view lock, FencingToken token) = 0;
+  // See LockClient::service_id.
+  virtual std::string service_id() const = 0;
   // Returns when `lock` may have been released, or after at most `max_wait`.
   virtual void WaitForRelease(std::string_view lock, std::chrono::milliseconds max_wait) = 0;
   virtual const std::string& service() const = 0;
@@ -37,10 +47,10 @@ class LockBackend {
   virtual bool QueuesWaiters() const { return false; }
   // Joins the line for `lock` and waits until `owner` is first (the token), or `deadline`
   // (kTimeout, having left the line). *valid_from: when the lease's ttl last started.
-  virtual Result<FencingToken> AcquireInLine(std::string_view lock, std::string_view owner,
-                                             std::chrono::milliseconds ttl,
-                                             std::chrono::steady_clock::time_point deadline,
-                                             std::chrono::steady_clock::time_point* valid_from) {
+  virtual Result<Granted> AcquireInLine(std::string_view lock, std::string_view owner,
+                                        std::chrono::milliseconds ttl,
+                                        std::chrono::steady_clock::time_point deadline,
+                                        std::chrono::steady_clock::time_point* valid_from) {
     return Status::Internal("this lock service keeps no line of waiters");
   }
   // See LockClient::counter_resets_detected.

@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "endpoints.h"
 #include "etcd_protocol.h"
+#include "fencekit/common/names.h"
 
 namespace fencekit {
 namespace {
@@ -31,13 +32,13 @@ class EtcdBackend final : public LockBackend {
         clock_(options.clock != nullptr ? options.clock : Clock::Real()),
         service_(std::move(service)) {}
 
-  Result<FencingToken> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
-                                  milliseconds* holder_remaining) override {
+  Result<Granted> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
+                             milliseconds* holder_remaining) override {
     auto joined = Join(lock, owner, ttl);
     if (!joined.ok()) return joined.status();
     const Place& place = joined->place;
     if (place.first_key == EtcdProtocol::Key(lock, owner)) {
-      return etcd_.Token(lock, place.first_rev);
+      return Grant(lock, place.first_rev, place.service);
     }
     // Busy: leave the line at once, so nobody waits behind a contender that went away.
     *holder_remaining = etcd_.Remaining(place.first_lease);
@@ -47,9 +48,8 @@ class EtcdBackend final : public LockBackend {
 
   bool QueuesWaiters() const override { return true; }
 
-  Result<FencingToken> AcquireInLine(std::string_view lock, std::string_view owner,
-                                     milliseconds ttl, SteadyTime deadline,
-                                     SteadyTime* valid_from) override;
+  Result<Granted> AcquireInLine(std::string_view lock, std::string_view owner, milliseconds ttl,
+                                SteadyTime deadline, SteadyTime* valid_from) override;
 
   Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
                 milliseconds ttl) override {
@@ -100,6 +100,7 @@ class EtcdBackend final : public LockBackend {
   Result<LockInfo> Inspect(std::string_view lock) override {
     auto head = etcd_.ReadHead(lock);
     if (!head.ok()) return head.status();
+    if (Status s = Seen(head->service); !s.ok()) return s;
     LockInfo info;
     info.lock = std::string(lock);
     if (auto t = FencingToken::FromInt(head->last_issued); t.ok()) info.last_token = *t;
@@ -111,6 +112,25 @@ class EtcdBackend final : public LockBackend {
     info.token = *token;
     info.remaining = etcd_.Remaining(head->lease);
     return info;
+  }
+
+  Result<TokenCheck> CheckToken(std::string_view lock, FencingToken token) override {
+    auto holder = etcd_.ReadHolder(lock);
+    if (!holder.ok()) return holder.status();
+    if (Status s = Seen(holder->service); !s.ok()) return s;
+    TokenCheck check{.service = std::move(holder->service)};
+    if (holder->token) {
+      auto t = etcd_.Token(lock, *holder->token);
+      if (!t.ok()) return t.status();
+      check.holder = *t;
+      check.current = *t == token;
+    }
+    return check;
+  }
+
+  std::string service_id() const override {
+    std::lock_guard lock(mu_);
+    return service_id_;
   }
 
   void WaitForRelease(std::string_view lock, milliseconds max_wait) override {
@@ -127,6 +147,24 @@ class EtcdBackend final : public LockBackend {
   const std::string& service() const override { return service_; }
 
  private:
+  // Checks the id a reply carried and remembers it.
+  Status Seen(const std::string& id) {
+    if (Status s = CheckServiceId(id); !s.ok()) {
+      return Status::Unavailable("etcd at " + service_ + " sent no usable cluster id");
+    }
+    std::lock_guard lock(mu_);
+    if (service_id_ != id) service_id_ = id;
+    return Status::Ok();
+  }
+
+  // The grant of `revision`, by the cluster `service`.
+  Result<Granted> Grant(std::string_view lock, std::int64_t revision, const std::string& service) {
+    auto token = etcd_.Token(lock, revision);
+    if (!token.ok()) return token.status();
+    if (Status s = Seen(service); !s.ok()) return s;
+    return Granted{*token, service};
+  }
+
   // The lease of a retried attempt by the same owner, else a new one.
   Result<LeaseRef> LeaseFor(std::string_view owner, milliseconds ttl) {
     {
@@ -202,20 +240,23 @@ class EtcdBackend final : public LockBackend {
   EtcdProtocol etcd_;
   Clock* const clock_;
   const std::string service_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, LeaseRef>
-      leases_;  // owner -> its lease, while granted or in line. GUARDED_BY(mu_)
+      leases_;              // owner -> its lease, while granted or in line. GUARDED_BY(mu_)
+  std::string service_id_;  // "etcd:<cluster id hex>", as the last reply said. GUARDED_BY(mu_)
 };
 
-Result<FencingToken> EtcdBackend::AcquireInLine(std::string_view lock, std::string_view owner,
-                                                milliseconds ttl, SteadyTime deadline,
-                                                SteadyTime* valid_from) {
+Result<Granted> EtcdBackend::AcquireInLine(std::string_view lock, std::string_view owner,
+                                           milliseconds ttl, SteadyTime deadline,
+                                           SteadyTime* valid_from) {
   *valid_from = clock_->Now();
   auto joined = Join(lock, owner, ttl);
   if (!joined.ok()) return joined.status();
   const LeaseRef lease = joined->lease;
   const std::string my_key = EtcdProtocol::Key(lock, owner);
-  if (joined->place.first_key == my_key) return etcd_.Token(lock, joined->place.first_rev);
+  if (joined->place.first_key == my_key) {
+    return Grant(lock, joined->place.first_rev, joined->place.service);
+  }
   const std::int64_t mine = joined->place.mine;
   const milliseconds renew_every = std::max(milliseconds(50), milliseconds(lease.ttl_s * 1000) / 3);
   auto next_renewal = clock_->Now() + renew_every;
@@ -242,7 +283,7 @@ Result<FencingToken> EtcdBackend::AcquireInLine(std::string_view lock, std::stri
       auto ttl_left = etcd_.KeepAlive(lease.id);
       if (!ttl_left.ok()) return leave(ttl_left.status());
       if (*ttl_left <= 0) return lease_expired();
-      return etcd_.Token(lock, mine);
+      return Grant(lock, mine, where->service);
     }
     if (where->predecessor.empty()) continue;  // the line moved between the reads
     // Wait for the predecessor's key to be deleted, renewing our own lease meanwhile. The

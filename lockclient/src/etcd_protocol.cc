@@ -3,6 +3,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
+#include <charconv>
 
 #include "fencekit/common/text.h"
 
@@ -79,6 +80,27 @@ bool IsCreated(const std::string& line) {
 std::int64_t Revision(const json::object& reply) {
   const json::object* header = Object(reply, "header");
   return header != nullptr ? Int(*header, "revision") : 0;
+}
+
+// "etcd:<hex>" from the reply header's cluster_id (a uint64, as a decimal string); empty when
+// the header has none.
+std::string ServiceId(const json::object& reply) {
+  const json::object* header = Object(reply, "header");
+  const json::value* id = header != nullptr ? header->if_contains("cluster_id") : nullptr;
+  std::uint64_t value = 0;
+  if (id != nullptr && id->is_string()) {
+    const json::string& s = id->as_string();
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec != std::errc() || end != s.data() + s.size()) value = 0;
+  } else if (id != nullptr && id->is_uint64()) {
+    value = id->as_uint64();
+  } else if (id != nullptr && id->is_int64() && id->as_int64() > 0) {
+    value = static_cast<std::uint64_t>(id->as_int64());
+  }
+  if (value == 0) return "";
+  char hex[17];
+  auto [end, ec] = std::to_chars(hex, hex + sizeof hex, value, 16);
+  return "etcd:" + std::string(hex, end);
 }
 
 }  // namespace
@@ -158,6 +180,7 @@ Result<Place> EtcdProtocol::Enqueue(std::string_view lock, std::string_view owne
   if (!reply.ok()) return reply.status();
   Place place;
   place.revision = Revision(*reply);
+  place.service = ServiceId(*reply);
   const json::object* first = nullptr;
   if (Succeeded(*reply)) {
     place.mine = place.revision;
@@ -190,6 +213,7 @@ Result<Place> EtcdProtocol::Look(std::string_view lock, std::string_view owner, 
   if (!reply.ok()) return reply.status();
   Place place;
   place.revision = Revision(*reply);
+  place.service = ServiceId(*reply);
   if (const json::object* kv = FirstKv(TxnResponse(*reply, 2, "response_range"))) {
     place.mine = Int(*kv, "create_revision");
   }
@@ -227,6 +251,7 @@ Result<LineHead> EtcdProtocol::ReadHead(std::string_view lock) {
   auto reply = gateway_.Call("/v3/kv/txn", txn, nullptr);
   if (!reply.ok()) return reply.status();
   LineHead head;
+  head.service = ServiceId(*reply);
   if (const json::object* last = FirstKv(TxnResponse(*reply, 1, "response_range"))) {
     head.last_issued = Int(*last, "mod_revision");
   }
@@ -237,6 +262,15 @@ Result<LineHead> EtcdProtocol::ReadHead(std::string_view lock) {
   head.token = Int(*first, "create_revision");
   head.lease = Int(*first, "lease");
   return head;
+}
+
+Result<Holder> EtcdProtocol::ReadHolder(std::string_view lock) {
+  json::object range = RangeFirst(lock)["request_range"].as_object();
+  auto reply = gateway_.Call("/v3/kv/range", range, nullptr);
+  if (!reply.ok()) return reply.status();
+  Holder holder{.service = ServiceId(*reply)};
+  if (const json::object* first = FirstKv(&*reply)) holder.token = Int(*first, "create_revision");
+  return holder;
 }
 
 Result<bool> EtcdProtocol::MoveKeyToLease(std::string_view lock, std::string_view owner,

@@ -40,6 +40,7 @@ struct Place {
   std::int64_t first_lease = 0;  // the holder's lease
   std::string predecessor;       // base64 key just before mine; empty when I am first
   std::int64_t revision = 0;     // the store revision this view was read at
+  std::string service;           // "etcd:<cluster id hex>", from the reply's header
   // Enqueue only: the lease of this contender's key when the key was already there (an
   // earlier attempt whose reply was lost).
   std::optional<std::int64_t> existing_lease;
@@ -58,6 +59,13 @@ struct LineHead {
   std::string owner;  // when held
   std::int64_t token = 0;
   std::int64_t lease = 0;
+  std::string service;  // "etcd:<cluster id hex>"
+};
+
+// The holder of a lock as one linearizable read saw it, for CheckToken.
+struct Holder {
+  std::optional<std::int64_t> token;  // the first key's create_revision, when held
+  std::string service;                // "etcd:<cluster id hex>"
 };
 
 // Thread safety: safe for concurrent use.
@@ -93,6 +101,8 @@ class EtcdProtocol {
   // The holder's token, if the line can be read and is not empty.
   std::optional<std::int64_t> HolderToken(std::string_view lock);
   Result<LineHead> ReadHead(std::string_view lock);
+  // The first key of the line: one range read.
+  Result<Holder> ReadHolder(std::string_view lock);
   // Moves `owner`'s key to lease `lease_id` if the key is still `token`'s grant; false if not.
   Result<bool> MoveKeyToLease(std::string_view lock, std::string_view owner, FencingToken token,
                               std::int64_t lease_id);

@@ -1,7 +1,5 @@
 #include "fencekit/lockclient/lock_client.h"
 
-#include <sys/random.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -9,6 +7,7 @@
 #include <thread>
 
 #include "backend.h"
+#include "random_id.h"
 #include "released_leases.h"
 
 namespace fencekit {
@@ -16,25 +15,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
-Result<std::string> NewOwner() {
-  unsigned char bytes[16];
-  std::size_t got = 0;
-  while (got < sizeof bytes) {
-    ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::Internal("getrandom failed: cannot make an owner id");
-    }
-    got += static_cast<std::size_t>(n);
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
+// An owner id: unique per grant, so it alone identifies a lease.
+Result<std::string> NewOwner() { return RandomHex128(); }
 
 std::string FormatMs(milliseconds d) { return std::to_string(d.count()) + "ms"; }
 
@@ -94,6 +76,8 @@ LockClient::~LockClient() = default;
 
 const std::string& LockClient::service() const { return backend_->service(); }
 
+std::string LockClient::service_id() const { return backend_->service_id(); }
+
 std::uint64_t LockClient::counter_resets_detected() const {
   return backend_->counter_resets_detected();
 }
@@ -121,7 +105,9 @@ Result<Lease> LockClient::Grant(std::string_view lock, milliseconds ttl, const s
     return token.status();
   }
   auto elapsed = clock_->Now() - start;
-  return Lease{std::string(lock), owner, *token, ttl, start + ttl - elapsed - Drift(ttl)};
+  Lease lease{std::string(lock), owner, token->token, ttl, start + ttl - elapsed - Drift(ttl)};
+  lease.service = std::move(token->service);
+  return lease;
 }
 
 std::chrono::steady_clock::duration LeaseDrift(const LockOptions& options, milliseconds ttl) {
@@ -202,8 +188,10 @@ Result<Lease> LockClient::AcquireInLine(std::string_view lock,
     auto token = backend_->AcquireInLine(lock, owner, ttl, deadline, &valid_from);
     auto now = clock_->Now();
     if (token.ok()) {
-      return Lease{std::string(lock), owner, *token, ttl,
-                   valid_from + ttl - (now - valid_from) - Drift(ttl)};
+      Lease lease{std::string(lock), owner, token->token, ttl,
+                  valid_from + ttl - (now - valid_from) - Drift(ttl)};
+      lease.service = std::move(token->service);
+      return lease;
     }
     auto waited = std::chrono::duration_cast<milliseconds>(now - began);
     if (token.status().IsTimeout()) {
@@ -250,6 +238,11 @@ Status LockClient::Release(const Lease& lease) {
 Result<LockInfo> LockClient::Inspect(std::string_view lock) {
   if (auto s = ValidateLockName(lock); !s.ok()) return s;
   return backend_->Inspect(lock);
+}
+
+Result<TokenCheck> LockClient::CheckToken(std::string_view lock, FencingToken token) {
+  if (auto s = ValidateLockName(lock); !s.ok()) return s;
+  return backend_->CheckToken(lock, token);
 }
 
 // ---------------------------------------------------------------------------------------------

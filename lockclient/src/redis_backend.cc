@@ -4,9 +4,12 @@
 #include <atomic>
 #include <boost/url/parse.hpp>
 #include <charconv>
+#include <mutex>
 
 #include "backend.h"
 #include "endpoints.h"
+#include "fencekit/common/names.h"
+#include "random_id.h"
 #include "redis_connection.h"
 #include "redis_protocol.h"
 #include "seen_tokens.h"
@@ -23,12 +26,24 @@ class RedisBackend final : public LockBackend {
   RedisBackend(RedisNode::Options node, const LockOptions& options)
       : node_(std::move(node), rp::Scripts()), options_(options), seen_(options.remembered_locks) {}
 
-  Status Check() { return node_.Check(); }
+  // Connects, and reads the service id (making it on an empty server).
+  Status Check() {
+    if (Status s = node_.Check(); !s.ok()) return s;
+    auto candidate = Candidate();
+    if (!candidate.ok()) return candidate.status();
+    auto reply = node_.Eval(rp::kServiceId, {rp::ServiceKey()}, {*candidate, ""}, "");
+    if (!reply.ok()) return reply.status();
+    auto id = rp::ParseServiceId(reply->get(), service());
+    if (!id.ok()) return id.status();
+    return Seen(*id);
+  }
 
-  Result<FencingToken> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
-                                  milliseconds* holder_remaining) override {
+  Result<Granted> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
+                             milliseconds* holder_remaining) override {
+    auto candidate = Candidate();
+    if (!candidate.ok()) return candidate.status();
     auto reply = node_.Eval(rp::kAcquire, rp::AcquireKeys(lock),
-                            rp::AcquireArgs(owner, ttl, seen_.Floor(lock)), lock);
+                            rp::AcquireArgs(owner, ttl, seen_.Floor(lock), *candidate), lock);
     if (!reply.ok()) return reply.status();
     auto granted = rp::ParseAcquire(reply->get(), service(), lock);
     if (!granted.ok()) return granted.status();
@@ -36,9 +51,31 @@ class RedisBackend final : public LockBackend {
       *holder_remaining = granted->holder_remaining;
       return Status::Busy(Subject(lock, service()) + " is held");
     }
+    if (Status s = Seen(granted->service); !s.ok()) return s;
+    auto token = FencingToken::FromInt(granted->token);
+    if (!token.ok()) return Status::Unavailable(service() + " granted a bad token");
     if (granted->counter_behind) counter_behind_.fetch_add(1);
     seen_.Raise(lock, granted->token);
-    return FencingToken::FromInt(granted->token);
+    return Granted{*token, std::move(granted->service)};
+  }
+
+  Result<TokenCheck> CheckToken(std::string_view lock, FencingToken token) override {
+    auto reply = node_.Eval(rp::kCheck, rp::CheckKeys(lock), {}, lock);
+    if (!reply.ok()) return reply.status();
+    auto check = rp::ParseCheck(reply->get(), service(), lock);
+    if (!check.ok()) return check.status();
+    if (!check->service.empty()) {
+      if (Status s = Seen(check->service); !s.ok()) return s;
+    }
+    // Without an id the server lost its data since any grant: nothing it holds is current.
+    return TokenCheck{.current = check->holder == token && !check->service.empty(),
+                      .holder = check->holder,
+                      .service = std::move(check->service)};
+  }
+
+  std::string service_id() const override {
+    std::lock_guard lock(id_mu_);
+    return service_id_;
   }
 
   Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
@@ -74,8 +111,27 @@ class RedisBackend final : public LockBackend {
     return rp::ParseOwnerChecked(reply->get(), service(), lock, what);
   }
 
+  static Result<std::string> Candidate() {
+    auto hex = RandomHex128();
+    if (!hex.ok()) return hex.status();
+    return "redis:" + *hex;
+  }
+
+  // Checks an id the server reported and remembers it as the current one.
+  Status Seen(const std::string& id) {
+    if (Status s = CheckServiceId(id); !s.ok()) {
+      return Status::Unavailable(service() + " holds a malformed service id in " +
+                                 rp::ServiceKey() + "; delete that key: " + s.message());
+    }
+    std::lock_guard lock(id_mu_);
+    if (service_id_ != id) service_id_ = id;
+    return Status::Ok();
+  }
+
   RedisNode node_;
   const LockOptions options_;
+  mutable std::mutex id_mu_;
+  std::string service_id_;  // GUARDED_BY(id_mu_)
   SeenTokens seen_;
   std::atomic<std::uint64_t> counter_behind_{0};
 };

@@ -24,6 +24,8 @@ struct Vote {
   Status status;  // for kNo: why (kBusy or kNotHeld: the node refused; else it failed)
   std::int64_t token = 0;
   std::chrono::milliseconds remaining{0};
+  std::string owner;    // a check's answer: the holder, if any
+  std::string service;  // the service id the node reported (grants, checks)
 };
 
 // A non-owning reference to a callable, so a round can take a lambda without allocating. It

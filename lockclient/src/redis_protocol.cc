@@ -16,14 +16,21 @@ using std::chrono::milliseconds;
 // counter was lost (Redis restarted empty, key evicted or deleted) tokens still go up for this
 // client, and the reply says the counter was behind. When busy, it marks the lock as waited on
 // (KEYS[3], expiring with the holder's lease plus a margin), atomically with the check, so a
-// release that follows is sure to signal.
-// Reply: {1, token, floored} or {0, holder_pttl}.
+// release that follows is sure to signal. A grant also reports the service id (KEYS[4]),
+// setting the candidate ARGV[4] when there is none (a new or emptied server).
+// Reply: {1, token, floored, service id} or {0, holder_pttl}.
 constexpr const char* kAcquireScript = R"lua(
 local v = redis.call('get', KEYS[1])
+local function id()
+  local s = redis.call('get', KEYS[4])
+  if s then return s end
+  redis.call('set', KEYS[4], ARGV[4])
+  return ARGV[4]
+end
 if v then
   local sep = string.find(v, ':', 1, true)
   if sep and string.sub(v, 1, sep - 1) == ARGV[1] then
-    return {1, tonumber(string.sub(v, sep + 1)), 0}
+    return {1, tonumber(string.sub(v, sep + 1)), 0, id()}
   end
   local pttl = redis.call('pttl', KEYS[1])
   redis.call('set', KEYS[3], 1, 'PX', math.max(pttl, 0) + 1000)
@@ -38,7 +45,7 @@ if t <= floor then
   redis.call('set', KEYS[2], t)
 end
 redis.call('set', KEYS[1], ARGV[1] .. ':' .. t, 'PX', ARGV[2])
-return {1, t, floored}
+return {1, t, floored, id()}
 )lua";
 
 // Reply: 1 released, -1 no such key (expired), -2 held by another owner (then also its value).
@@ -65,12 +72,33 @@ redis.call('pexpire', KEYS[1], ARGV[2])
 return {1}
 )lua";
 
-// Raises the counter to at least ARGV[1] (Redlock's write-back round). Reply: the counter.
+// Redlock's write-back round: raises the counter (KEYS[1]) to at least ARGV[1]; when owner
+// ARGV[2] holds the lock (KEYS[2]), makes its value carry the lease's token ARGV[1]; and makes
+// the service id (KEYS[3]) ARGV[3], the granting majority's. Reply: the counter.
 constexpr const char* kRaiseScript = R"lua(
+local v = redis.call('get', KEYS[2])
+if v and string.sub(v, 1, string.len(ARGV[2]) + 1) == ARGV[2] .. ':' then
+  redis.call('set', KEYS[2], ARGV[2] .. ':' .. ARGV[1], 'KEEPTTL')
+end
+if redis.call('get', KEYS[3]) ~= ARGV[3] then redis.call('set', KEYS[3], ARGV[3]) end
 local c = tonumber(redis.call('get', KEYS[1]) or '0')
 local t = tonumber(ARGV[1])
 if c < t then redis.call('set', KEYS[1], t) return t end
 return c
+)lua";
+
+// Reply: {lock value or false, service id or false}, read atomically; changes nothing.
+constexpr const char* kCheckScript = R"lua(
+return {redis.call('get', KEYS[1]), redis.call('get', KEYS[2])}
+)lua";
+
+// The service id (KEYS[1]); sets the candidate ARGV[1] when there is none, or when the id is
+// ARGV[2] (not empty): a Redlock node adopting its majority's id. Reply: the id.
+constexpr const char* kServiceIdScript = R"lua(
+local s = redis.call('get', KEYS[1])
+if s and (ARGV[2] == '' or s ~= ARGV[2]) then return s end
+redis.call('set', KEYS[1], ARGV[1])
+return ARGV[1]
 )lua";
 
 // Reply: {value or false, pttl, counter or false}.
@@ -78,8 +106,9 @@ constexpr const char* kInspectScript = R"lua(
 return {redis.call('get', KEYS[1]), redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2])}
 )lua";
 
-constexpr const char* kScripts[kScriptCount] = {kAcquireScript, kReleaseScript, kExtendScript,
-                                                kInspectScript, kRaiseScript};
+constexpr const char* kScripts[kScriptCount] = {kAcquireScript,  kReleaseScript, kExtendScript,
+                                                kInspectScript,  kRaiseScript,   kCheckScript,
+                                                kServiceIdScript};
 
 // The token in a lock key's "owner:token" value; 0 if there is none.
 std::int64_t TokenOf(std::string_view value) {
@@ -108,12 +137,16 @@ std::string Key(std::string_view lock, std::string_view kind) {
   return k;
 }
 
+std::string ServiceKey() { return "fencekit:service"; }
+
 std::vector<std::string> AcquireKeys(std::string_view lock) {
-  return {Key(lock, "lock"), Key(lock, "token"), Key(lock, "waiting")};
+  return {Key(lock, "lock"), Key(lock, "token"), Key(lock, "waiting"), ServiceKey()};
 }
 
-std::vector<std::string> AcquireArgs(std::string_view owner, milliseconds ttl, std::int64_t floor) {
-  return {std::string(owner), std::to_string(ttl.count()), std::to_string(floor)};
+std::vector<std::string> AcquireArgs(std::string_view owner, milliseconds ttl, std::int64_t floor,
+                                     std::string_view candidate) {
+  return {std::string(owner), std::to_string(ttl.count()), std::to_string(floor),
+          std::string(candidate)};
 }
 
 std::vector<std::string> OwnerKeys(std::string_view lock, bool release) {
@@ -129,7 +162,18 @@ std::vector<std::string> InspectKeys(std::string_view lock) {
   return {Key(lock, "lock"), Key(lock, "token")};
 }
 
-std::vector<std::string> RaiseKeys(std::string_view lock) { return {Key(lock, "token")}; }
+std::vector<std::string> RaiseKeys(std::string_view lock) {
+  return {Key(lock, "token"), Key(lock, "lock"), ServiceKey()};
+}
+
+std::vector<std::string> RaiseArgs(std::int64_t token, std::string_view owner,
+                                   std::string_view service) {
+  return {std::to_string(token), std::string(owner), std::string(service)};
+}
+
+std::vector<std::string> CheckKeys(std::string_view lock) {
+  return {Key(lock, "lock"), ServiceKey()};
+}
 
 Result<AcquireReply> ParseAcquire(const redisReply* r, std::string_view service,
                                   std::string_view lock) {
@@ -141,8 +185,35 @@ Result<AcquireReply> ParseAcquire(const redisReply* r, std::string_view service,
   }
   out.granted = true;
   out.token = r->element[1]->integer;
-  out.counter_behind = r->elements > 2 && r->element[2]->integer == 1;
+  if (r->elements < 4 || r->element[3]->type != REDIS_REPLY_STRING) return BadReply(service, lock);
+  out.counter_behind = r->element[2]->integer == 1;
+  out.service.assign(r->element[3]->str, r->element[3]->len);
   return out;
+}
+
+Result<CheckReply> ParseCheck(const redisReply* r, std::string_view service,
+                              std::string_view lock) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) return BadReply(service, lock);
+  CheckReply out;
+  if (r->element[0]->type == REDIS_REPLY_STRING) {
+    std::string_view v(r->element[0]->str, r->element[0]->len);
+    auto token = FencingToken::FromInt(TokenOf(v));
+    if (!token.ok()) return BadReply(service, lock);
+    out.owner = std::string(v.substr(0, v.find(':')));
+    out.holder = *token;
+  }
+  if (r->element[1]->type == REDIS_REPLY_STRING) {
+    out.service.assign(r->element[1]->str, r->element[1]->len);
+  }
+  return out;
+}
+
+Result<std::string> ParseServiceId(const redisReply* r, std::string_view service) {
+  if (r->type != REDIS_REPLY_STRING) {
+    return Status::Unavailable("unexpected reply from " + std::string(service) +
+                               " to the service id script");
+  }
+  return std::string(r->str, r->len);
 }
 
 Status ParseOwnerChecked(const redisReply* r, std::string_view service, std::string_view lock,

@@ -7,10 +7,13 @@
 // majority, which overlaps that one, counts past it.
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <random>
 
 #include "backend.h"
 #include "endpoints.h"
+#include "fencekit/common/names.h"
+#include "random_id.h"
 #include "redis_node_set.h"
 #include "redis_protocol.h"
 #include "seen_tokens.h"
@@ -25,6 +28,30 @@ int Count(const std::vector<Vote>& votes, Vote::State s) {
   int n = 0;
   for (const auto& v : votes) n += v.state == s;
   return n;
+}
+
+// The service id that at least `need` of the votes in state `s` report; empty if none does.
+std::string AgreedService(const std::vector<Vote>& votes, Vote::State s, int need) {
+  std::map<std::string_view, int> count;
+  for (const auto& v : votes) {
+    if (v.state == s && !v.service.empty() && ++count[v.service] >= need) return v.service;
+  }
+  return "";
+}
+
+// A candidate service id, fresh for each use, so that a node that lost its data never gets
+// an old id back.
+Result<std::string> Candidate() {
+  auto hex = RandomHex128();
+  if (!hex.ok()) return hex.status();
+  return "redlock:" + *hex;
+}
+
+// A vote carrying only a service id.
+Vote IdVote(std::string id) {
+  Vote v{Vote::kYes};
+  v.service = std::move(id);
+  return v;
 }
 
 // Thread safety: safe for concurrent use; each call runs its rounds on the calling thread.
@@ -53,21 +80,23 @@ class RedlockBackend final : public LockBackend {
         errors += (errors.empty() ? "" : "; ") + s.message();
       }
     }
-    if (reachable >= quorum_) return Status::Ok();
+    if (reachable >= quorum_) return SyncServiceIds();
     return Status::Unavailable("only " + std::to_string(reachable) + " of " +
                                std::to_string(nodes_.size()) + " Redlock nodes of " + service_ +
                                " can be reached, fewer than a majority (" +
                                std::to_string(quorum_) + "): " + errors);
   }
 
-  Result<FencingToken> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
-                                  milliseconds* holder_remaining) override {
+  Result<Granted> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
+                             milliseconds* holder_remaining) override {
     const auto start = clock_->Now();
     const std::int64_t floor = seen_.Floor(lock);
+    auto candidate = Candidate();
+    if (!candidate.ok()) return candidate.status();
     const std::vector<bool> all(nodes_.size(), true);
     auto votes = nodes_.Round(
-        rp::kAcquire, rp::AcquireKeys(lock), rp::AcquireArgs(owner, ttl, floor), all, quorum_,
-        /*stop_early=*/true, [&](std::size_t i, const redisReply* r) {
+        rp::kAcquire, rp::AcquireKeys(lock), rp::AcquireArgs(owner, ttl, floor, *candidate), all,
+        quorum_, /*stop_early=*/true, [&](std::size_t i, const redisReply* r) {
           auto a = rp::ParseAcquire(r, nodes_.node(i).service(), lock);
           if (!a.ok()) return Vote{Vote::kNo, a.status()};
           if (!a->granted) {
@@ -75,40 +104,52 @@ class RedlockBackend final : public LockBackend {
                         Status::Busy(Subject(lock, nodes_.node(i).service()) + " is held"), 0,
                         a->holder_remaining};
           }
-          return Vote{Vote::kYes, Status::Ok(), a->token};
+          Vote v{Vote::kYes, Status::Ok(), a->token};
+          if (CheckServiceId(a->service).ok()) v.service = std::move(a->service);
+          return v;
         });
     int yes = Count(votes, Vote::kYes);
+    // The lease's service: the id that a majority of the nodes that granted report (the others
+    // adopt it in the write-back round below).
+    const std::string service = AgreedService(votes, Vote::kYes, yes / 2 + 1);
     // Validity as LockClient computes it: what is left of the ttl after the round and the drift.
     const auto elapsed = clock_->Now() - start;
-    if (yes >= quorum_ && elapsed < ttl - LeaseDrift(options_, ttl)) {
+    if (yes >= quorum_ && !service.empty() && elapsed < ttl - LeaseDrift(options_, ttl)) {
       std::int64_t token = 0;
       for (const auto& v : votes) {
         if (v.state == Vote::kYes) token = std::max(token, v.token);
       }
-      auto t = FencingToken::FromInt(token).value();
-      // A majority must know the token before anyone uses it. Nodes that granted with this very
-      // token already do (their counter is at it); the write-back round asks the others, and
-      // only when those are fewer than a majority (counters out of step after contention or a
-      // node's data loss).
+      auto t = FencingToken::FromInt(token);
+      if (!t.ok()) return Status::Unavailable(service_ + " granted a bad token");
+      // A majority must know the token before anyone uses it, and hold it as the lease's token
+      // (for CheckToken) under the lease's service id. Granting nodes that reported this very
+      // token and id already do. Only when they are fewer than a majority (counters out of step
+      // after contention, or a node's data loss) does the write-back round ask the other
+      // granting nodes, which answered a moment ago, to raise their counter, put the token in
+      // their lock key and adopt the id.
       int know = 0;
-      std::vector<bool> ask(nodes_.size(), true);
+      std::vector<bool> ask(nodes_.size(), false);
       for (std::size_t i = 0; i < votes.size(); ++i) {
-        if (votes[i].state == Vote::kYes && votes[i].token == token) {
+        if (votes[i].state != Vote::kYes) continue;
+        if (votes[i].token == token && votes[i].service == service) {
           ++know;
-          ask[i] = false;
+        } else {
+          ask[i] = true;
         }
       }
       bool recorded = know >= quorum_;
       if (!recorded) {
-        auto written = nodes_.Round(
-            rp::kRaise, rp::RaiseKeys(lock), {t.ToString()}, ask, quorum_ - know,
-            /*stop_early=*/true, [](std::size_t, const redisReply*) { return Vote{Vote::kYes}; });
+        auto written =
+            nodes_.Round(rp::kRaise, rp::RaiseKeys(lock), rp::RaiseArgs(token, owner, service), ask,
+                         quorum_ - know, /*stop_early=*/false,
+                         [](std::size_t, const redisReply*) { return Vote{Vote::kYes}; });
         recorded = know + Count(written, Vote::kYes) >= quorum_;
         if (!recorded) votes = written;
       }
       if (recorded) {
         seen_.Raise(lock, token);
-        return t;
+        SetServiceId(service);
+        return Granted{*t, service};
       }
     }
     // Failed: give back what was won, on every node, including those whose reply was lost.
@@ -122,6 +163,13 @@ class RedlockBackend final : public LockBackend {
     }
     std::string detail = Detail(votes);
     if (busy > 0) return Status::Busy(Subject(lock, service_) + " is held (" + detail + ")");
+    if (yes >= quorum_ && service.empty()) {
+      return Status::Unavailable(Subject(lock, service_) +
+                                 ": a majority granted, but no majority of the granting nodes "
+                                 "reported one service id (nodes lost their data, or belong to "
+                                 "different sets); retry, or check the nodes (" +
+                                 detail + ")");
+    }
     if (yes >= quorum_) {
       return Status::Unavailable(Subject(lock, service_) +
                                  ": a majority granted, but too late "
@@ -173,6 +221,12 @@ class RedlockBackend final : public LockBackend {
   }
 
   Result<LockInfo> Inspect(std::string_view lock) override;
+  Result<TokenCheck> CheckToken(std::string_view lock, FencingToken token) override;
+
+  std::string service_id() const override {
+    std::lock_guard l(id_mu_);
+    return service_id_;
+  }
 
   void WaitForRelease(std::string_view lock, milliseconds max_wait) override {
     // Redlock has no wake-up signal: retry after a random delay, so that clients that split
@@ -207,13 +261,93 @@ class RedlockBackend final : public LockBackend {
     return OwnerRound(rp::kRelease, lock, owner, options_.ttl, "release", !wait_all);
   }
 
+  void SetServiceId(const std::string& id) {
+    std::lock_guard l(id_mu_);
+    if (service_id_ != id) service_id_ = id;
+  }
+
+  // At open: reads each node's service id, making one (one candidate for all) where there is
+  // none; nodes that disagree with a majority adopt its id, so that a node that lost its data
+  // does not keep grants from agreeing. Nodes that fail are skipped.
+  Status SyncServiceIds();
+
   RedisNodeSet nodes_;
   const LockOptions options_;
   Clock* const clock_;
   const std::string service_;
   const int quorum_;
   SeenTokens seen_;
+  mutable std::mutex id_mu_;
+  std::string service_id_;  // GUARDED_BY(id_mu_); empty while no majority agrees
 };
+
+Status RedlockBackend::SyncServiceIds() {
+  auto candidate = Candidate();
+  if (!candidate.ok()) return candidate.status();
+  std::vector<Vote> ids(nodes_.size());
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    RedisNode& node = nodes_.node(i);
+    auto reply = node.Eval(rp::kServiceId, {rp::ServiceKey()}, {*candidate, ""}, "");
+    if (!reply.ok()) continue;
+    auto id = rp::ParseServiceId(reply->get(), node.service());
+    if (id.ok() && CheckServiceId(*id).ok()) ids[i] = IdVote(*id);
+  }
+  const std::string majority = AgreedService(ids, Vote::kYes, quorum_);
+  if (majority.empty()) return Status::Ok();
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (ids[i].state != Vote::kYes || ids[i].service == majority) continue;
+    // Only if the node still has the id it reported: a change meanwhile wins.
+    (void)nodes_.node(i).Eval(rp::kServiceId, {rp::ServiceKey()}, {majority, ids[i].service}, "");
+  }
+  SetServiceId(majority);
+  return Status::Ok();
+}
+
+Result<TokenCheck> RedlockBackend::CheckToken(std::string_view lock, FencingToken token) {
+  // All nodes at once; done once a majority confirmed the token, or no longer can.
+  auto votes = nodes_.Round(
+      rp::kCheck, rp::CheckKeys(lock), {}, std::vector<bool>(nodes_.size(), true), quorum_,
+      /*stop_early=*/true, [&](std::size_t i, const redisReply* r) {
+        auto c = rp::ParseCheck(r, nodes_.node(i).service(), lock);
+        if (!c.ok()) return Vote{Vote::kNo, c.status()};
+        const bool current = c->holder == token;
+        Vote v{current ? Vote::kYes : Vote::kNo,
+               current ? Status::Ok() : Status::NotHeld("the node holds another token or none")};
+        v.token = c->holder ? c->holder->value() : 0;
+        v.owner = std::move(c->owner);
+        if (CheckServiceId(c->service).ok()) v.service = std::move(c->service);
+        return v;
+      });
+  TokenCheck check;
+  check.service = AgreedService(votes, Vote::kYes, quorum_);
+  if (!check.service.empty()) {
+    check.current = true;
+    check.holder = token;
+    return check;
+  }
+  std::vector<Vote> answered;  // each answering node's id
+  std::map<std::string, int> owners;
+  for (const auto& v : votes) {
+    if (v.state == Vote::kYes || (v.state == Vote::kNo && v.status.IsNotHeld())) {
+      answered.push_back(IdVote(v.service));
+      if (!v.owner.empty()) ++owners[v.owner];
+    }
+  }
+  if (static_cast<int>(answered.size()) < quorum_) {
+    return Status::Unavailable("cannot check a token of " + Subject(lock, service_) +
+                               ": fewer than a majority of the nodes answered (" + Detail(votes) +
+                               ")");
+  }
+  // Not current. The holder: the owner a majority holds, with the highest token they report.
+  for (const auto& v : votes) {
+    if (v.owner.empty() || owners[v.owner] < quorum_) continue;
+    auto t = FencingToken::FromInt(v.token);
+    if (t.ok() && (!check.holder || *t > *check.holder)) check.holder = *t;
+  }
+  check.service = AgreedService(answered, Vote::kYes, quorum_);
+  if (check.service.empty()) check.service = service_id();
+  return check;
+}
 
 Result<LockInfo> RedlockBackend::Inspect(std::string_view lock) {
   std::vector<LockInfo> infos;

@@ -10,16 +10,20 @@
 #include <random>
 
 #include "backend.h"
+#include "fencekit/common/names.h"
+#include "random_id.h"
 #include "sqlite/sqlite_util.h"
 #include "sqlite/transaction.h"
 
 namespace fencekit {
 namespace {
 
-using std::chrono::milliseconds;
 using sqlite::Stmt;
+using std::chrono::milliseconds;
 
 constexpr int kApplicationId = 0x464C434B;  // 'FLCK'
+// 1: locks and counters. 2: the service table, holding the database's service id.
+constexpr int kSchemaVersion = 2;
 
 // Wakes waiters in this process at once when a lock of the same file is released; waiters in
 // other processes poll.
@@ -52,15 +56,14 @@ class SqliteBackend final : public LockBackend {
 
   Status Init() {
     sqlite3* raw = nullptr;
-    int rc = sqlite3_open_v2(path_.c_str(), &raw,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                             nullptr);
+    int rc =
+        sqlite3_open_v2(path_.c_str(), &raw,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
     db_ = sqlite::Db(raw);
     if (rc != SQLITE_OK) return sqlite::Error(raw, rc, "opening the lock database " + service_);
     sqlite3_extended_result_codes(raw, 1);
     sqlite3_busy_timeout(raw, 10'000);
-    if (auto s = sqlite::Exec(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;");
-        !s.ok()) {
+    if (auto s = sqlite::Exec(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"); !s.ok()) {
       return s;
     }
     auto txn_stmts = sqlite::TxnStatements::Prepare(raw, sqlite::TxnMode::kImmediate, service_);
@@ -77,7 +80,8 @@ class SqliteBackend final : public LockBackend {
     id->Reset();
     tables->Reset();
     if (app_id != kApplicationId && (app_id != 0 || count != 0)) {
-      return Status::InvalidArgument(service_ + " is an SQLite file but not a fencekit lock "
+      return Status::InvalidArgument(service_ +
+                                     " is an SQLite file but not a fencekit lock "
                                      "database; point the URI at another file");
     }
     if (app_id == 0) {
@@ -86,9 +90,11 @@ class SqliteBackend final : public LockBackend {
           "CREATE TABLE locks(name BLOB PRIMARY KEY, owner TEXT NOT NULL, token INTEGER NOT "
           "NULL, expires_ms INTEGER NOT NULL) WITHOUT ROWID;"
           "CREATE TABLE counters(name BLOB PRIMARY KEY, token INTEGER NOT NULL) WITHOUT ROWID;"
-          "PRAGMA application_id=" + std::to_string(kApplicationId) + ";PRAGMA user_version=1;");
+          "PRAGMA application_id=" +
+              std::to_string(kApplicationId) + ";PRAGMA user_version=1;");
       if (!s.ok()) return s;
     }
+    if (auto s = MigrateAndReadServiceId(raw); !s.ok()) return s;
     if (auto s = txn->Commit(); !s.ok()) return s;
     struct {
       Stmt* stmt;
@@ -98,10 +104,12 @@ class SqliteBackend final : public LockBackend {
         {&bump_counter_,
          "INSERT INTO counters(name, token) VALUES(?1, 1) ON CONFLICT(name) DO UPDATE SET "
          "token = token + 1 RETURNING token"},
-        {&put_lock_, "INSERT OR REPLACE INTO locks(name, owner, token, expires_ms) "
-                     "VALUES(?1, ?2, ?3, ?4)"},
-        {&extend_, "UPDATE locks SET expires_ms = ?4 WHERE name = ?1 AND owner = ?2 AND "
-                   "token = ?3 AND expires_ms > ?5"},
+        {&put_lock_,
+         "INSERT OR REPLACE INTO locks(name, owner, token, expires_ms) "
+         "VALUES(?1, ?2, ?3, ?4)"},
+        {&extend_,
+         "UPDATE locks SET expires_ms = ?4 WHERE name = ?1 AND owner = ?2 AND "
+         "token = ?3 AND expires_ms > ?5"},
         {&delete_, "DELETE FROM locks WHERE name = ?1 AND owner = ?2 AND token = ?3"},
         {&select_counter_, "SELECT token FROM counters WHERE name = ?1"},
     };
@@ -113,8 +121,8 @@ class SqliteBackend final : public LockBackend {
     return Status::Ok();
   }
 
-  Result<FencingToken> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
-                                  milliseconds* holder_remaining) override {
+  Result<Granted> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
+                             milliseconds* holder_remaining) override {
     std::lock_guard guard(mu_);
     auto now = NowMs();
     auto txn = sqlite::Transaction::Begin(txn_);
@@ -126,7 +134,7 @@ class SqliteBackend final : public LockBackend {
       std::int64_t token = select_lock_.ColumnInt(1), expires = select_lock_.ColumnInt(2);
       select_lock_.Reset();
       if (expires > now) {
-        if (holder == owner) return FencingToken::FromInt(token);  // a retried grant
+        if (holder == owner) return Grant(token);  // a retried grant
         *holder_remaining = milliseconds(expires - now);
         return Status::Busy(Subject(lock, service_) + " is held");
       }
@@ -147,7 +155,7 @@ class SqliteBackend final : public LockBackend {
     put_lock_.Reset();
     if (rc != SQLITE_DONE) return Fail(rc, "recording the lock");
     if (auto s = txn->Commit(); !s.ok()) return s;
-    return FencingToken::FromInt(token);
+    return Grant(token);
   }
 
   Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
@@ -213,6 +221,27 @@ class SqliteBackend final : public LockBackend {
     return info;
   }
 
+  Result<TokenCheck> CheckToken(std::string_view lock, FencingToken token) override {
+    std::lock_guard guard(mu_);
+    auto now = NowMs();
+    TokenCheck check{.service = service_id_};
+    sqlite::ResetOnExit reset(select_lock_);
+    select_lock_.BindBlob(1, lock);
+    int rc = select_lock_.Step();
+    if (rc == SQLITE_ROW && select_lock_.ColumnInt(2) > now) {
+      auto holder = FencingToken::FromInt(select_lock_.ColumnInt(1));
+      if (!holder.ok())
+        return Status::Internal(service_ + " holds a bad token: " + holder.status().message());
+      check.holder = *holder;
+      check.current = *holder == token;
+    } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      return sqlite::Error(db_.get(), rc, "checking a token of " + Subject(lock, service_));
+    }
+    return check;
+  }
+
+  std::string service_id() const override { return service_id_; }
+
   void WaitForRelease(std::string_view lock, milliseconds max_wait) override {
     // Other processes cannot signal us, so poll the lock row with jittered backoff; a release
     // in this process wakes us at once.
@@ -242,6 +271,51 @@ class SqliteBackend final : public LockBackend {
  private:
   std::int64_t NowMs() const {
     return std::chrono::duration_cast<milliseconds>(clock_->WallNow().time_since_epoch()).count();
+  }
+
+  Result<Granted> Grant(std::int64_t token) {
+    auto t = FencingToken::FromInt(token);
+    if (!t.ok()) return Status::Internal(service_ + " holds a bad token: " + t.status().message());
+    return Granted{*t, service_id_};
+  }
+
+  // Brings a version 1 database to kSchemaVersion (a service id made now) and reads the id.
+  // REQUIRES: inside the opening transaction.
+  Status MigrateAndReadServiceId(sqlite3* raw) {
+    auto version = Stmt::Prepare(raw, "PRAGMA user_version");
+    if (!version.ok()) return version.status();
+    version->Step();
+    std::int64_t v = version->ColumnInt(0);
+    version->Reset();
+    if (v > kSchemaVersion) {
+      return Status::InvalidArgument(service_ + " has lock schema version " + std::to_string(v) +
+                                     ", newer than this fencekit's (" +
+                                     std::to_string(kSchemaVersion) + "); upgrade fencekit");
+    }
+    if (v < 2) {
+      auto id = RandomHex128();
+      if (!id.ok()) return id.status();
+      Status s = sqlite::Exec(raw,
+                              "CREATE TABLE service(id TEXT NOT NULL);"
+                              "INSERT INTO service(id) VALUES('sqlite:" +
+                                  *id +
+                                  "');"
+                                  "PRAGMA user_version=2;");
+      if (!s.ok()) return s;
+    }
+    auto read = Stmt::Prepare(raw, "SELECT id FROM service");
+    if (!read.ok()) return read.status();
+    if (read->Step() != SQLITE_ROW) {
+      return Status::InvalidArgument(service_ +
+                                     " has no service id; the lock database is "
+                                     "damaged, point the URI at another file");
+    }
+    service_id_ = read->ColumnBytes(0);
+    read->Reset();
+    if (Status s = CheckServiceId(service_id_); !s.ok()) {
+      return Status::InvalidArgument(service_ + " holds a malformed service id: " + s.message());
+    }
+    return Status::Ok();
   }
 
   bool IsFree(std::string_view lock) {
@@ -274,6 +348,7 @@ class SqliteBackend final : public LockBackend {
 
   std::string path_;
   std::string service_;
+  std::string service_id_;  // "sqlite:<32 hex>", kept in the database; set by Init
   Clock* clock_;
   std::shared_ptr<ReleaseSignal> signal_;
   std::mutex mu_;

@@ -36,8 +36,17 @@ struct Lease {
   // On the client's monotonic clock: start + ttl - elapsed - drift. Past it, the lock service
   // may have granted the lock to someone else.
   std::chrono::steady_clock::time_point valid_until;
-  // The identity of the lock service that granted the token: tokens of two services are not
-  // comparable. Sent with each write as Fencing-Service.
+  // The identity of the lock service that granted the token (passes CheckServiceId): tokens
+  // of two services are not comparable. Sent with each write as Fencing-Service.
+  std::string service;
+};
+
+// The service's answer to "is this token the current holder's?" (LockClient::CheckToken).
+struct TokenCheck {
+  bool current = false;                // `token` is the live holder's token, now
+  std::optional<FencingToken> holder;  // the live holder's token, when the lock is held
+  // The id of the service that answered (as Lease::service). Empty only when the service has
+  // no id yet (Redis after losing its data, before the next grant): then nothing is current.
   std::string service;
 };
 
@@ -124,6 +133,26 @@ class LockClient {
   Status Release(const Lease& lease);
   Result<LockInfo> Inspect(std::string_view lock);
 
+  // Asks the service now whether `token` is the token of the live holder of `lock`: one round
+  // trip, and it changes nothing. kUnavailable (or kTimeout) when the service cannot be asked
+  // within op_timeout (Redlock: when fewer than a majority of the nodes answer): it never
+  // guesses. What "current" means per backend, all read atomically with the service's id:
+  //   sqlite   the lock row holds `token` and has not expired on this machine's wall clock;
+  //   redis    the lock key (which expires on the server's clock) holds `token`;
+  //   redlock  a majority of the nodes hold `token` in the lock key, under one service id;
+  //   etcd     the first key of the lock's line has create_revision == `token` (a
+  //            linearizable read: the key goes when the holder's etcd lease expires).
+  // What is still trusted: the answer is true when the service gave it, and a lease may expire
+  // right after; Redis without persistence forgets holders and ids on a restart (then the id
+  // changes, so fences bound to the old one refuse the new tokens as wrong_service); Redlock
+  // assumes bounded clock drift and pauses on its nodes; SQLite trusts the clocks of the
+  // processes sharing the file.
+  Result<TokenCheck> CheckToken(std::string_view lock, FencingToken token);
+
+  // The id of the lock service (as Lease::service): read, or made, at Open. Redis and Redlock
+  // make a new one when they lose their data, and then this returns the one the latest grant
+  // reported. Empty for Redlock while no majority of the nodes agrees on one.
+  std::string service_id() const;
   // "redis://127.0.0.1:6379/0" etc., for messages.
   const std::string& service() const;
   // Grants where the service's counter was found below a token this client had already seen
