@@ -8,6 +8,7 @@
 #include "fencekit/fencedstore/store.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "support/redis_server.h"
+#include "support/test_support.h"
 
 namespace fencekit {
 namespace {
@@ -177,7 +178,8 @@ TEST_F(RedlockTest, KeyLostOnOneNodeGivesTwoHoldersAndTheStoreRefusesTheOlder) {
   EXPECT_NE(a->owner, b->owner);  // two holders at once
   EXPECT_GT(b->token, a->token);
 
-  auto store = FencedStore::Open({.path = ::testing::TempDir() + "/redlock-fence.db"}).value();
+  testing::TempDir dir;  // a fresh store each run: a fence left by an earlier run would refuse B
+  auto store = FencedStore::Open({.path = dir.File("fence.db")}).value();
   ASSERT_TRUE(store->Put("job", b->token, "record", "B").ok());
   auto stale = store->Put("job", a->token, "record", "A");
   EXPECT_TRUE(stale.status().IsStaleToken()) << stale.status().ToString();

@@ -80,7 +80,7 @@ TEST_F(StoreClientTest, DownServerIsUnavailableAndReconnectsWhenBack) {
 }
 
 TEST_F(StoreClientTest, RejectsBadUrls) {
-  for (const char* url : {"ftp://x:1", "not a url", "http://h:1/path", "https://h:1"}) {
+  for (const char* url : {"ftp://x:1", "not a url", "http://h:1/path", "https://h:1/path"}) {
     auto c = StoreClient::Open(url);
     EXPECT_TRUE(c.status().IsInvalidArgument()) << url;
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json/parse.hpp>
+#include <fstream>
 
 #include "support/server_fixture.h"
 #include "wire.h"
@@ -81,6 +82,31 @@ TEST_F(WireServerTest, BusyAndConnectionLimitRefusalsCarryTheirListedStatusAndNa
   RawConnection second(server_->port());
   second.Send(Request("GET", "/healthz"));
   ExpectRefusal(second.Read(), Error::kTooManyConnections, "too_many_connections");
+}
+
+TEST_F(WireServerTest, AuthRefusalsCarryTheirListedStatusAndName) {
+  // "t" may read and write k/; "admin-t" is admin (digests: printf %s TOKEN | sha256sum).
+  std::string auth = dir_.File("auth.json");
+  std::ofstream(auth) << R"({"principals": [
+      {"name": "user", "read": ["k/"], "write": ["k/"], "token_sha256":
+       "e3b98a4da31a127d4bde6e43033f66ba274cab0eb7eb1c70ec41402bf6273dd8"},
+      {"name": "admin", "admin": true, "token_sha256":
+       "a6b21f505b6a80556bd317973e673dc5d7a4012c63781a1c412971efeabda15c"}]})";
+  StartServer({.auth_file = auth});
+  struct Case {
+    std::string request;
+    Error error;
+  } cases[] = {
+      {Request("GET", "/v1/objects/k/a"), Error::kUnauthorized},
+      {Request("GET", "/v1/objects/x", {{"Authorization", "Bearer t"}}), Error::kForbidden},
+      {Request("PUT", "/v1/fences/k/a", {{"Authorization", "Bearer admin-t"}}, "{}"),
+       Error::kBadBody},
+  };
+  for (const auto& c : cases) {
+    RawConnection conn(server_->port());
+    conn.Send(c.request);
+    ExpectRefusal(conn.Read(), c.error, std::string(wire::Info(c.error).name));
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <boost/json/serialize.hpp>
 #include <boost/program_options.hpp>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 
@@ -36,10 +37,15 @@ Usage:
   fencectl run     [--locks URI] [--ttl 10s] [--wait 0s] [--kill-on-loss] NAME -- CMD [ARGS...]
   fencectl put     [--store URL] --lock NAME --token N [--service ID] KEY [VALUE | -]
   fencectl get     [--store URL] KEY
+  fencectl delete  [--store URL] --lock NAME --token N [--service ID] KEY
+  fencectl fence   [--store URL] [--set N [--unbind-service]] LOCK
+  fencectl history [--store URL] [--limit 100]
   fencectl pause-test --runs R [--locks URI] [--clients N] [--seed S] [--no-fencing] [...]
 
 --locks defaults to $FENCEKIT_LOCKS, else sqlite://./fencekit-locks.db
---store defaults to $FENCEKIT_STORE, else http://127.0.0.1:8080
+--store defaults to $FENCEKIT_STORE, else http://127.0.0.1:8080 (https:// URLs too); the
+store commands take --token-file FILE (default: the token in $FENCEKIT_STORE_TOKEN) and
+--ca-file FILE (for https; default: the system's certificate authorities)
 --service defaults to $FENCING_SERVICE (set by fencectl run), else none is sent.
 Exit codes: 0 success; 1 error; 2 lock busy or wait timed out; 3 write refused as stale, or
 check-token: the token is not the current holder's; 4 pause-test: the expectation failed (see docs/testing-with-pauses.md).
@@ -281,15 +287,41 @@ int Run(const std::vector<std::string>& args) {
   return kExitError;
 }
 
-Result<std::unique_ptr<StoreClient>> OpenStore(const po::variables_map& vm) {
-  return StoreClient::Open(vm["store"].as<std::string>());
+// The bearer token: the first line of --token-file, else $FENCEKIT_STORE_TOKEN, else none.
+Result<std::string> StoreToken(const po::variables_map& vm) {
+  if (!vm.count("token-file")) return EnvOr("FENCEKIT_STORE_TOKEN", "");
+  const auto& path = vm["token-file"].as<std::string>();
+  std::ifstream in(path);
+  std::string token;
+  if (!in || !std::getline(in, token)) {
+    return Status::InvalidArgument("cannot read a token from --token-file \"" + path +
+                                   "\"; put the bearer token on its first line");
+  }
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  return token;
 }
 
-void AddStoreOptions(po::options_description& desc) {
+Result<std::unique_ptr<StoreClient>> OpenStore(const po::variables_map& vm) {
+  StoreClientOptions options;
+  auto token = StoreToken(vm);
+  if (!token.ok()) return token.status();
+  options.bearer_token = std::move(*token);
+  if (vm.count("ca-file")) options.ca_file = vm["ca-file"].as<std::string>();
+  return StoreClient::Open(vm["store"].as<std::string>(), std::move(options));
+}
+
+// --store, --token-file and --ca-file; with `key`, the KEY argument too.
+void AddStoreOptions(po::options_description& desc, bool key = true) {
   desc.add_options()(
       "store",
       po::value<std::string>()->default_value(EnvOr("FENCEKIT_STORE", "http://127.0.0.1:8080")),
-      "fenced store URL")("key", po::value<std::string>()->required(), "key");
+      "fenced store URL, http:// or https://")(
+      "token-file", po::value<std::string>(),
+      "file whose first line is the bearer token (fenced --auth); default: the token in "
+      "$FENCEKIT_STORE_TOKEN")("ca-file", po::value<std::string>(),
+                               "PEM certificate authorities to trust for https (default: the "
+                               "system's)");
+  if (key) desc.add_options()("key", po::value<std::string>()->required(), "key");
 }
 
 int Put(const std::vector<std::string>& args) {
@@ -356,6 +388,84 @@ int Get(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+int Delete(const std::vector<std::string>& args) {
+  po::options_description desc("Options");
+  AddStoreOptions(desc);
+  desc.add_options()("lock", po::value<std::string>()->required(), "lock name (the fence)")(
+      "token", po::value<std::string>()->required(), "fencing token of your lease")(
+      "service", po::value<std::string>()->default_value(EnvOr("FENCING_SERVICE", "")),
+      "lock service id of your lease (Fencing-Service); empty sends none");
+  po::positional_options_description pos;
+  pos.add("key", 1);
+  auto p = Parse("delete", desc, pos, args);
+  if (!p.ok()) return FailStatus(p.status());
+  if (p->help) return kExitOk;
+  auto token = FencingToken::Parse(p->vm["token"].as<std::string>());
+  if (!token.ok()) return FailStatus(token.status());
+  auto store = OpenStore(p->vm);
+  if (!store.ok()) return FailStatus(store.status());
+  auto r = (*store)->Delete(p->vm["lock"].as<std::string>(), *token,
+                            p->vm["key"].as<std::string>(), p->vm["service"].as<std::string>());
+  if (!r.ok()) return FailStatus(r.status());
+  Print(wire::ReceiptToJson(*r, /*is_delete=*/true));
+  return kExitOk;
+}
+
+// Reads a fence, or with --set administers it (fenced --auth, admin token).
+int Fence(const std::vector<std::string>& args) {
+  po::options_description desc("Options");
+  AddStoreOptions(desc, /*key=*/false);
+  desc.add_options()("lock", po::value<std::string>()->required(), "lock name")(
+      "set", po::value<std::string>(),
+      "set the fence to this token, up or down (admin only; recorded in the history)")(
+      "unbind-service", po::bool_switch(),
+      "with --set: also unbind the fence from its lock service");
+  po::positional_options_description pos;
+  pos.add("lock", 1);
+  auto p = Parse("fence", desc, pos, args);
+  if (!p.ok()) return FailStatus(p.status());
+  if (p->help) return kExitOk;
+  bool unbind = p->vm["unbind-service"].as<bool>();
+  if (unbind && !p->vm.count("set")) {
+    return Fail(kExitError, "--unbind-service needs --set N; see fencectl fence --help");
+  }
+  auto store = OpenStore(p->vm);
+  if (!store.ok()) return FailStatus(store.status());
+  std::string lock = p->vm["lock"].as<std::string>();
+  if (p->vm.count("set")) {
+    auto highest = FencingToken::Parse(p->vm["set"].as<std::string>());
+    if (!highest.ok()) return FailStatus(highest.status());
+    auto d = (*store)->SetFence(lock, *highest, unbind);
+    if (!d.ok()) return FailStatus(d.status());
+    Print(wire::DecisionToJson(*d));
+    return kExitOk;
+  }
+  auto highest = (*store)->Highest(lock);
+  if (!highest.ok()) return FailStatus(highest.status());
+  json::object o;
+  PutName(o, "lock", lock);
+  o["highest"] = highest->has_value() ? (*highest)->value() : 0;
+  Print(o);
+  return kExitOk;
+}
+
+// The store's recent decisions (admin only under fenced --auth), one JSON line each.
+int History(const std::vector<std::string>& args) {
+  po::options_description desc("Options");
+  AddStoreOptions(desc, /*key=*/false);
+  desc.add_options()("limit", po::value<std::size_t>()->default_value(100),
+                     "most decisions to print, oldest first (1 to 10000)");
+  auto p = Parse("history", desc, {}, args);
+  if (!p.ok()) return FailStatus(p.status());
+  if (p->help) return kExitOk;
+  auto store = OpenStore(p->vm);
+  if (!store.ok()) return FailStatus(store.status());
+  auto decisions = (*store)->History(p->vm["limit"].as<std::size_t>());
+  if (!decisions.ok()) return FailStatus(decisions.status());
+  for (const auto& d : *decisions) Print(wire::DecisionToJson(d));
+  return kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -373,6 +483,9 @@ int main(int argc, char** argv) {
   if (command == "run") return Run(args);
   if (command == "put") return Put(args);
   if (command == "get") return Get(args);
+  if (command == "delete") return Delete(args);
+  if (command == "fence") return Fence(args);
+  if (command == "history") return History(args);
   if (command == "pause-test") return PauseTest(args);
   return Fail(kExitError, "unknown command \"" + command + "\"; run fencectl --help");
 }

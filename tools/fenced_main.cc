@@ -78,7 +78,7 @@ bool ParseLockFor(const std::string& text, std::pair<std::string, std::string>& 
 int main(int argc, char** argv) {
   std::string listen, db, durability, max_body, max_header, read_timeout, write_timeout,
       drain_timeout;
-  std::string port_file, verify_with;
+  std::string port_file, verify_with, auth_file, tls_cert, tls_key;
   std::vector<std::string> lock_for;
   unsigned threads = 0;
   std::size_t max_connections = 0;
@@ -129,7 +129,17 @@ int main(int argc, char** argv) {
        "PREFIX=LOCK: keys starting with PREFIX belong to LOCK before any write (the longest "
        "prefix wins; writes naming another lock get 409 wrong_lock). Repeatable")
       ("port-file", po::value(&port_file),
-       "once listening, write the port to this file (atomically: a reader sees all or none)");
+       "once listening, write the port to this file (atomically: a reader sees all or none)")
+      ("auth", po::value(&auth_file),
+       "require 'Authorization: Bearer <token>' on every route but /healthz; FILE is JSON "
+       "naming each principal, the SHA-256 of its token and the key prefixes it may read and "
+       "write (see docs/http-api.md)")
+      ("insecure-no-auth", po::bool_switch(),
+       "allow listening on an address other than loopback without --auth (only where every "
+       "host that can reach it is trusted)")
+      ("tls-cert", po::value(&tls_cert),
+       "serve HTTPS (TLS 1.2+) with this PEM certificate chain; needs --tls-key")
+      ("tls-key", po::value(&tls_key), "the PEM private key of --tls-cert");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -162,6 +172,11 @@ int main(int argc, char** argv) {
   server_options.write_timeout = *wt;
   server_options.max_connections = max_connections;
   server_options.drain_timeout = *dt;
+  server_options.auth_file = auth_file;
+  server_options.insecure_no_auth = vm["insecure-no-auth"].as<bool>();
+  server_options.tls_cert_file = tls_cert;
+  server_options.tls_key_file = tls_key;
+  if (vm.count("auth") && auth_file.empty()) return Fail("--auth needs a file name");
 
   StoreOptions store_options;
   store_options.path = db;
@@ -217,13 +232,20 @@ int main(int argc, char** argv) {
   std::string shown_host = server_options.host.find(':') != std::string::npos
                                ? "[" + server_options.host + "]"
                                : server_options.host;
-  std::cout << "fenced: listening on http://" << shown_host << ":" << (*server)->port()
-            << " (db " << db << ", durability " << durability
+  const bool tls = !tls_cert.empty();
+  std::cout << "fenced: listening on " << (tls ? "https://" : "http://") << shown_host << ":"
+            << (*server)->port() << " (db " << db << ", durability " << durability
+            << (auth_file.empty() ? ", no authentication" : ", authentication " + auth_file)
             << (store_options.strict ? ", strict" : "")
             << (store_options.unguarded ? ", UNGUARDED: NO FENCING" : "")
             << (verify_client ? ", verifying with " + verify_client->service() : "")
             << (store_options.require_service ? ", service required" : "") << ", max "
             << (*server)->max_connections() << " connections)" << std::endl;
+  if (auth_file.empty() && server_options.insecure_no_auth) {
+    std::cerr << "fenced: WARNING: --insecure-no-auth: no authentication; every client that can "
+                 "reach this address may read and write every key"
+              << std::endl;
+  }
   if ((*server)->max_connections() < max_connections) {
     std::cerr << "fenced: --max-connections " << max_connections << " lowered to "
               << (*server)->max_connections()

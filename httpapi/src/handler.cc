@@ -2,9 +2,11 @@
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
 
+#include "auth.h"
 #include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
 #include "fencekit/fencedstore/store.h"
@@ -83,6 +85,20 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
                  "the request target is not a valid path; percent-encode the key");
   }
   std::string_view path = parsed->encoded_path();
+  // Who asks: every route but /healthz needs a known bearer token under --auth.
+  const Principal* who = nullptr;
+  if (auth_ != nullptr && path != wire::kHealthPath) {
+    auto [first, end] = req.equal_range(http::field::authorization);
+    auto count = static_cast<std::size_t>(std::distance(first, end));
+    auto verdict = auth_->Authenticate(
+        count != 0 ? std::string_view(first->value()) : std::string_view(), count);
+    if (verdict.outcome != Authorizer::Outcome::kOk) return Unauthorized(req, verdict, respond);
+    who = verdict.principal;
+  }
+  auto forbidden = [&](std::string_view what) {
+    error(Error::kForbidden, "principal \"" + who->name + "\" may not " + std::string(what) +
+                                 "; an admin can grant it in the auth file (fenced --auth)");
+  };
   auto method_not_allowed = [&](std::string_view allow) {
     HttpResponse res =
         ErrorResponse(Error::kMethodNotAllowed,
@@ -94,6 +110,7 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
   };
   if (path == wire::kHistoryPath) {
     if (req.method() != http::verb::get) return method_not_allowed("GET");
+    if (who != nullptr && !who->admin) return forbidden("read the history (admin only)");
     return HandleHistory(req, *parsed, respond);
   }
   if (parsed->has_query() || parsed->has_fragment()) {
@@ -104,16 +121,33 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
   if (path.starts_with(wire::kObjectsPrefix)) {
     auto key = DecodeName(path.substr(wire::kObjectsPrefix.size()));
     if (!key) return error(Error::kBadKey, NotEncoded("key"));
-    if (req.method() != http::verb::get && req.method() != http::verb::head &&
-        req.method() != http::verb::put && req.method() != http::verb::delete_) {
+    const bool read = req.method() == http::verb::get || req.method() == http::verb::head;
+    if (!read && req.method() != http::verb::put && req.method() != http::verb::delete_) {
       return method_not_allowed("GET, PUT, DELETE");
     }
-    return HandleObject(std::move(req), std::move(*key), respond);
+    if (who == nullptr) return HandleObject(std::move(req), std::move(*key), respond);
+    if (read && !who->MayRead(*key)) return forbidden("read key \"" + *key + "\"");
+    if (!read) {
+      if (!who->MayWrite(*key)) return forbidden("write key \"" + *key + "\"");
+      // The lock named (an empty one is refused as bad_lock by HandleObject).
+      for (auto [it, end] = req.equal_range(wire::kLockHeader); it != end; ++it) {
+        if (!it->value().empty() && !who->MayWrite(it->value())) {
+          return forbidden("write under lock \"" + std::string(it->value()) + "\"");
+        }
+      }
+    }
+    return HandleObject(std::move(req), std::move(*key), respond, who->name);
   }
   if (path.starts_with(wire::kFencesPrefix)) {
-    if (req.method() != http::verb::get) return method_not_allowed("GET");
+    if (req.method() != http::verb::get && req.method() != http::verb::put) {
+      return method_not_allowed("GET, PUT");
+    }
     auto lock = DecodeName(path.substr(wire::kFencesPrefix.size()));
     if (!lock) return error(Error::kBadLock, NotEncoded("lock name"));
+    if (req.method() == http::verb::put) return HandleSetFence(req, std::move(*lock), who, respond);
+    if (who != nullptr && !who->MayRead(*lock)) {
+      return forbidden("read the fence of lock \"" + *lock + "\"");
+    }
     return HandleFence(req, std::move(*lock), respond);
   }
   if (path == wire::kHealthPath) {
@@ -123,6 +157,7 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
   }
   if (path == wire::kMetricsPath) {
     if (req.method() != http::verb::get) return method_not_allowed("GET");
+    if (who != nullptr && !who->admin) return forbidden("read the metrics (admin only)");
     HttpResponse res(http::status::ok, req.version());
     res.set(http::field::content_type, "text/plain; version=0.0.4");
     res.keep_alive(req.keep_alive());
@@ -136,7 +171,25 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
             "/metrics");
 }
 
-void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond) {
+void Handler::Unauthorized(const HttpRequest& req, const Authorizer::Verdict& verdict,
+                           Respond& respond) {
+  std::string_view message =
+      verdict.outcome == Authorizer::Outcome::kMissing
+          ? "this server needs a bearer token: send 'Authorization: Bearer <token>'"
+      : verdict.outcome == Authorizer::Outcome::kMalformed
+          ? "the Authorization header is malformed; send exactly one 'Authorization: Bearer "
+            "<token>' (token characters: A-Z a-z 0-9 - . _ ~ + / and trailing =)"
+          : "the bearer token is not known to this server; check the token, or ask an admin to "
+            "add its SHA-256 to the auth file (fenced --auth)";
+  HttpResponse res = ErrorResponse(Error::kUnauthorized, message, req.version(), req.keep_alive());
+  res.set(http::field::www_authenticate, verdict.outcome == Authorizer::Outcome::kMissing
+                                             ? "Bearer realm=\"fenced\""
+                                             : "Bearer realm=\"fenced\", error=\"invalid_token\"");
+  respond(std::move(res));
+}
+
+void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
+                           std::string principal) {
   const unsigned version = req.version();
   const bool keep_alive = req.keep_alive();
   auto refuse = [&](Error e, RefusalReason reason, std::string_view message) {
@@ -227,7 +280,8 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond)
                  *token,
                  std::move(key),
                  is_put ? std::move(req.body()) : std::string(),
-                 std::move(service)};
+                 std::move(service),
+                 std::move(principal)};
 
   Metrics* metrics = metrics_;
   store_->Submit(std::move(w), [respond = std::move(respond), metrics, version, keep_alive,
@@ -308,6 +362,78 @@ void Handler::HandleFence(const HttpRequest& req, std::string lock, Respond& res
   // The lock service the fence is bound to, when it is (a service id is plain ASCII).
   if (fence->has_value() && !(*fence)->service.empty()) o["service"] = (*fence)->service;
   respond(JsonResponse(http::status::ok, o, req.version(), req.keep_alive()));
+}
+
+void Handler::HandleSetFence(const HttpRequest& req, std::string lock, const Principal* who,
+                             Respond& respond) {
+  const unsigned version = req.version();
+  const bool keep_alive = req.keep_alive();
+  auto error = [&](Error e, std::string_view message) {
+    respond(ErrorResponse(e, message, version, keep_alive));
+  };
+  if (who == nullptr) {
+    return error(Error::kForbidden,
+                 "fence administration needs authentication: start fenced with --auth FILE and "
+                 "send the token of a principal with \"admin\": true");
+  }
+  if (!who->admin) {
+    return error(Error::kForbidden, "principal \"" + who->name +
+                                        "\" may not set fences (admin only); an admin can "
+                                        "grant it in the auth file (fenced --auth)");
+  }
+  if (Status bad = CheckName("lock name", lock); !bad.ok()) {
+    return error(Error::kBadLock, bad.message());
+  }
+  constexpr std::string_view kBodyHint =
+      "; send {\"highest\": N} with a whole number N >= 1, and optionally "
+      "\"unbind_service\": true";
+  boost::system::error_code ec;
+  json::value body = json::parse(req.body(), ec);
+  if (ec || !body.is_object()) {
+    return error(Error::kBadBody, "the body is not a JSON object" + std::string(kBodyHint));
+  }
+  std::optional<std::int64_t> highest;
+  bool unbind_service = false;
+  for (const auto& field : body.as_object()) {
+    if (field.key() == "highest") {
+      if (!field.value().is_int64() || field.value().as_int64() < 1) {
+        return error(Error::kBadBody,
+                     "\"highest\" is not a whole number >= 1" + std::string(kBodyHint));
+      }
+      highest = field.value().as_int64();
+    } else if (field.key() == "unbind_service") {
+      if (!field.value().is_bool()) {
+        return error(Error::kBadBody, "\"unbind_service\" must be true or false");
+      }
+      unbind_service = field.value().as_bool();
+    } else {
+      return error(Error::kBadBody,
+                   "unknown field \"" + JsonSafeText(field.key()) + "\"" + std::string(kBodyHint));
+    }
+  }
+  if (!highest) return error(Error::kBadBody, "\"highest\" is missing" + std::string(kBodyHint));
+  auto token = FencingToken::FromInt(*highest);
+  if (!token.ok()) return error(Error::kBadBody, token.status().message());
+  // A durable write: off the I/O threads, on the bounded long-read queue.
+  auto shared_respond = std::make_shared<Respond>(std::move(respond));
+  bool queued = long_reads_->TryPost([this, lock = std::move(lock), token = *token,
+                                      principal = who->name, unbind_service, version, keep_alive,
+                                      shared_respond] {
+    auto decision = store_->SetFence(lock, token, principal, unbind_service);
+    if (!decision.ok()) {
+      Error e = wire::ErrorForStoreStatus(decision.status(), Error::kBadLock);
+      return (*shared_respond)(ErrorResponse(e, decision.status().message(), version, keep_alive));
+    }
+    (*shared_respond)(
+        JsonResponse(http::status::ok, wire::DecisionToJson(*decision), version, keep_alive));
+  });
+  if (!queued) {
+    metrics_->CountLongReadRefused();
+    HttpResponse res = ErrorResponse(
+        Error::kBusy, "too many long requests are queued; retry in a second", version, keep_alive);
+    res.set(http::field::retry_after, "1");
+    (*shared_respond)(std::move(res));
+  }
 }
 
 }  // namespace fencekit

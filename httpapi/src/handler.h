@@ -8,6 +8,7 @@
 #include <functional>
 #include <string_view>
 
+#include "auth.h"
 #include "metrics.h"
 #include "wire.h"
 
@@ -24,9 +25,11 @@ class Handler {
  public:
   using Respond = std::function<void(HttpResponse)>;
 
-  // `long_reads` runs the reads too slow for an I/O thread (the history).
-  Handler(FencedStore* store, Metrics* metrics, WorkQueue* long_reads)
-      : store_(store), metrics_(metrics), long_reads_(long_reads) {}
+  // `long_reads` runs the reads too slow for an I/O thread (the history) and fence
+  // administration. `auth` null: no authentication, every route open but fence administration.
+  Handler(FencedStore* store, Metrics* metrics, WorkQueue* long_reads,
+          const Authorizer* auth = nullptr)
+      : store_(store), metrics_(metrics), long_reads_(long_reads), auth_(auth) {}
 
   // Answers `req` through `respond`, exactly once: synchronously for short reads and refusals,
   // from the store's writer thread for writes, from a long-read worker for the history (503
@@ -38,13 +41,19 @@ class Handler {
                                     bool keep_alive);
 
  private:
-  void HandleObject(HttpRequest&& req, std::string key, Respond& respond);
+  // `principal`: the authenticated client's name, empty without --auth.
+  void HandleObject(HttpRequest&& req, std::string key, Respond& respond,
+                    std::string principal = {});
   void HandleFence(const HttpRequest& req, std::string lock, Respond& respond);
+  void Unauthorized(const HttpRequest& req, const Authorizer::Verdict& verdict, Respond& respond);
+  void HandleSetFence(const HttpRequest& req, std::string lock, const Principal* who,
+                      Respond& respond);
   void HandleHistory(const HttpRequest& req, const boost::urls::url_view& url, Respond& respond);
 
   FencedStore* store_;
   Metrics* metrics_;
   WorkQueue* long_reads_;
+  const Authorizer* auth_;
 };
 
 }  // namespace fencekit

@@ -28,21 +28,48 @@
 #include <unordered_set>
 #include <vector>
 
+#include "auth.h"
 #include "fencekit/fencedstore/store.h"
 #include "handler.h"
 #include "session.h"
+#include "tls_context.h"
 #include "work_queue.h"
 
 namespace fencekit {
 namespace {
 
+// The address to listen on; "localhost" is 127.0.0.1.
+Result<net::ip::address> ListenAddress(const std::string& host) {
+  if (host == "localhost") return net::ip::address(net::ip::address_v4::loopback());
+  beast::error_code ec;
+  auto address = net::ip::make_address(host, ec);
+  if (ec) {
+    return Status::InvalidArgument("listen address \"" + host +
+                                   "\" is not an IP address; use e.g. 127.0.0.1 or 0.0.0.0");
+  }
+  return address;
+}
+
+// 127.0.0.0/8 and ::1 (also as ::ffff:127.x.y.z).
+bool IsLoopback(const net::ip::address& a) {
+  if (a.is_v4()) return a.to_v4().is_loopback();
+  const auto v6 = a.to_v6();
+  if (v6.is_v4_mapped()) {
+    return net::ip::make_address_v4(net::ip::v4_mapped, v6).is_loopback();
+  }
+  return v6.is_loopback();
+}
+
 class ServerImpl final : public Server {
  public:
-  ServerImpl(ServerOptions options, FencedStore* store)
+  ServerImpl(ServerOptions options, FencedStore* store, std::unique_ptr<Authorizer> auth,
+             std::unique_ptr<net::ssl::context> tls)
       : options_(std::move(options)),
         store_(store),
+        auth_(std::move(auth)),
+        tls_(std::move(tls)),
         long_reads_(options_.long_read_threads, options_.max_queued_long_reads),
-        handler_(store, &metrics_, &long_reads_),
+        handler_(store, &metrics_, &long_reads_, auth_.get()),
         acceptor_(net::make_strand(ioc_)),
         drain_timer_(ioc_) {}
 
@@ -53,13 +80,10 @@ class ServerImpl final : public Server {
   }
 
   Status Bind() {
+    auto address = ListenAddress(options_.host);
+    if (!address.ok()) return address.status();
+    tcp::endpoint endpoint(*address, options_.port);
     beast::error_code ec;
-    auto address = net::ip::make_address(options_.host, ec);
-    if (ec) {
-      return Status::InvalidArgument("listen address \"" + options_.host +
-                                     "\" is not an IP address; use e.g. 127.0.0.1 or 0.0.0.0");
-    }
-    tcp::endpoint endpoint(address, options_.port);
     acceptor_.open(endpoint.protocol(), ec);
     if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
     if (!ec) acceptor_.bind(endpoint, ec);
@@ -95,7 +119,9 @@ class ServerImpl final : public Server {
       accept_timer_.cancel();
       write_watch_timer_.cancel();
       drain_deadline_ = std::chrono::steady_clock::now() + options_.drain_timeout;
-      for (auto& s : registry_.Collect([](const Session&) { return true; })) s->OnServerStop();
+      for (auto& s : registry_.Collect([](const SessionBase&) { return true; })) {
+        s->OnServerStop();
+      }
       WatchDrain();
     });
   }
@@ -130,10 +156,12 @@ class ServerImpl final : public Server {
             RefuseConnection(std::move(socket));
           } else {
             socket.set_option(tcp::no_delay(true), ec);
-            auto session = std::make_shared<Session>(
-                std::move(socket),
-                SessionHost{&options_, &handler_, &metrics_, &stop_requested_, &registry_});
-            session->Start();
+            SessionHost host{&options_, &handler_, &metrics_, &stop_requested_, &registry_};
+            if (tls_) {
+              std::make_shared<TlsSession>(host, std::move(socket), *tls_)->Start();
+            } else {
+              std::make_shared<PlainSession>(host, std::move(socket))->Start();
+            }
           }
           Accept();
         });
@@ -163,7 +191,12 @@ class ServerImpl final : public Server {
   // Over the limit: a fixed 503, then a lingering close (the client's request is read and
   // dropped for up to 1 s so that the close does not reset the connection before the client has
   // read the answer). Lingering sockets are bounded too; beyond the bound the close is at once.
+  // Over TLS there is no handshake to spend on it: the connection is closed at once.
   void RefuseConnection(tcp::socket socket) {
+    if (tls_) {
+      metrics_.CountConnectionRefused();
+      return;  // ~socket closes it
+    }
     static const std::string kBody = wire::ErrorBody(
         wire::Error::kTooManyConnections,
         "the server is at its connection limit (fenced --max-connections); retry later");
@@ -205,7 +238,7 @@ class ServerImpl final : public Server {
       if (ec) return;
       auto now = std::chrono::steady_clock::now();
       auto overdue =
-          registry_.Collect([&](const Session& s) { return s.WriteOverdue(now, limit); });
+          registry_.Collect([&](const SessionBase& s) { return s.WriteOverdue(now, limit); });
       for (auto& s : overdue) s->CutOffOverdueWrite(limit);
       WatchWrites();
     });
@@ -226,6 +259,8 @@ class ServerImpl final : public Server {
 
   ServerOptions options_;
   FencedStore* store_;
+  std::unique_ptr<Authorizer> auth_;        // null without auth_file
+  std::unique_ptr<net::ssl::context> tls_;  // null for plain HTTP
   Metrics metrics_;
   WorkQueue long_reads_;
   Handler handler_;
@@ -253,7 +288,28 @@ class ServerImpl final : public Server {
 
 Result<std::unique_ptr<Server>> Server::Start(ServerOptions options, FencedStore* store) {
   if (store == nullptr) return Status::InvalidArgument("Server::Start needs a store");
-  auto server = std::make_unique<ServerImpl>(std::move(options), store);
+  auto address = ListenAddress(options.host);
+  if (!address.ok()) return address.status();
+  std::unique_ptr<Authorizer> auth;
+  if (!options.auth_file.empty()) {
+    auto loaded = Authorizer::LoadFile(options.auth_file);
+    if (!loaded.ok()) return loaded.status();
+    auth = std::move(loaded).value();
+  } else if (!IsLoopback(*address) && !options.insecure_no_auth) {
+    return Status::InvalidArgument(
+        "refusing to listen on " + options.host +
+        " without authentication: anyone who can reach it could read and overwrite every key. "
+        "Give --auth FILE (docs/http-api.md), listen on 127.0.0.1, or pass --insecure-no-auth "
+        "if only trusted hosts can reach this address");
+  }
+  std::unique_ptr<net::ssl::context> tls;
+  if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
+    auto made = MakeServerTlsContext(options.tls_cert_file, options.tls_key_file);
+    if (!made.ok()) return made.status();
+    tls = std::move(made).value();
+  }
+  auto server =
+      std::make_unique<ServerImpl>(std::move(options), store, std::move(auth), std::move(tls));
   if (auto s = server->Bind(); !s.ok()) return s;
   server->Run();
   return std::unique_ptr<Server>(std::move(server));

@@ -10,13 +10,13 @@
 
 namespace fencekit {
 
-void SessionRegistry::Add(Session* s) {
+void SessionRegistry::Add(SessionBase* s) {
   std::lock_guard lock(mu_);
   sessions_.insert(s);
   metrics_->ConnectionOpened();
 }
 
-void SessionRegistry::Remove(Session* s) {
+void SessionRegistry::Remove(SessionBase* s) {
   std::lock_guard lock(mu_);
   if (sessions_.erase(s) != 0) metrics_->ConnectionClosed();
 }
@@ -26,11 +26,11 @@ std::size_t SessionRegistry::size() const {
   return sessions_.size();
 }
 
-std::vector<std::shared_ptr<Session>> SessionRegistry::Collect(
-    const std::function<bool(const Session&)>& pick) const {
-  std::vector<std::shared_ptr<Session>> out;
+std::vector<std::shared_ptr<SessionBase>> SessionRegistry::Collect(
+    const std::function<bool(const SessionBase&)>& pick) const {
+  std::vector<std::shared_ptr<SessionBase>> out;
   std::lock_guard lock(mu_);
-  for (Session* raw : sessions_) {
+  for (SessionBase* raw : sessions_) {
     if (!pick(*raw)) continue;
     // A session whose destructor is waiting for mu_ yields null here.
     if (auto s = raw->weak_from_this().lock()) out.push_back(std::move(s));
@@ -38,13 +38,23 @@ std::vector<std::shared_ptr<Session>> SessionRegistry::Collect(
   return out;
 }
 
-Session::Session(tcp::socket socket, SessionHost host) : stream_(std::move(socket)), host_(host) {
-  host_.registry->Add(this);
+template <class Stream>
+void Session<Stream>::Handshake() {
+  if constexpr (kTls) {
+    // Counted against the connection limit already (registered); bounded by the read timeout.
+    idle_ = true;
+    Tcp().expires_after(host_.options->read_timeout);
+    stream_.async_handshake(net::ssl::stream_base::server, [self = Self()](beast::error_code ec) {
+      // A failed handshake (plain HTTP on the TLS port, no shared version or cipher, a stalled
+      // peer) has nobody to answer: close.
+      if (ec) return self->Close();
+      self->ReadHeader();
+    });
+  }
 }
 
-Session::~Session() { host_.registry->Remove(this); }
-
-void Session::ReadHeader() {
+template <class Stream>
+void Session<Stream>::ReadHeader() {
   if (stopping_ || host_.stopping->load()) {
     stopping_ = true;
     if (buffer_.size() == 0) return Close();
@@ -53,13 +63,14 @@ void Session::ReadHeader() {
   parser_->header_limit(static_cast<std::uint32_t>(host_.options->max_header_bytes));
   parser_->body_limit(host_.options->max_body_bytes);
   idle_ = buffer_.size() == 0;
-  stream_.expires_after(host_.options->read_timeout);
+  Tcp().expires_after(host_.options->read_timeout);
   http::async_read_header(
       stream_, buffer_, *parser_,
-      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnHeader(ec); });
+      [self = Self()](beast::error_code ec, std::size_t) { self->OnHeader(ec); });
 }
 
-void Session::OnHeader(beast::error_code ec) {
+template <class Stream>
+void Session<Stream>::OnHeader(beast::error_code ec) {
   idle_ = false;
   started_ = std::chrono::steady_clock::now();
   if (ec == http::error::body_limit) {  // the declared Content-Length is over the limit
@@ -96,10 +107,10 @@ void Session::OnHeader(beast::error_code ec) {
   if (beast::iequals(req[http::field::expect], "100-continue") && !parser_->is_done()) {
     auto cont =
         std::make_shared<http::response<http::empty_body>>(http::status::continue_, req.version());
-    stream_.expires_never();
+    Tcp().expires_never();
     WriteStarted();
     return http::async_write(stream_, *cont,
-                             [self = shared_from_this(), cont](beast::error_code ec, std::size_t) {
+                             [self = Self(), cont](beast::error_code ec, std::size_t) {
                                self->WriteDone();
                                if (ec) return self->Close();
                                self->ReadBody();
@@ -108,14 +119,15 @@ void Session::OnHeader(beast::error_code ec) {
   ReadBody();
 }
 
-void Session::ReadBody() {
-  stream_.expires_after(host_.options->read_timeout);
-  http::async_read(
-      stream_, buffer_, *parser_,
-      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnBody(ec); });
+template <class Stream>
+void Session<Stream>::ReadBody() {
+  Tcp().expires_after(host_.options->read_timeout);
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = Self()](beast::error_code ec, std::size_t) { self->OnBody(ec); });
 }
 
-void Session::OnBody(beast::error_code ec) {
+template <class Stream>
+void Session<Stream>::OnBody(beast::error_code ec) {
   if (ec == http::error::body_limit) {
     return RefuseBodyTooLarge("larger than");
   }
@@ -130,15 +142,16 @@ void Session::OnBody(beast::error_code ec) {
     return Close();
   }
   if (parser_->chunked()) DropTrailerFields();
-  stream_.expires_never();
-  host_.handler->Handle(parser_->release(), [self = shared_from_this()](HttpResponse res) {
+  Tcp().expires_never();
+  host_.handler->Handle(parser_->release(), [self = Self()](HttpResponse res) {
     // The store answers writes on its writer thread: hop back to this connection's strand.
     net::post(self->stream_.get_executor(),
               [self, res = std::move(res)]() mutable { self->Write(std::move(res)); });
   });
 }
 
-void Session::Write(HttpResponse res) {
+template <class Stream>
+void Session<Stream>::Write(HttpResponse res) {
   if (stopping_ || host_.stopping->load()) res.keep_alive(false);
   auto shared = std::make_shared<HttpResponse>(std::move(res));
   bool keep_alive = shared->keep_alive();
@@ -146,26 +159,30 @@ void Session::Write(HttpResponse res) {
   // cannot stretch it), kept by the server's write watchdog.
   WriteStarted();
   http::async_write(stream_, *shared,
-                    [self = shared_from_this(), shared, keep_alive](
-                        beast::error_code ec, std::size_t) { self->OnWrite(keep_alive, ec); });
+                    [self = Self(), shared, keep_alive](beast::error_code ec, std::size_t) {
+                      self->OnWrite(keep_alive, ec);
+                    });
 }
 
-void Session::OnWrite(bool keep_alive, beast::error_code ec) {
+template <class Stream>
+void Session<Stream>::OnWrite(bool keep_alive, beast::error_code ec) {
   WriteDone();
   host_.metrics->ObserveLatency(std::chrono::steady_clock::now() - started_);
   if (ec || !keep_alive) return Close();
   ReadHeader();
 }
 
-void Session::CutOffOverdueWrite(std::chrono::steady_clock::duration limit) {
-  net::post(stream_.get_executor(), [self = shared_from_this(), limit] {
+template <class Stream>
+void Session<Stream>::CutOffOverdueWrite(std::chrono::steady_clock::duration limit) {
+  net::post(stream_.get_executor(), [self = Self(), limit] {
     if (!self->WriteOverdue(std::chrono::steady_clock::now(), limit)) return;
     self->host_.metrics->CountWriteTimeout();
     self->Close();  // the pending write fails, and OnWrite ends the session
   });
 }
 
-void Session::DropTrailerFields() {
+template <class Stream>
+void Session<Stream>::DropTrailerFields() {
   auto& fields = parser_->get();
   for (auto it = fields.begin(); it != fields.end();) {
     bool from_header =
@@ -174,17 +191,22 @@ void Session::DropTrailerFields() {
   }
 }
 
-void Session::RefuseBodyTooLarge(const std::string& how_large) {
+template <class Stream>
+void Session<Stream>::RefuseBodyTooLarge(const std::string& how_large) {
   RefuseAndClose(wire::Error::kBodyTooLarge, RefusalReason::kBodyTooLarge,
                  "the body is " + how_large + " the server's limit of " +
                      std::to_string(host_.options->max_body_bytes) + " bytes (fenced --max-body)");
 }
 
-void Session::RefuseAndClose(wire::Error error, RefusalReason reason, std::string message) {
+template <class Stream>
+void Session<Stream>::RefuseAndClose(wire::Error error, RefusalReason reason, std::string message) {
   host_.metrics->CountRefused(reason);
   unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
-  stream_.expires_never();  // the read deadline no longer applies; the write watchdog does
+  Tcp().expires_never();  // the read deadline no longer applies; the write watchdog does
   Write(Handler::ErrorResponse(error, message, version, /*keep_alive=*/false));
 }
+
+template class Session<beast::tcp_stream>;
+template class Session<beast::ssl_stream<beast::tcp_stream>>;
 
 }  // namespace fencekit

@@ -1,6 +1,6 @@
-// Session: one client connection of fenced, on its own strand: read a request (with limits),
-// check its framing, hand it to the Handler, write the answer, repeat. And the registry of a
-// server's sessions, which its limits and watchdogs read.
+// Session: one client connection of fenced, on its own strand: (for HTTPS, the TLS handshake,)
+// read a request (with limits), check its framing, hand it to the Handler, write the answer,
+// repeat. And the registry of a server's sessions, which its limits and watchdogs read.
 #pragma once
 
 #include <atomic>
@@ -10,11 +10,13 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 #include <unordered_set>
 #include <vector>
 
@@ -30,23 +32,23 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 
-class Session;
+class SessionBase;
 
 // The sessions of one server. Thread safety: safe for concurrent use.
 class SessionRegistry {
  public:
   explicit SessionRegistry(Metrics* metrics) : metrics_(metrics) {}
-  void Add(Session* s);
-  void Remove(Session* s);
+  void Add(SessionBase* s);
+  void Remove(SessionBase* s);
   std::size_t size() const;
   // The live sessions for which `pick` is true (a session being destroyed is skipped).
-  std::vector<std::shared_ptr<Session>> Collect(
-      const std::function<bool(const Session&)>& pick) const;
+  std::vector<std::shared_ptr<SessionBase>> Collect(
+      const std::function<bool(const SessionBase&)>& pick) const;
 
  private:
   Metrics* metrics_;
   mutable std::mutex mu_;
-  std::unordered_set<Session*> sessions_;  // GUARDED_BY(mu_)
+  std::unordered_set<SessionBase*> sessions_;  // GUARDED_BY(mu_)
 };
 
 // What a session needs of its server, which outlives every session.
@@ -58,43 +60,81 @@ struct SessionHost {
   SessionRegistry* registry;
 };
 
-// Thread safety: every method but WriteOverdue runs on (or posts to) the session's strand.
-class Session : public std::enable_shared_from_this<Session> {
+// What the server's watchdogs and Stop() see of a session, plain or TLS. Virtual calls happen
+// only there, never per request. Thread safety: every method is safe from any thread.
+class SessionBase : public std::enable_shared_from_this<SessionBase> {
  public:
-  Session(tcp::socket socket, SessionHost host);
-  ~Session();
-  void Start() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
-  }
+  explicit SessionBase(SessionHost host) : host_(host) { host_.registry->Add(this); }
+  virtual ~SessionBase() { host_.registry->Remove(this); }
   // True when a response has been in writing for longer than `limit` (the client stopped
-  // reading). Safe from any thread.
+  // reading).
   bool WriteOverdue(std::chrono::steady_clock::time_point now,
                     std::chrono::steady_clock::duration limit) const {
     auto started = write_started_.load(std::memory_order_relaxed);
     return started != 0 && now.time_since_epoch().count() - started > limit.count();
   }
   // Closes the connection if its write is still overdue once on its strand.
-  void CutOffOverdueWrite(std::chrono::steady_clock::duration limit);
+  virtual void CutOffOverdueWrite(std::chrono::steady_clock::duration limit) = 0;
   // Called on server stop: an idle connection is closed now, a busy one after its response.
-  void OnServerStop() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] {
-      self->stopping_ = true;
-      if (self->idle_) self->Close();
-    });
-  }
+  virtual void OnServerStop() = 0;
 
- private:
-  void ReadHeader();
-  void OnHeader(beast::error_code ec);
-  void ReadBody();
-  void OnBody(beast::error_code ec);
-  void Write(HttpResponse res);
+ protected:
   // Marks a response as being written (for the server's write watchdog), or done.
   void WriteStarted() {
     write_started_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                          std::memory_order_relaxed);
   }
   void WriteDone() { write_started_.store(0, std::memory_order_relaxed); }
+
+  SessionHost host_;
+
+ private:
+  // When the response now being written was started (steady-clock ticks), 0 when none is.
+  // A watchdog on the server, not a timer per response: arming and cancelling a timer for every
+  // response cost ~4% of the single-connection write rate.
+  std::atomic<std::chrono::steady_clock::rep> write_started_{0};
+};
+
+// One connection over `Stream`: beast::tcp_stream (plain HTTP) or
+// beast::ssl_stream<beast::tcp_stream> (HTTPS, which first runs the TLS handshake within the
+// read timeout). Both are instantiated in session.cc. Thread safety: every method runs on (or
+// posts to) the session's strand.
+template <class Stream>
+class Session final : public SessionBase {
+ public:
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  // `stream_args` construct the stream: the socket, and for TLS the server's ssl::context.
+  template <class... StreamArgs>
+  explicit Session(SessionHost host, StreamArgs&&... stream_args)
+      : SessionBase(host), stream_(std::forward<StreamArgs>(stream_args)...) {}
+
+  void Start() {
+    net::dispatch(stream_.get_executor(), [self = Self()] {
+      if constexpr (kTls) {
+        self->Handshake();
+      } else {
+        self->ReadHeader();
+      }
+    });
+  }
+  void CutOffOverdueWrite(std::chrono::steady_clock::duration limit) override;
+  void OnServerStop() override {
+    net::post(stream_.get_executor(), [self = Self()] {
+      self->stopping_ = true;
+      if (self->idle_) self->Close();
+    });
+  }
+
+ private:
+  std::shared_ptr<Session> Self() { return std::static_pointer_cast<Session>(shared_from_this()); }
+  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
+  void Handshake();
+  void ReadHeader();
+  void OnHeader(beast::error_code ec);
+  void ReadBody();
+  void OnBody(beast::error_code ec);
+  void Write(HttpResponse res);
   void OnWrite(bool keep_alive, beast::error_code ec);
   // Removes the fields a chunked body's trailer added: fenced reads fields from the header
   // section only, so a trailer cannot set a fence that proxies and logs never show.
@@ -103,26 +143,28 @@ class Session : public std::enable_shared_from_this<Session> {
   void RefuseAndClose(wire::Error error, RefusalReason reason, std::string message);
   // 413 and close: "the body is <how_large> the server's limit of N bytes".
   void RefuseBodyTooLarge(const std::string& how_large);
+  // Closes the TCP connection. For TLS without a close_notify: a peer that has its whole
+  // response (Content-Length) loses nothing, and a close never waits on the peer.
   void Close() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.close();
+    Tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+    Tcp().close();
   }
 
-  beast::tcp_stream stream_;
-  SessionHost host_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::chrono::steady_clock::time_point started_;
   // The header section's fields of a chunked request (Beast keeps same-named fields together,
   // so a trailer field can land between them: they are told apart by identity, not position).
   std::vector<const void*> header_fields_;
-  // When the response now being written was started (steady-clock ticks), 0 when none is.
-  // A watchdog on the server, not a timer per response: arming and cancelling a timer for every
-  // response cost ~4% of the single-connection write rate.
-  std::atomic<std::chrono::steady_clock::rep> write_started_{0};
-  bool idle_ = false;      // waiting for a new request with nothing buffered
+  bool idle_ = false;      // waiting for a new request (or the TLS handshake), nothing buffered
   bool stopping_ = false;  // the server is stopping: close after the current response
 };
+
+using PlainSession = Session<beast::tcp_stream>;
+using TlsSession = Session<beast::ssl_stream<beast::tcp_stream>>;
+extern template class Session<beast::tcp_stream>;
+extern template class Session<beast::ssl_stream<beast::tcp_stream>>;
 
 }  // namespace fencekit

@@ -39,13 +39,26 @@ struct ServerOptions {
   std::size_t max_queued_long_reads = 32;
   // On Stop(), in-flight requests get this long to finish before connections are cut.
   std::chrono::milliseconds drain_timeout{10'000};
+
+  // Bearer-token authentication (docs/http-api.md, "Authentication"): the JSON auth file of
+  // principals, their token digests and rights. Start fails naming what is wrong with it.
+  // Empty: no authentication; every route is open but fence administration.
+  std::string auth_file;
+  // Without auth_file, Start refuses a host that is not loopback (127.0.0.0/8, ::1,
+  // "localhost"), as anyone who reaches the port could write every key. True allows it anyway.
+  bool insecure_no_auth = false;
+  // HTTPS (TLS 1.2 or newer): PEM certificate chain and private key; both or neither. Start
+  // fails on an unreadable or mismatched pair.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // Thread safety: Start/Stop/Wait may be called from any thread; Stop is also safe from a
 // signal-handling thread. The store must outlive the server.
 class Server {
  public:
-  // Binds and starts serving on background threads. The store is not owned.
+  // Binds and starts serving on background threads. The store is not owned. kInvalidArgument
+  // for a bad auth file, TLS pair, or an open listen address without auth (see ServerOptions).
   static Result<std::unique_ptr<Server>> Start(ServerOptions options, FencedStore* store);
   virtual ~Server() = default;  // Stops and waits.
 

@@ -16,8 +16,14 @@
 namespace fencekit {
 
 struct StoreClientOptions {
-  // Connect, send and receive each have this long.
+  // Connect, send and receive each have this long (for https, the TLS handshake too).
   std::chrono::milliseconds timeout{5'000};
+  // Sent as "Authorization: Bearer <token>" when not empty (fenced --auth). Its characters:
+  // A-Z a-z 0-9 - . _ ~ + / and trailing '='.
+  std::string bearer_token;
+  // For https:// URLs: the PEM file of the certificate authorities to trust; empty trusts the
+  // system's default ones. The server's certificate must name the URL's host.
+  std::string ca_file;
 };
 
 // The store's own result types (common/store_types.h), under the names this client used first.
@@ -25,13 +31,15 @@ using WriteResponse = WriteReceipt;
 using GetResponse = StoredObject;
 
 // Errors: kStaleToken (409; highest_token() holds the store's fence), kInvalidArgument (the
-// request was refused as malformed: 400, 413, 428, 431), kNotFound, kUnavailable (cannot
-// connect, timed out, or 5xx).
+// request was refused as malformed: 400, 413, 428, 431), kNotFound, kUnauthenticated (401: no
+// or unknown bearer token), kPermissionDenied (403: outside the token's rights), kUnavailable
+// (cannot connect, TLS handshake or certificate check failed, timed out, or 5xx).
 // Thread safety: not safe for concurrent use; use one client per thread. It keeps one
 // keep-alive connection and reconnects when it breaks.
 class StoreClient {
  public:
-  // `base_url` like "http://127.0.0.1:8080". kInvalidArgument when it is not an http URL.
+  // `base_url` like "http://127.0.0.1:8080" or "https://store.example:8443". kInvalidArgument
+  // when it is neither, or the options are bad (a malformed token, an unreadable CA file).
   static Result<std::unique_ptr<StoreClient>> Open(std::string_view base_url,
                                                    StoreClientOptions options = {});
   virtual ~StoreClient() = default;
@@ -53,7 +61,13 @@ class StoreClient {
   // The store's highest accepted token for `lock`; nullopt when none was accepted yet.
   virtual Result<std::optional<FencingToken>> Highest(std::string_view lock) = 0;
   // The store's most recent decisions (GET /v1/history), oldest first; `limit` 1 to 10,000.
+  // Admin only under fenced --auth.
   virtual Result<std::vector<Decision>> History(std::size_t limit) = 0;
+  // Sets the fence of `lock` to `highest`, up or down, and unbinds it from its lock service
+  // when `unbind_service` (PUT /v1/fences/{lock}; admin only, needs fenced --auth). The
+  // store's decision, as recorded in its history.
+  virtual Result<Decision> SetFence(std::string_view lock, FencingToken highest,
+                                    bool unbind_service) = 0;
 };
 
 }  // namespace fencekit

@@ -1,0 +1,478 @@
+// fenced --auth: who may do what (bearer tokens, prefix rights, admin-only routes), fence
+// administration, a malformed auth file, and the refusal to listen openly without auth. Against
+// the real server on loopback, the real fenced binary, the store client and fencectl.
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+#include <fstream>
+
+#include "fencekit/httpapi/store_client.h"
+#include "fencekit/procutil/child_process.h"
+#include "support/server_fixture.h"
+#include "support/test_support.h"
+
+namespace fencekit {
+namespace {
+
+using testing::CommandResult;
+using testing::RawConnection;
+using testing::RawResponse;
+using testing::Request;
+using testing::RunCommand;
+using testing::TempDir;
+
+constexpr const char* kBillingToken = "billing-token-0123456789abcdef";
+constexpr const char* kReaderToken = "reader.token~+/=";
+constexpr const char* kOpsToken = "ops-token-fedcba9876543210";
+
+// The digest as the docs tell an operator to make it.
+std::string Sha256Hex(const std::string& token) {
+  CommandResult r =
+      RunCommand({"sh", "-c", "printf %s \"$T\" | sha256sum | cut -d' ' -f1"}, {"T=" + token});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (!r.out.empty() && r.out.back() == '\n') r.out.pop_back();
+  EXPECT_EQ(r.out.size(), 64u) << r.out;
+  return r.out;
+}
+
+std::string WriteFile(const TempDir& dir, const std::string& name, const std::string& text) {
+  std::string path = dir.File(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+// billing reads and writes billing/; reader only reads shared/; ops is admin.
+std::string AuthJson() {
+  return R"({"principals": [
+    {"name": "billing", "token_sha256": ")" +
+         Sha256Hex(kBillingToken) + R"(", "read": ["billing/"], "write": ["billing/"]},
+    {"name": "reader", "token_sha256": ")" +
+         Sha256Hex(kReaderToken) + R"(", "read": ["shared/"]},
+    {"name": "ops", "token_sha256": ")" +
+         Sha256Hex(kOpsToken) + R"(", "admin": true}
+  ]})";
+}
+
+std::pair<std::string, std::string> Bearer(const std::string& token) {
+  return {"Authorization", "Bearer " + token};
+}
+
+std::string ErrorName(const RawResponse& r) {
+  boost::system::error_code ec;
+  auto v = boost::json::parse(r.body, ec);
+  if (ec || !v.is_object() || !v.as_object().contains("error")) return "(not an error: " + r.body;
+  return std::string(v.as_object().at("error").as_string());
+}
+
+class HttpAuthTest : public testing::ServerFixture {
+ protected:
+  void SetUp() override {
+    auth_file_ = WriteFile(dir_, "auth.json", AuthJson());
+    StartServer({.auth_file = auth_file_});
+  }
+  RawResponse As(const std::string& token, std::string_view method, std::string_view target,
+                 std::vector<std::pair<std::string, std::string>> headers = {},
+                 std::string_view body = {}) {
+    headers.push_back(Bearer(token));
+    return Call(method, target, headers, body);
+  }
+  std::string auth_file_;
+};
+
+TEST_F(HttpAuthTest, MissingTokenIs401WithAChallenge) {
+  for (const char* target : {"/v1/objects/billing/x", "/v1/fences/billing/x", "/v1/history",
+                             "/metrics", "/no/such/route"}) {
+    RawResponse r = Call("GET", target);
+    EXPECT_EQ(r.status, 401) << target;
+    EXPECT_EQ(ErrorName(r), "unauthorized") << target;
+    EXPECT_EQ(r.header("www-authenticate"), "Bearer realm=\"fenced\"") << target;
+  }
+  RawResponse put = PutWithToken("billing/x", "1");
+  EXPECT_EQ(put.status, 401);
+  // Another scheme is no bearer token at all.
+  RawResponse basic = Call("GET", "/v1/objects/billing/x", {{"Authorization", "Basic YTpi"}});
+  EXPECT_EQ(basic.status, 401);
+  EXPECT_EQ(basic.header("www-authenticate"), "Bearer realm=\"fenced\"");
+  // Nothing was written by the refused PUT.
+  EXPECT_EQ(As(kOpsToken, "GET", "/v1/objects/billing/x").status, 404);
+}
+
+TEST_F(HttpAuthTest, UnknownOrMalformedTokenIs401InvalidTokenAndNeverEchoed) {
+  const std::string unknown = "not-a-known-token-31337";
+  RawResponse r = As(unknown, "GET", "/v1/objects/billing/x");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(ErrorName(r), "unauthorized");
+  EXPECT_EQ(r.header("www-authenticate"), "Bearer realm=\"fenced\", error=\"invalid_token\"");
+  EXPECT_EQ(r.body.find(unknown), std::string::npos) << r.body;
+  for (std::string value :
+       {"Bearer", "Bearer ", "Bearer a b", "Bearer \"quoted\"", "Bearer =abc"}) {
+    RawResponse m = Call("GET", "/v1/objects/billing/x", {{"Authorization", value}});
+    EXPECT_EQ(m.status, 401) << value;
+    EXPECT_EQ(m.header("www-authenticate"), "Bearer realm=\"fenced\", error=\"invalid_token\"")
+        << value;
+  }
+  // A known token sent twice is not one credential.
+  RawResponse twice =
+      Call("GET", "/v1/objects/billing/x", {Bearer(kBillingToken), Bearer(kBillingToken)});
+  EXPECT_EQ(twice.status, 401);
+  // The scheme is case-insensitive.
+  EXPECT_EQ(Call("GET", "/v1/objects/billing/x",
+                 {{"Authorization", std::string("bEaReR ") + kBillingToken}})
+                .status,
+            404);
+}
+
+TEST_F(HttpAuthTest, HealthStaysOpen) {
+  EXPECT_EQ(Call("GET", "/healthz").status, 200);
+  EXPECT_EQ(As("unknown", "GET", "/healthz").status, 200);
+}
+
+TEST_F(HttpAuthTest, WritesNeedTheKeyAndTheLockInsideTheWritePrefixes) {
+  RawResponse ok = As(kBillingToken, "PUT", "/v1/objects/billing/a", {{"Fencing-Token", "1"}}, "v");
+  EXPECT_EQ(ok.status, 201) << ok.body;
+  RawResponse under_lock = As(kBillingToken, "PUT", "/v1/objects/billing/b",
+                              {{"Fencing-Token", "1"}, {"Fencing-Lock", "billing/lock"}}, "v");
+  EXPECT_EQ(under_lock.status, 201) << under_lock.body;
+
+  RawResponse key = As(kBillingToken, "PUT", "/v1/objects/other/a", {{"Fencing-Token", "1"}}, "v");
+  EXPECT_EQ(key.status, 403);
+  EXPECT_EQ(ErrorName(key), "forbidden");
+  EXPECT_NE(key.body.find("billing"), std::string::npos) << key.body;
+  RawResponse lock = As(kBillingToken, "PUT", "/v1/objects/billing/c",
+                        {{"Fencing-Token", "1"}, {"Fencing-Lock", "other/lock"}}, "v");
+  EXPECT_EQ(lock.status, 403);
+  EXPECT_EQ(ErrorName(lock), "forbidden");
+  RawResponse del = As(kBillingToken, "DELETE", "/v1/objects/other/a", {{"Fencing-Token", "1"}});
+  EXPECT_EQ(del.status, 403);
+  // Read rights are not write rights.
+  RawResponse reader =
+      As(kReaderToken, "PUT", "/v1/objects/shared/a", {{"Fencing-Token", "1"}}, "v");
+  EXPECT_EQ(reader.status, 403);
+
+  // The refused writes changed nothing: no object, no fence.
+  EXPECT_EQ(As(kOpsToken, "GET", "/v1/objects/billing/c").status, 404);
+  EXPECT_EQ(As(kOpsToken, "GET", "/v1/objects/shared/a").status, 404);
+  RawResponse fence = As(kOpsToken, "GET", "/v1/fences/other/lock");
+  EXPECT_NE(fence.body.find("\"highest\":0"), std::string::npos) << fence.body;
+}
+
+TEST_F(HttpAuthTest, ReadsNeedTheKeyInsideTheReadPrefixes) {
+  ASSERT_EQ(As(kOpsToken, "PUT", "/v1/objects/shared/a", {{"Fencing-Token", "1"}}, "v").status,
+            201);
+  ASSERT_EQ(As(kOpsToken, "PUT", "/v1/objects/billing/a", {{"Fencing-Token", "1"}}, "v").status,
+            201);
+  EXPECT_EQ(As(kReaderToken, "GET", "/v1/objects/shared/a").status, 200);
+  EXPECT_EQ(As(kReaderToken, "GET", "/v1/fences/shared/a").status, 200);
+  EXPECT_EQ(As(kBillingToken, "GET", "/v1/objects/billing/a").status, 200);
+
+  RawResponse other = As(kReaderToken, "GET", "/v1/objects/billing/a");
+  EXPECT_EQ(other.status, 403);
+  EXPECT_EQ(ErrorName(other), "forbidden");
+  EXPECT_EQ(other.body.find("\"v\""), std::string::npos);
+  EXPECT_EQ(As(kBillingToken, "GET", "/v1/objects/shared/a").status, 403);
+  EXPECT_EQ(As(kReaderToken, "GET", "/v1/fences/billing/a").status, 403);
+}
+
+TEST_F(HttpAuthTest, HistoryMetricsAndFenceAdministrationAreAdminOnly) {
+  for (const char* token : {kBillingToken, kReaderToken}) {
+    RawResponse history = As(token, "GET", "/v1/history");
+    EXPECT_EQ(history.status, 403);
+    EXPECT_EQ(ErrorName(history), "forbidden");
+    EXPECT_EQ(As(token, "GET", "/metrics").status, 403);
+    RawResponse set = As(token, "PUT", "/v1/fences/billing/a", {}, R"({"highest": 7})");
+    EXPECT_EQ(set.status, 403);
+    EXPECT_EQ(ErrorName(set), "forbidden");
+  }
+  EXPECT_EQ(As(kOpsToken, "GET", "/v1/history").status, 200);
+  RawResponse metrics = As(kOpsToken, "GET", "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("fenced_writes_accepted_total"), std::string::npos);
+  // The admin may write and read any key.
+  EXPECT_EQ(As(kOpsToken, "PUT", "/v1/objects/anything", {{"Fencing-Token", "3"}}, "v").status,
+            201);
+  EXPECT_EQ(As(kOpsToken, "GET", "/v1/objects/anything").status, 200);
+  // The refused fence administration changed nothing.
+  RawResponse fence = As(kOpsToken, "GET", "/v1/fences/billing/a");
+  EXPECT_NE(fence.body.find("\"highest\":0"), std::string::npos) << fence.body;
+}
+
+TEST_F(HttpAuthTest, FenceAdministrationRefusesABadBody) {
+  for (std::string body :
+       {"", "not json", "[1]", R"({})", R"({"highest": 0})", R"({"highest": -3})",
+        R"({"highest": "5"})", R"({"highest": 1.5})", R"({"highest": 5, "unbind_service": "yes"})",
+        R"({"highest": 5, "extra": 1})"}) {
+    RawResponse r = As(kOpsToken, "PUT", "/v1/fences/billing/a", {}, body);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_EQ(ErrorName(r), "bad_body") << body;
+  }
+}
+
+// Needs FencedStore::SetFence (the store's half of issue 16).
+TEST_F(HttpAuthTest, AdminSetsAFenceAndItIsRecordedWithItsName) {
+  ASSERT_EQ(As(kBillingToken, "PUT", "/v1/objects/billing/a", {{"Fencing-Token", "9"}}, "v").status,
+            201);
+  RawResponse set =
+      As(kOpsToken, "PUT", "/v1/fences/billing/a", {}, R"({"highest": 4, "unbind_service": true})");
+  ASSERT_EQ(set.status, 200) << set.body;
+  auto decision = boost::json::parse(set.body).as_object();
+  EXPECT_EQ(decision["op"], "set_fence");
+  EXPECT_EQ(decision["highest"], 4);
+  EXPECT_EQ(decision["principal"], "ops");
+  RawResponse fence = As(kBillingToken, "GET", "/v1/fences/billing/a");
+  EXPECT_NE(fence.body.find("\"highest\":4"), std::string::npos) << fence.body;
+}
+
+// Needs the store to record WriteRequest::principal (the store's half of issue 16).
+TEST_F(HttpAuthTest, TheHistoryNamesWhoWrote) {
+  ASSERT_EQ(As(kBillingToken, "PUT", "/v1/objects/billing/a", {{"Fencing-Token", "2"}}, "v").status,
+            201);
+  RawResponse history = As(kOpsToken, "GET", "/v1/history");
+  ASSERT_EQ(history.status, 200);
+  auto decisions = boost::json::parse(history.body).at("decisions").as_array();
+  ASSERT_EQ(decisions.size(), 1u);
+  const auto* principal = decisions[0].as_object().if_contains("principal");
+  ASSERT_NE(principal, nullptr) << history.body;
+  EXPECT_EQ(*principal, "billing");
+}
+
+TEST_F(HttpAuthTest, StoreClientSendsItsTokenAndReadsRefusals) {
+  std::string url = "http://127.0.0.1:" + std::to_string(server_->port());
+  auto billing = StoreClient::Open(url, {.bearer_token = kBillingToken});
+  ASSERT_TRUE(billing.ok()) << billing.status().ToString();
+  auto token = FencingToken::FromInt(5).value();
+  auto put = (*billing)->Put("", token, "billing/k", "v");
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  auto got = (*billing)->Get("billing/k");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->value, "v");
+
+  auto denied = (*billing)->Put("", token, "other/k", "v");
+  EXPECT_TRUE(denied.status().IsPermissionDenied()) << denied.status().ToString();
+  EXPECT_NE(denied.status().message().find("may not write"), std::string::npos)
+      << denied.status().message();
+  auto history = (*billing)->History(10);
+  EXPECT_TRUE(history.status().IsPermissionDenied()) << history.status().ToString();
+  auto set = (*billing)->SetFence("billing/k", token, false);
+  EXPECT_TRUE(set.status().IsPermissionDenied()) << set.status().ToString();
+
+  auto anonymous = StoreClient::Open(url);
+  ASSERT_TRUE(anonymous.ok());
+  auto refused = (*anonymous)->Get("billing/k");
+  EXPECT_TRUE(refused.status().IsUnauthenticated()) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("bearer token"), std::string::npos);
+
+  // A token that could split the header is refused before any I/O.
+  auto bad = StoreClient::Open(url, {.bearer_token = "abc\r\nX-Evil: 1"});
+  EXPECT_TRUE(bad.status().IsInvalidArgument()) << bad.status().ToString();
+  EXPECT_EQ(bad.status().message().find("X-Evil"), std::string::npos);
+}
+
+TEST_F(HttpAuthTest, FencectlTakesATokenFileOrTheEnvironment) {
+  std::string url = "http://127.0.0.1:" + std::to_string(server_->port());
+  std::string token_file = WriteFile(dir_, "billing.token", std::string(kBillingToken) + "\n");
+  auto ctl = [&](std::vector<std::string> args, std::vector<std::string> env = {}) {
+    args.insert(args.begin(), testing::FencectlBinary());
+    return RunCommand(args, env);
+  };
+  CommandResult put = ctl({"put", "--store", url, "--token-file", token_file, "--lock", "billing/k",
+                           "--token", "3", "billing/k", "value"});
+  EXPECT_EQ(put.exit_code, 0) << put.err;
+  CommandResult get = ctl({"get", "--store", url, "billing/k"},
+                          {std::string("FENCEKIT_STORE_TOKEN=") + kBillingToken});
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_NE(get.out.find("\"value\":\"value\""), std::string::npos) << get.out;
+  CommandResult none = ctl({"get", "--store", url, "billing/k"});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("bearer token"), std::string::npos) << none.err;
+  CommandResult history = ctl({"history", "--store", url, "--token-file", token_file});
+  EXPECT_EQ(history.exit_code, 1);
+  EXPECT_NE(history.err.find("admin only"), std::string::npos) << history.err;
+  CommandResult admin_history =
+      ctl({"history", "--store", url}, {std::string("FENCEKIT_STORE_TOKEN=") + kOpsToken});
+  EXPECT_EQ(admin_history.exit_code, 0) << admin_history.err;
+  EXPECT_NE(admin_history.out.find("\"key\":\"billing/k\""), std::string::npos);
+  CommandResult fence = ctl({"fence", "--store", url, "--token-file", token_file, "billing/k"});
+  EXPECT_EQ(fence.exit_code, 0) << fence.err;
+  EXPECT_NE(fence.out.find("\"highest\":3"), std::string::npos) << fence.out;
+  CommandResult set =
+      ctl({"fence", "--store", url, "--token-file", token_file, "--set", "9", "billing/k"});
+  EXPECT_EQ(set.exit_code, 1);
+  EXPECT_NE(set.err.find("admin only"), std::string::npos) << set.err;
+  CommandResult missing = ctl({"get", "--store", url, "--token-file", dir_.File("absent"), "k"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("--token-file"), std::string::npos) << missing.err;
+}
+
+// --- Without --auth --------------------------------------------------------------------------
+
+using HttpNoAuthTest = testing::ServerFixture;
+
+TEST_F(HttpNoAuthTest, EverythingIsOpenButFenceAdministration) {
+  EXPECT_EQ(PutWithToken("k", "1").status, 201);
+  EXPECT_EQ(Call("GET", "/v1/objects/k").status, 200);
+  EXPECT_EQ(Call("GET", "/v1/history").status, 200);
+  EXPECT_EQ(Call("GET", "/metrics").status, 200);
+  RawResponse set = Call("PUT", "/v1/fences/k", {}, R"({"highest": 5})");
+  EXPECT_EQ(set.status, 403);
+  EXPECT_EQ(ErrorName(set), "forbidden");
+  EXPECT_NE(set.body.find("--auth"), std::string::npos) << set.body;
+  RawResponse fence = Call("GET", "/v1/fences/k");
+  EXPECT_NE(fence.body.find("\"highest\":1"), std::string::npos) << fence.body;
+}
+
+// --- A malformed auth file -------------------------------------------------------------------
+
+struct BadAuthFile {
+  const char* label;
+  std::string text;
+  const char* says;  // a piece of the refusal's message
+};
+
+class AuthFileTest : public ::testing::TestWithParam<BadAuthFile> {};
+
+const std::string kDigest(64, 'a');
+
+INSTANTIATE_TEST_SUITE_P(
+    Refusals, AuthFileTest,
+    ::testing::Values(
+        BadAuthFile{"BadJson", "{\"principals\": [", "not valid JSON"},
+        BadAuthFile{"NotAnObject", "[]", "top level"},
+        BadAuthFile{"UnknownTopLevelField", R"({"principals": [], "users": []})",
+                    "unknown field \"users\""},
+        BadAuthFile{"NoPrincipals", R"({"principals": []})", "empty"},
+        BadAuthFile{"MissingName", R"({"principals": [{"token_sha256": ")" + kDigest + R"("}]})",
+                    "has no \"name\""},
+        BadAuthFile{"DuplicateName",
+                    R"({"principals": [{"name": "a", "token_sha256": ")" + kDigest +
+                        R"("}, {"name": "a", "token_sha256": ")" + std::string(64, 'b') + R"("}]})",
+                    "used twice"},
+        BadAuthFile{"BadHex",
+                    R"({"principals": [{"name": "a", "token_sha256": ")" + std::string(63, 'a') +
+                        R"(g"}]})",
+                    "64 hex digits"},
+        BadAuthFile{"ShortHex", R"({"principals": [{"name": "a", "token_sha256": "abc"}]})",
+                    "64 hex digits"},
+        BadAuthFile{"MissingDigest", R"({"principals": [{"name": "a"}]})",
+                    "has no \"token_sha256\""},
+        BadAuthFile{"DuplicateDigest",
+                    R"({"principals": [{"name": "a", "token_sha256": ")" + kDigest +
+                        R"("}, {"name": "b", "token_sha256": ")" + kDigest + R"("}]})",
+                    "same token_sha256"},
+        BadAuthFile{"UnknownField",
+                    R"({"principals": [{"name": "a", "token_sha256": ")" + kDigest +
+                        R"(", "rights": []}]})",
+                    "unknown field \"rights\""},
+        BadAuthFile{"AdminNotBool",
+                    R"({"principals": [{"name": "a", "token_sha256": ")" + kDigest +
+                        R"(", "admin": "yes"}]})",
+                    "\"admin\" must be true or false"},
+        BadAuthFile{"ReadNotAList",
+                    R"({"principals": [{"name": "a", "token_sha256": ")" + kDigest +
+                        R"(", "read": "billing/"}]})",
+                    "\"read\" must be a list"},
+        BadAuthFile{"PrefixNotAString",
+                    R"({"principals": [{"name": "a", "token_sha256": ")" + kDigest +
+                        R"(", "write": [1]}]})",
+                    "only strings"},
+        BadAuthFile{"NameWithNewline",
+                    R"({"principals": [{"name": "a\nb", "token_sha256": ")" + kDigest + R"("}]})",
+                    "\"name\" must be"}),
+    [](const auto& info) { return std::string(info.param.label); });
+
+TEST_P(AuthFileTest, ServerRefusesToStartNamingTheProblem) {
+  TempDir dir;
+  std::string path = WriteFile(dir, "auth.json", GetParam().text);
+  auto store = FencedStore::Open({.path = dir.File("store.db")});
+  ASSERT_TRUE(store.ok());
+  auto server = Server::Start({.port = 0, .auth_file = path}, store->get());
+  ASSERT_FALSE(server.ok());
+  EXPECT_TRUE(server.status().IsInvalidArgument());
+  EXPECT_NE(server.status().message().find(GetParam().says), std::string::npos)
+      << server.status().message();
+  EXPECT_NE(server.status().message().find(path), std::string::npos) << server.status().message();
+}
+
+CommandResult RunFenced(const TempDir& dir, std::vector<std::string> args) {
+  // `timeout`: a fenced that starts by mistake fails the test instead of hanging it.
+  std::vector<std::string> argv = {"timeout", "20", testing::FencedBinary(), "--db",
+                                   dir.File("fenced.db")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
+TEST(FencedAuthFlagTest, FencedExitsOnAMalformedOrMissingAuthFile) {
+  TempDir dir;
+  std::string path = WriteFile(dir, "auth.json", R"({"principals": [{"name": "a"}]})");
+  CommandResult bad = RunFenced(dir, {"--listen", "127.0.0.1:0", "--auth", path});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("has no \"token_sha256\""), std::string::npos) << bad.err;
+  CommandResult missing =
+      RunFenced(dir, {"--listen", "127.0.0.1:0", "--auth", dir.File("absent.json")});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("cannot read the auth file"), std::string::npos) << missing.err;
+}
+
+// --- Listening openly ------------------------------------------------------------------------
+
+TEST(OpenListenTest, ServerRefusesANonLoopbackAddressWithoutAuth) {
+  TempDir dir;
+  auto store = FencedStore::Open({.path = dir.File("store.db")});
+  ASSERT_TRUE(store.ok());
+  auto open = Server::Start({.host = "0.0.0.0", .port = 0, .threads = 1}, store->get());
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.status().message().find("without authentication"), std::string::npos)
+      << open.status().message();
+  EXPECT_NE(open.status().message().find("--insecure-no-auth"), std::string::npos);
+
+  for (const char* loopback : {"127.0.0.1", "127.8.9.10", "localhost"}) {
+    auto ok = Server::Start({.host = loopback, .port = 0, .threads = 1}, store->get());
+    EXPECT_TRUE(ok.ok()) << loopback << ": " << ok.status().ToString();
+  }
+  auto insecure = Server::Start(
+      {.host = "0.0.0.0", .port = 0, .threads = 1, .insecure_no_auth = true}, store->get());
+  ASSERT_TRUE(insecure.ok()) << insecure.status().ToString();
+  RawConnection c((*insecure)->port());
+  c.Send(Request("GET", "/healthz"));
+  EXPECT_EQ(c.Read().status, 200);
+
+  std::string auth = WriteFile(dir, "auth.json", AuthJson());
+  auto with_auth =
+      Server::Start({.host = "0.0.0.0", .port = 0, .threads = 1, .auth_file = auth}, store->get());
+  ASSERT_TRUE(with_auth.ok()) << with_auth.status().ToString();
+  RawConnection d((*with_auth)->port());
+  d.Send(Request("GET", "/v1/objects/k"));
+  EXPECT_EQ(d.Read().status, 401);
+}
+
+TEST(OpenListenTest, FencedRefusesANonLoopbackAddressWithoutAuthOrTheInsecureFlag) {
+  TempDir dir;
+  CommandResult refused = RunFenced(dir, {"--listen", "0.0.0.0:0"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("refusing to listen on 0.0.0.0 without authentication"),
+            std::string::npos)
+      << refused.err;
+
+  // With --insecure-no-auth it starts (and warns); ready once it writes its port file.
+  std::string port_file = dir.File("port");
+  procutil::ChildProcess fenced;
+  ASSERT_TRUE(
+      fenced
+          .Start({.argv = {testing::FencedBinary(), "--listen", "0.0.0.0:0", "--db",
+                           dir.File("open.db"), "--port-file", port_file, "--insecure-no-auth"},
+                  .output_path = dir.File("fenced.log")})
+          .ok());
+  unsigned port = 0;
+  ASSERT_TRUE(testing::WaitFor([&] {
+    std::ifstream in(port_file);
+    return static_cast<bool>(in >> port) || fenced.Exited();
+  }));
+  ASSERT_GT(port, 0u) << fenced.OutputTail();
+  RawConnection c(static_cast<std::uint16_t>(port));
+  c.Send(Request("GET", "/healthz"));
+  EXPECT_EQ(c.Read().status, 200);
+  EXPECT_NE(fenced.OutputTail().find("WARNING: --insecure-no-auth"), std::string::npos)
+      << fenced.OutputTail();
+}
+
+}  // namespace
+}  // namespace fencekit
