@@ -184,9 +184,14 @@ TEST_F(HttpAuthTest, HistoryMetricsAndFenceAdministrationAreAdminOnly) {
     EXPECT_EQ(ErrorName(set), "forbidden");
   }
   EXPECT_EQ(As(kOpsToken, "GET", "/v1/history").status, 200);
+  EXPECT_EQ(Call("GET", "/v1/history").status, 401);
   RawResponse metrics = As(kOpsToken, "GET", "/metrics");
   EXPECT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.body.find("fenced_writes_accepted_total"), std::string::npos);
+  // Every refusal above is counted: 2 principals x 3 forbidden requests, 1 without a token.
+  EXPECT_NE(metrics.body.find("\nfenced_requests_forbidden_total 6\n"), std::string::npos)
+      << metrics.body;
+  EXPECT_NE(metrics.body.find("\nfenced_requests_unauthorized_total 1\n"), std::string::npos);
   // The admin may write and read any key.
   EXPECT_EQ(As(kOpsToken, "PUT", "/v1/objects/anything", {{"Fencing-Token", "3"}}, "v").status,
             201);

@@ -96,6 +96,7 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
     who = verdict.principal;
   }
   auto forbidden = [&](std::string_view what) {
+    metrics_->CountForbidden();
     error(Error::kForbidden, "principal \"" + who->name + "\" may not " + std::string(what) +
                                  "; an admin can grant it in the auth file (fenced --auth)");
   };
@@ -181,6 +182,7 @@ void Handler::Unauthorized(const HttpRequest& req, const Authorizer::Verdict& ve
             "<token>' (token characters: A-Z a-z 0-9 - . _ ~ + / and trailing =)"
           : "the bearer token is not known to this server; check the token, or ask an admin to "
             "add its SHA-256 to the auth file (fenced --auth)";
+  metrics_->CountUnauthorized();
   HttpResponse res = ErrorResponse(Error::kUnauthorized, message, req.version(), req.keep_alive());
   res.set(http::field::www_authenticate, verdict.outcome == Authorizer::Outcome::kMissing
                                              ? "Bearer realm=\"fenced\""
@@ -371,6 +373,7 @@ void Handler::HandleSetFence(const HttpRequest& req, std::string lock, const Pri
   auto error = [&](Error e, std::string_view message) {
     respond(ErrorResponse(e, message, version, keep_alive));
   };
+  if (who == nullptr || !who->admin) metrics_->CountForbidden();
   if (who == nullptr) {
     return error(Error::kForbidden,
                  "fence administration needs authentication: start fenced with --auth FILE and "

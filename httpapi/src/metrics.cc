@@ -100,6 +100,11 @@ std::string Metrics::Render(const StoreStats& store) const {
   counter("fenced_long_reads_refused_total",
           "Long reads (history) answered 503 busy because their queue was full.",
           long_reads_refused_);
+  counter("fenced_requests_unauthorized_total",
+          "Requests answered 401: no, a malformed or an unknown bearer token (--auth).",
+          unauthorized_);
+  counter("fenced_requests_forbidden_total",
+          "Requests answered 403 forbidden: outside the principal's rights (--auth).", forbidden_);
   auto store_counter = [&](const char* name, const char* help, std::uint64_t value) {
     Append(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
            static_cast<unsigned long long>(value));

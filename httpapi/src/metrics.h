@@ -45,6 +45,9 @@ class Metrics {
   void CountConnectionRefused() { connections_refused_.fetch_add(1, std::memory_order_relaxed); }
   void CountWriteTimeout() { write_timeouts_.fetch_add(1, std::memory_order_relaxed); }
   void CountLongReadRefused() { long_reads_refused_.fetch_add(1, std::memory_order_relaxed); }
+  // Requests refused by authentication (401) or authorization (403), whatever their route.
+  void CountUnauthorized() { unauthorized_.fetch_add(1, std::memory_order_relaxed); }
+  void CountForbidden() { forbidden_.fetch_add(1, std::memory_order_relaxed); }
   void SetMaxConnections(std::uint64_t n) { max_connections_.store(n, std::memory_order_relaxed); }
   // The whole exposition, with the store's commit and verification statistics appended.
   std::string Render(const StoreStats& store) const;
@@ -63,6 +66,8 @@ class Metrics {
   std::atomic<std::uint64_t> max_connections_{0};
   std::atomic<std::uint64_t> write_timeouts_{0};
   std::atomic<std::uint64_t> long_reads_refused_{0};
+  std::atomic<std::uint64_t> unauthorized_{0};
+  std::atomic<std::uint64_t> forbidden_{0};
 };
 
 }  // namespace fencekit
