@@ -40,9 +40,9 @@ class VerifyTest : public ::testing::Test {
         gate_cv_.wait_for(l, std::chrono::seconds(10), [&] { return gate_open_; });
         if (failing_) return Status::Unavailable("injected: the lock service is down");
       }
-      auto info = locks_->Inspect(lock);
-      if (!info.ok()) return info.status();
-      return TokenVerdict{info->held && info->token == token, service_};
+      auto check = locks_->CheckToken(lock, token);
+      if (!check.ok()) return check.status();
+      return TokenVerdict{check->current, service_};
     };
   }
   void CloseGate() {
@@ -218,8 +218,79 @@ TEST_F(VerifyTest, OnlyAConfirmedWriteBindsTheFenceToAService) {
   EXPECT_EQ((*store->Fence("lock"))->service, "");
   ASSERT_TRUE(locks_->Release(lease).ok());
   Lease next = Acquire("lock");
+  // Confirmed, but by a service that does not name itself: the write's claim binds nothing.
   ASSERT_TRUE(store->Write(Put("lock", next.token, "k", "sqlite:aa")).ok());
-  EXPECT_EQ((*store->Fence("lock"))->service, "sqlite:aa");
+  EXPECT_EQ((*store->Fence("lock"))->service, "");
+}
+
+// A fence set by hand is not confirmed: a write at its token is checked with the lock service
+// once, so an administrator who picks an old holder's token does not let that holder back in.
+TEST_F(VerifyTest, AFenceSetByHandIsConfirmedBeforeWritesAtItsTokenPass) {
+  auto store = Open();
+  Lease old = Acquire("lock");
+  ASSERT_TRUE(store->Put("lock", old.token, "k", "old").ok());
+  ASSERT_TRUE(locks_->Release(old).ok());
+  Lease current = Acquire("lock");
+  ASSERT_TRUE(store->Put("lock", current.token, "k", "current").ok());
+  ASSERT_TRUE(store->SetFence("lock", old.token, "admin", false).ok());
+  std::uint64_t calls = store->Stats().verifications;
+  auto r = store->Put("lock", old.token, "k", "old again");
+  EXPECT_TRUE(r.status().IsUnverifiedToken()) << r.status().ToString();
+  EXPECT_EQ(store->Stats().verifications, calls + 1);
+  EXPECT_EQ(store->Get("k")->value, "current");
+  // The current holder is confirmed once, then writes without calls.
+  ASSERT_TRUE(store->Put("lock", current.token, "k", "v1").ok());
+  ASSERT_TRUE(store->Put("lock", current.token, "k", "v2").ok());
+  EXPECT_EQ(store->Stats().verifications, calls + 2);
+}
+
+// A fence made before verification was on was never confirmed: a write at its token is
+// checked, so a token that poisoned the fence then cannot keep writing once verify is on.
+TEST_F(VerifyTest, AFenceMadeWithoutVerificationIsCheckedAtItsToken) {
+  Lease gone = Acquire("lock");
+  {
+    auto plain = FencedStore::Open({.path = dir_.File("store.db")});
+    ASSERT_TRUE(plain.ok());
+    ASSERT_TRUE((*plain)->Put("lock", gone.token, "k", "v").ok());
+  }
+  ASSERT_TRUE(locks_->Release(gone).ok());
+  auto store = Open();
+  auto r = store->Put("lock", gone.token, "k", "again");
+  EXPECT_TRUE(r.status().IsUnverifiedToken()) << r.status().ToString();
+  EXPECT_EQ(store->Stats().verifications, 1u);
+  Lease holder = Acquire("lock");
+  ASSERT_TRUE(store->Put("lock", holder.token, "k", "v1").ok());
+  ASSERT_TRUE(store->Put("lock", holder.token, "k", "v2").ok());
+  EXPECT_EQ(store->Stats().verifications, 2u);
+}
+
+// Closing does not make writes queued behind a slow lock service wait for it.
+TEST_F(VerifyTest, CloseFailsWritesWhoseVerificationHasNotStarted) {
+  auto store = Open({.verify_threads = 1});
+  Lease a = Acquire("a");
+  Lease b = Acquire("b");
+  CloseGate();
+  auto submit = [&](const Lease& lease) {
+    auto p = std::make_shared<std::promise<Result<WriteReceipt>>>();
+    auto f = p->get_future();
+    store->Submit(Put(lease.lock, lease.token, "k-" + lease.lock),
+                  [p](Result<WriteReceipt> r) { p->set_value(std::move(r)); });
+    return f;
+  };
+  auto running = submit(a);
+  ASSERT_TRUE(WaitFor([&] { return store->Stats().verifications == 1; }));
+  auto queued = submit(b);
+  std::thread closer([&] { EXPECT_TRUE(store->Close().ok()); });
+  // Answered while the running call still waits on the (closed) gate.
+  bool answered = queued.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  OpenGate();
+  closer.join();
+  ASSERT_TRUE(answered) << "the queued write waited for the running call";
+  auto r = queued.get();
+  EXPECT_TRUE(r.status().IsTimeout()) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("closing"), std::string::npos) << r.status().message();
+  EXPECT_EQ(store->Stats().verifications, 1u);
+  EXPECT_TRUE(running.get().ok());
 }
 
 TEST_F(VerifyTest, LoweredFenceVerifiesAnOldTokenAgain) {

@@ -122,6 +122,23 @@ TEST_F(HttpTlsTest, StoreClientVerifiesTheServerWithTheCaFile) {
   }
 }
 
+// Most TLS clients (fencekit's own included) close without a close_notify alert: that is a
+// normal end of a connection, not a malformed request.
+TEST_F(HttpTlsTest, AClientClosingWithoutCloseNotifyIsNotCountedAsMalformed) {
+  {
+    auto client = StoreClient::Open(Url(), {.ca_file = pki_->ca()});
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    ASSERT_TRUE((*client)->Put("", FencingToken::FromInt(3).value(), "k", "v").ok());
+  }  // the connection is dropped here
+  std::string metrics;
+  ASSERT_TRUE(testing::WaitFor([&] {
+    metrics = Curl({"--cacert", pki_->ca(), Url() + "/metrics"}).out;
+    return metrics.find("\nfenced_connections_open 1\n") != std::string::npos;  // curl's own
+  })) << metrics;
+  EXPECT_EQ(metrics.find("reason=\"malformed_request\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("reason=\"malformed_request\"} 0"), std::string::npos) << metrics;
+}
+
 TEST_F(HttpTlsTest, StoreClientRefusesAnUntrustedOrMisnamedCertificate) {
   auto system_cas = StoreClient::Open(Url());  // the system's CAs do not know the test CA
   ASSERT_TRUE(system_cas.ok()) << system_cas.status().ToString();

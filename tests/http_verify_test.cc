@@ -145,6 +145,25 @@ TEST(FencedFlagsTest, MalformedLockForIsAClearError) {
   }
 }
 
+TEST(FencedFlagsTest, APrefixBoundTwiceIsAClearError) {
+  TempDir dir;
+  auto r = testing::RunCommand({testing::FencedBinary(), "--db", dir.File("s.db"), "--listen",
+                                "127.0.0.1:0", "--lock-for", "a/=one", "--lock-for", "a/=two"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("twice"), std::string::npos) << r.err;
+}
+
+TEST(FencedFlagsTest, AVerifyingServicesPasswordIsNotPrinted) {
+  TempDir dir;
+  auto r = testing::RunCommand({testing::FencedBinary(), "--db", dir.File("s.db"), "--listen",
+                                "127.0.0.1:0", "--verify-with",
+                                "redis://:hunter2@127.0.0.1:" +
+                                    std::to_string(testing::FreePort())});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("redis://***@127.0.0.1:"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("hunter2"), std::string::npos) << r.err;
+}
+
 TEST(FencedFlagsTest, LockForAndRequireServiceApplyToWrites) {
   TempDir dir;
   FencedProcess fenced(dir.File("s.db"),

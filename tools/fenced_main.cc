@@ -65,6 +65,15 @@ TokenVerifier VerifierOver(LockClient* client) {
   };
 }
 
+// `uri` with the password of a "scheme://user:password@host" form replaced, for messages.
+std::string WithoutPassword(const std::string& uri) {
+  auto scheme = uri.find("://");
+  if (scheme == std::string::npos) return uri;
+  auto at = uri.find('@', scheme + 3);
+  if (at == std::string::npos || uri.find('/', scheme + 3) < at) return uri;
+  return uri.substr(0, scheme + 3) + "***" + uri.substr(at);
+}
+
 // "PREFIX=LOCK" (split at the first '='; the prefix may be empty, binding every key).
 bool ParseLockFor(const std::string& text, std::pair<std::string, std::string>& out) {
   auto eq = text.find('=');
@@ -203,13 +212,19 @@ int main(int argc, char** argv) {
       return Fail("--lock-for \"" + binding +
                   "\" is invalid; use PREFIX=LOCK, e.g. --lock-for orders/=orders-lock");
     }
+    for (const auto& [prefix, lock] : store_options.lock_for) {
+      if (prefix == parsed.first) {
+        return Fail("--lock-for binds the prefix \"" + prefix + "\" twice (to \"" + lock +
+                    "\" and \"" + parsed.second + "\"); give each prefix one lock");
+      }
+    }
     store_options.lock_for.push_back(std::move(parsed));
   }
   std::unique_ptr<LockClient> verify_client;
   if (!verify_with.empty()) {
     auto client = LockClient::Open(verify_with);
     if (!client.ok()) {
-      return Fail("--verify-with " + verify_with +
+      return Fail("--verify-with " + WithoutPassword(verify_with) +
                   ": cannot open the lock service: " + client.status().message());
     }
     verify_client = std::move(client).value();
@@ -261,8 +276,11 @@ int main(int argc, char** argv) {
             << " received; finishing in-flight requests" << std::endl;
   (*server)->Stop();
   (*server)->Wait();
+  // The store first: writes still waiting (e.g. for the lock service to confirm a token) answer
+  // into the server's stopped io_context, which must still exist; then the server.
+  Status closed = (*store)->Close();
   server->reset();
-  if (auto s = (*store)->Close(); !s.ok()) return Fail("closing the database: " + s.message());
+  if (!closed.ok()) return Fail("closing the database: " + closed.message());
   std::cout << "fenced: stopped cleanly" << std::endl;
   return 0;
 }

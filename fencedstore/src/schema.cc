@@ -31,8 +31,10 @@ constexpr const char* kMigrations[] = {
     "  key BLOB NOT NULL,"
     "  accepted INTEGER NOT NULL,"
     "  highest INTEGER NOT NULL);",
-    // 1 -> 2: a fence's lock service; a decision's reason of refusal and principal.
+    // 1 -> 2: a fence's lock service and whether that service confirmed the fence's token
+    // (verification on advance); a decision's reason of refusal and principal.
     "ALTER TABLE fences ADD COLUMN service TEXT;"
+    "ALTER TABLE fences ADD COLUMN confirmed INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE history ADD COLUMN reason TEXT;"
     "ALTER TABLE history ADD COLUMN principal TEXT;",
 };

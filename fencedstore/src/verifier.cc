@@ -47,12 +47,34 @@ void Verifier::Resumed(const std::string& lock, FencingToken token) {
   }
 }
 
-void Verifier::Stop() {
+void Verifier::BeginStop() {
+  // Calls not started yet are answered here, not when a busy thread frees up.
+  std::vector<std::pair<SharedVerdict, std::vector<Continuation>>> answered;
   {
     std::lock_guard guard(mu_);
     stopping_ = true;
+    for (Key& key : queue_) {
+      Flight& f = flights_[key];
+      f.answer = Closing();
+      f.unprocessed = f.waiters.size();
+      answered.emplace_back(f.answer, std::move(f.waiters));
+    }
+    queue_.clear();
   }
   cv_.notify_all();
+  for (auto& [answer, waiters] : answered) {
+    for (auto& then : waiters) then(answer);
+  }
+}
+
+SharedVerdict Verifier::Closing() {
+  return std::make_shared<const Result<TokenVerdict>>(
+      Status::Timeout("the store is closing: the token was not confirmed and nothing was "
+                      "written; retry against the store once it is back"));
+}
+
+void Verifier::Stop() {
+  BeginStop();
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
@@ -64,7 +86,7 @@ void Verifier::Work() {
     {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-      if (queue_.empty()) return;
+      if (queue_.empty()) return;  // BeginStop empties the queue
       key = std::move(queue_.front());
       queue_.pop_front();
     }
@@ -93,6 +115,12 @@ SharedVerdict Verifier::Ask(const Key& key) {
   }
   if (verdict.ok()) return std::make_shared<const Result<TokenVerdict>>(std::move(verdict));
   failures_.fetch_add(1, std::memory_order_relaxed);
+  // A request the lock service can never take (e.g. a lock name it refuses) is no outage: say
+  // so, rather than "retry".
+  if (verdict.status().IsInvalidArgument()) {
+    return std::make_shared<const Result<TokenVerdict>>(Status::InvalidArgument(
+        "the lock service refused to check this token: " + verdict.status().message()));
+  }
   return std::make_shared<const Result<TokenVerdict>>(Status::Timeout(
       "the lock service could not be asked to confirm the token (" + verdict.status().ToString() +
       "); nothing was written. Retry once the lock service answers"));

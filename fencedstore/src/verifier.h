@@ -53,8 +53,11 @@ class Verifier {
   std::uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
   std::uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
 
-  // Lets the queued and running calls finish (their continuations run), then joins the threads.
-  // Later Joins answer kTimeout at once. Idempotent.
+  // Stops asking: calls not started yet are answered kTimeout ("the store is closing") without
+  // asking the lock service; running calls finish (within the lock client's own timeouts). Every
+  // continuation runs. Later Joins answer kTimeout at once. Returns at once; idempotent.
+  void BeginStop();
+  // BeginStop, then joins the threads. Idempotent.
   void Stop();
 
  private:
@@ -67,6 +70,7 @@ class Verifier {
 
   void Work();
   SharedVerdict Ask(const Key& key);
+  static SharedVerdict Closing();
 
   const TokenVerifier& verify_;
   std::mutex mu_;

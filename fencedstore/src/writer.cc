@@ -47,11 +47,18 @@ Status Writer::Start(sqlite::Db db, sqlite::TxnStatements txn) {
   } else {
     // Under verify only a confirmed write binds the fence to a service: anyone may send the
     // fence's current token (GET /v1/fences shows it), and must not bind the fence with it.
+    // `confirmed` says the lock service confirmed the fence's current token: under verify a
+    // write at the fence needs no call only then. Any unconfirmed move (a write without verify,
+    // fence administration) clears it, so a token set by hand or before verify was on is checked
+    // once more.
     fence_sql = std::string("UPDATE fences SET highest = ?2, service = coalesce(service, ") +
-                (options_.verify ? "CASE WHEN ?4 THEN ?3 END" : "?3") +
-                ") WHERE lock = ?1 AND ?2 " + (options_.strict ? ">" : ">=") + " highest" +
-                service_ok;
-    if (options_.verify) fence_sql += options_.strict ? " AND ?4" : " AND (?2 = highest OR ?4)";
+                (options_.verify ? "CASE WHEN ?4 THEN ?3 END" : "?3") + "), confirmed = CASE " +
+                (options_.verify ? "WHEN ?4 THEN 1 " : "") +
+                "WHEN ?2 = highest THEN confirmed ELSE 0 END WHERE lock = ?1 AND ?2 " +
+                (options_.strict ? ">" : ">=") + " highest" + service_ok;
+    if (options_.verify) {
+      fence_sql += options_.strict ? " AND ?4" : " AND ((?2 = highest AND confirmed) OR ?4)";
+    }
   }
   struct {
     Stmt* stmt;
@@ -59,7 +66,8 @@ Status Writer::Start(sqlite::Db db, sqlite::TxnStatements txn) {
   } stmts[] = {
       {&advance_fence_, fence_sql},
       {&read_fence_, "SELECT highest, service FROM fences WHERE lock = ?1"},
-      {&insert_fence_, "INSERT INTO fences(lock, highest, service) VALUES(?1, ?2, ?3)"},
+      {&insert_fence_,
+       "INSERT INTO fences(lock, highest, service, confirmed) VALUES(?1, ?2, ?3, ?4)"},
       {&read_object_, "SELECT version, lock FROM objects WHERE key = ?1"},
       {&upsert_object_,
        "INSERT INTO objects(key, value, lock, token, version) VALUES(?1, ?2, ?3, ?4, ?5) "
@@ -71,8 +79,9 @@ Status Writer::Start(sqlite::Db db, sqlite::TxnStatements txn) {
        "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
       {&trim_history_, "DELETE FROM history WHERE seq <= ?1"},
       {&set_fence_,
-       "INSERT INTO fences(lock, highest, service) VALUES(?1, ?2, NULL) ON CONFLICT(lock) DO "
-       "UPDATE SET highest = excluded.highest, service = CASE WHEN ?3 THEN NULL ELSE service END"},
+       "INSERT INTO fences(lock, highest, service, confirmed) VALUES(?1, ?2, NULL, 0) "
+       "ON CONFLICT(lock) DO UPDATE SET highest = excluded.highest, confirmed = 0, "
+       "service = CASE WHEN ?3 THEN NULL ELSE service END"},
   };
   for (auto& [stmt, sql] : stmts) {
     auto st = Stmt::Prepare(w, sql);
@@ -184,8 +193,10 @@ bool Writer::Stop() {
     closing_ = true;
   }
   cv_.notify_one();
-  // The writer thread leaves once no write waits for the verifier, so no continuation runs
-  // after this.
+  // Writes waiting for a call that has not started fail at once rather than each waiting for
+  // the lock service. The writer thread leaves once no write waits for the verifier, so no
+  // continuation runs after this.
+  if (verifier_ != nullptr) verifier_->BeginStop();
   if (writer_.joinable()) writer_.join();
   if (verifier_ != nullptr) verifier_->Stop();
   // Statements must be finalized before their connection closes.
@@ -290,6 +301,9 @@ Status Writer::Apply(Pending& p, std::int64_t now_ms, std::int64_t& last_seq) {
   const WriteRequest& w = p.request;
   const bool verified = p.verdict != nullptr && p.verdict->ok() && (*p.verdict)->current;
   std::string_view service = w.service;
+  // Under verify only the lock service names the service a fence binds to: a verdict without
+  // one binds none, whatever the write claims.
+  if (verified && (*p.verdict)->service.empty()) service = {};
   if (verified && !(*p.verdict)->service.empty()) {
     const std::string& confirmed = (*p.verdict)->service;
     if (!service.empty() && service != confirmed) {
@@ -403,6 +417,7 @@ Status Writer::Apply(Pending& p, std::int64_t now_ms, std::int64_t& last_seq) {
       insert_fence_.BindBlob(1, w.lock);
       insert_fence_.BindInt(2, w.token.value());
       BindTextOrNull(insert_fence_, 3, service);
+      insert_fence_.BindInt(4, verified ? 1 : 0);
       rc = insert_fence_.Step();
       insert_fence_.Reset();
       if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "creating the fence");

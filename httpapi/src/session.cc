@@ -83,9 +83,10 @@ void Session<Stream>::OnHeader(beast::error_code ec) {
                               " bytes; send fewer or shorter headers");
   }
   if (ec) {
+    // stream_truncated: a TLS client that closed without close_notify, as most do.
     if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
         ec != net::error::operation_aborted && ec != net::error::connection_reset &&
-        ec != net::error::eof) {
+        ec != net::error::eof && ec != net::ssl::error::stream_truncated) {
       // A malformed request line or header: say so, then close.
       return RefuseAndClose(wire::Error::kBadRequest, RefusalReason::kMalformed,
                             "the request could not be parsed as HTTP/1.1 (" + ec.message() + ")");

@@ -54,7 +54,9 @@ struct ServerOptions {
 };
 
 // Thread safety: Start/Stop/Wait may be called from any thread; Stop is also safe from a
-// signal-handling thread. The store must outlive the server.
+// signal-handling thread. The store must outlive the server, and the store's writes must all
+// be answered before the server is destroyed: Stop(), Wait(), close the store, then destroy the
+// server (a write waiting for verification may otherwise answer into a destroyed server).
 class Server {
  public:
   // Binds and starts serving on background threads. The store is not owned. kInvalidArgument
