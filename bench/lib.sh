@@ -24,3 +24,12 @@ find_lock_bench() {
 median() {
   sort -g | awk '{a[NR]=$1} END{if (NR==0) print 0; else print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'
 }
+
+# free_port: prints a loopback port nobody listens on at the moment of the call.
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 40000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+}

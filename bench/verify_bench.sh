@@ -9,7 +9,7 @@
 #   FENCED, FENCECTL   binaries (default build/bench/tools/{fenced,fencectl})
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/bench/lib.sh"  # median
+source "$root/bench/lib.sh"  # median, free_port
 fenced="${FENCED:-$root/build/bench/tools/fenced}"
 fencectl="${FENCECTL:-$(dirname "$fenced")/fencectl}"
 secs="${1:-10}"
@@ -32,14 +32,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-free_port() {
-  local p
-  while :; do
-    p=$((20000 + RANDOM % 40000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-  done
-}
 
 redis_port="$(free_port)"
 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \

@@ -17,6 +17,7 @@
 #include "fencekit/lockclient/lock_client.h"
 #include "support/etcd_server.h"
 #include "support/redis_server.h"
+#include "support/lock_services.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -29,40 +30,21 @@ using testing::Soon;
 using testing::TempDir;
 using testing::WaitFor;
 
-enum class Backend { kSqlite, kRedis, kRedlock, kEtcd };
+using testing::Backend;
+using testing::LockService;
 
 std::string Name(const ::testing::TestParamInfo<Backend>& info) {
-  switch (info.param) {
-    case Backend::kSqlite:
-      return "Sqlite";
-    case Backend::kRedis:
-      return "Redis";
-    case Backend::kRedlock:
-      return "Redlock";
-    case Backend::kEtcd:
-      return "Etcd";
-  }
-  return "";
+  return testing::BackendName(info);
 }
 
 class LockBackendTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
-    if (GetParam() == Backend::kRedis) {
-      redis_ = std::make_unique<RedisServer>();
-      uri_ = redis_->uri();
-    } else if (GetParam() == Backend::kRedlock) {
-      uri_ = "redlock://";
-      for (int i = 0; i < 5; ++i) {
-        nodes_.push_back(std::make_unique<RedisServer>());
-        uri_ += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes_.back()->port());
-      }
-    } else if (GetParam() == Backend::kEtcd) {
-      etcd_ = std::make_unique<EtcdCluster>(1);
-      uri_ = etcd_->uri();
-    } else {
-      uri_ = "sqlite://" + dir_.File("locks.db");
-    }
+    LockService service(GetParam(), dir_);
+    redis_ = std::move(service.redis);
+    nodes_ = std::move(service.nodes);
+    etcd_ = std::move(service.etcd);
+    uri_ = service.uri;
     client_ = Open();
   }
 

@@ -7,6 +7,7 @@
 
 #include "fencekit/fencedstore/store.h"
 #include "fencekit/lockclient/lock_client.h"
+#include "support/lock_services.h"
 #include "support/redis_server.h"
 #include "support/test_support.h"
 
@@ -21,13 +22,7 @@ class RedlockTest : public ::testing::Test {
   void SetUp() override {
     for (int i = 0; i < 5; ++i) nodes_.push_back(std::make_unique<RedisServer>());
   }
-  std::string Uri() const {
-    std::string uri = "redlock://";
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      uri += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes_[i]->port());
-    }
-    return uri;
-  }
+  std::string Uri() const { return testing::RedlockUri(nodes_); }
   std::unique_ptr<LockClient> Open(LockOptions options = {}) {
     auto c = LockClient::Open(Uri(), options);
     EXPECT_TRUE(c.ok()) << c.status().ToString();

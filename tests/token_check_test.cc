@@ -10,6 +10,7 @@
 #include "fencekit/lockclient/lock_client.h"
 #include "support/etcd_server.h"
 #include "support/redis_server.h"
+#include "support/lock_services.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -20,20 +21,11 @@ using testing::EtcdCluster;
 using testing::RedisServer;
 using testing::TempDir;
 
-enum class Backend { kSqlite, kRedis, kRedlock, kEtcd };
+using testing::Backend;
+using testing::LockService;
 
 std::string Name(const ::testing::TestParamInfo<Backend>& info) {
-  switch (info.param) {
-    case Backend::kSqlite:
-      return "Sqlite";
-    case Backend::kRedis:
-      return "Redis";
-    case Backend::kRedlock:
-      return "Redlock";
-    case Backend::kEtcd:
-      return "Etcd";
-  }
-  return "";
+  return testing::BackendName(info);
 }
 
 std::unique_ptr<LockClient> OpenClient(const std::string& uri, LockOptions options = {}) {
@@ -45,26 +37,11 @@ std::unique_ptr<LockClient> OpenClient(const std::string& uri, LockOptions optio
 class TokenCheckTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
-    switch (GetParam()) {
-      case Backend::kRedis:
-        redis_ = std::make_unique<RedisServer>();
-        uri_ = redis_->uri();
-        break;
-      case Backend::kRedlock:
-        uri_ = "redlock://";
-        for (int i = 0; i < 5; ++i) {
-          nodes_.push_back(std::make_unique<RedisServer>());
-          uri_ += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes_[i]->port());
-        }
-        break;
-      case Backend::kEtcd:
-        etcd_ = std::make_unique<EtcdCluster>(1);
-        uri_ = etcd_->uri();
-        break;
-      case Backend::kSqlite:
-        uri_ = "sqlite://" + dir_.File("locks.db");
-        break;
-    }
+    LockService service(GetParam(), dir_);
+    redis_ = std::move(service.redis);
+    nodes_ = std::move(service.nodes);
+    etcd_ = std::move(service.etcd);
+    uri_ = service.uri;
     client_ = OpenClient(uri_, {.op_timeout = 500ms});
     ASSERT_NE(client_, nullptr);
   }
@@ -283,13 +260,7 @@ class RedlockServiceIdTest : public ::testing::Test {
   void SetUp() override {
     for (int i = 0; i < 5; ++i) nodes_.push_back(std::make_unique<RedisServer>());
   }
-  std::string Uri() const {
-    std::string uri = "redlock://";
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      uri += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes_[i]->port());
-    }
-    return uri;
-  }
+  std::string Uri() const { return testing::RedlockUri(nodes_); }
   // The id stored on node i (an EVAL returning the string as a status would need parsing, so
   // compare instead: 1 when it equals `id`).
   bool NodeHasId(int i, const std::string& id) {

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "wire.h"
+
 namespace fencekit {
 namespace json = boost::json;
 
@@ -44,22 +46,6 @@ bool GoodName(std::string_view name) {
     bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
               c == '.' || c == '_' || c == ':' || c == '@' || c == '-';
     if (!ok) return false;
-  }
-  return true;
-}
-
-// RFC 6750's b64token: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
-bool GoodToken(std::string_view token) {
-  std::size_t i = 0;
-  for (; i < token.size(); ++i) {
-    char c = token[i];
-    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/';
-    if (!ok) break;
-  }
-  if (i == 0) return false;
-  for (; i < token.size(); ++i) {
-    if (token[i] != '=') return false;
   }
   return true;
 }
@@ -219,7 +205,7 @@ Authorizer::Verdict Authorizer::Authenticate(std::string_view value, std::size_t
   }
   std::string_view token = value.substr(kScheme.size());
   while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
-  if (!GoodToken(token)) return {Outcome::kMalformed};
+  if (!wire::IsBearerToken(token)) return {Outcome::kMalformed};
   Digest digest;
   if (!Sha256(token, digest)) return {Outcome::kUnknown};
   auto it = by_digest_.find(digest);

@@ -38,22 +38,6 @@ namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
-// RFC 6750's b64token, so that the token cannot end or split the Authorization header.
-bool GoodBearerToken(std::string_view token) {
-  std::size_t i = 0;
-  for (; i < token.size(); ++i) {
-    char c = token[i];
-    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/';
-    if (!ok) break;
-  }
-  if (i == 0) return false;
-  for (; i < token.size(); ++i) {
-    if (token[i] != '=') return false;
-  }
-  return true;
-}
-
 class HttpStoreClient final : public StoreClient {
  public:
   // `tls` null: plain http.
@@ -355,7 +339,7 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Open(std::string_view base_url
   if (url->scheme() != "http" && !https) return bad("only http:// and https:// are supported");
   if (url->host().empty()) return bad("it names no host");
   if (!url->path().empty() && url->path() != "/") return bad("it must not have a path");
-  if (!options.bearer_token.empty() && !GoodBearerToken(options.bearer_token)) {
+  if (!options.bearer_token.empty() && !wire::IsBearerToken(options.bearer_token)) {
     return Status::InvalidArgument(
         "the bearer token has characters a token cannot have (allowed: A-Z a-z 0-9 - . _ ~ + / "
         "and trailing '='); check the token file for stray characters");

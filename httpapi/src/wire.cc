@@ -105,6 +105,21 @@ std::optional<std::int64_t> ParseCount(std::string_view text, std::int64_t min) 
   return v;
 }
 
+bool IsBearerToken(std::string_view token) {
+  std::size_t i = 0;
+  for (; i < token.size(); ++i) {
+    char c = token[i];
+    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/';
+    if (!ok) break;
+  }
+  if (i == 0) return false;
+  for (; i < token.size(); ++i) {
+    if (token[i] != '=') return false;
+  }
+  return true;
+}
+
 std::span<const ErrorInfo> Errors() { return kErrors; }
 
 const ErrorInfo& Info(Error e) { return kErrors[static_cast<std::size_t>(e)]; }

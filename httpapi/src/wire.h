@@ -47,6 +47,11 @@ std::optional<std::string> NameFromHeader(std::string_view value);
 // A whole decimal number >= `min`: ASCII digits only, no sign, no leading zero, no spaces.
 std::optional<std::int64_t> ParseCount(std::string_view text, std::int64_t min = 0);
 
+// A bearer token as `Authorization: Bearer <token>` carries it: RFC 6750's b64token,
+// 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=", so it cannot end or split the
+// header.
+bool IsBearerToken(std::string_view token);
+
 // --- Errors -------------------------------------------------------------------------------
 // Every refusal fenced answers, as the body's {"error": "<name>"}.
 enum class Error {
