@@ -11,6 +11,7 @@
 
 #include "fencekit/fencedstore/store.h"
 #include "fencekit/lockclient/lock_client.h"
+#include "support/lock_services.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -327,6 +328,55 @@ TEST_F(VerifyTest, CloseWaitsForWritesUnderVerification) {
   opener.join();
   EXPECT_TRUE(f.get().ok());
 }
+
+// The same guard over each of the four real lock services, with the verifier fenced builds
+// (LockClient::CheckToken): a forged token far ahead never moves the fence, and the holder's
+// writes cost one call, the first.
+WriteRequest Request(const std::string& lock, FencingToken token, std::string key,
+                     std::string service) {
+  return {WriteRequest::Kind::kPut, lock, token, std::move(key), "v", std::move(service)};
+}
+
+class VerifyOnEachLockServiceTest : public ::testing::TestWithParam<testing::Backend> {};
+
+TEST_P(VerifyOnEachLockServiceTest, AForgedTokenIsRefusedAndTheHoldersWritesCostOneCall) {
+  TempDir dir;
+  testing::LockService service(GetParam(), dir);
+  auto locks = LockClient::Open(service.uri);
+  ASSERT_TRUE(locks.ok()) << locks.status().ToString();
+  LockClient* client = locks->get();
+  auto store = FencedStore::Open(
+      {.path = dir.File("store.db"),
+       .verify = [client](std::string_view lock, FencingToken token) -> Result<TokenVerdict> {
+         auto check = client->CheckToken(lock, token);
+         if (!check.ok()) return check.status();
+         return TokenVerdict{check->current, check->service};
+       }});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto lease = client->TryAcquire("lock", std::chrono::seconds(30));
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  for (int i = 0; i < 5; ++i) {
+    auto w = (*store)->Write(Request("lock", lease->token, "k" + std::to_string(i), lease->service));
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+  }
+  EXPECT_EQ((*store)->Stats().verifications, 1u);
+  EXPECT_EQ((*(*store)->Fence("lock"))->service, lease->service);
+
+  FencingToken forged = T(lease->token.value() + 1000);
+  auto r = (*store)->Write(Request("lock", forged, "k0", lease->service));
+  EXPECT_TRUE(r.status().IsUnverifiedToken()) << r.status().ToString();
+  EXPECT_EQ((*store)->Highest("lock")->value(), lease->token);
+  EXPECT_EQ((*store)->Get("k0")->token, lease->token);
+  EXPECT_EQ((*store)->Stats().refused_unverified, 1u);
+  // The holder goes on writing, without another call.
+  ASSERT_TRUE((*store)->Write(Request("lock", lease->token, "k0", lease->service)).ok());
+  EXPECT_EQ((*store)->Stats().verifications, 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(LockServices, VerifyOnEachLockServiceTest,
+                         ::testing::Values(testing::Backend::kSqlite, testing::Backend::kRedis,
+                                           testing::Backend::kRedlock, testing::Backend::kEtcd),
+                         testing::BackendName);
 
 }  // namespace
 }  // namespace fencekit
