@@ -334,6 +334,11 @@ TEST_P(LockBackendTest, ALeaseOfAnotherLockServiceIsRefusedAndMarkedLost) {
   EXPECT_TRUE(stranger.lost());
   EXPECT_FALSE(holder.lost());
   EXPECT_EQ((*store_client)->Get("report")->value, "ours");
+  // The fence shows whose tokens it takes.
+  auto fence = (*store_client)->Fence("job");
+  ASSERT_TRUE(fence.ok() && fence->has_value()) << fence.status().ToString();
+  EXPECT_EQ((*fence)->service, ours->service);
+  EXPECT_EQ((*fence)->highest, ours->token);
 }
 
 TEST_P(LockBackendTest, RejectsBadArguments) {

@@ -440,11 +440,12 @@ int Fence(const std::vector<std::string>& args) {
     Print(wire::DecisionToJson(*d));
     return kExitOk;
   }
-  auto highest = (*store)->Highest(lock);
-  if (!highest.ok()) return FailStatus(highest.status());
+  auto fence = (*store)->Fence(lock);
+  if (!fence.ok()) return FailStatus(fence.status());
   json::object o;
   PutName(o, "lock", lock);
-  o["highest"] = highest->has_value() ? (*highest)->value() : 0;
+  o["highest"] = fence->has_value() ? (*fence)->highest.value() : 0;
+  if (fence->has_value() && !(*fence)->service.empty()) o["service"] = (*fence)->service;
   Print(o);
   return kExitOk;
 }

@@ -79,19 +79,34 @@ class HttpStoreClient final : public StoreClient {
   }
 
   Result<std::optional<FencingToken>> Highest(std::string_view lock) override {
+    auto fence = Fence(lock);
+    if (!fence.ok()) return fence.status();
+    if (!fence->has_value()) return std::optional<FencingToken>();
+    return std::optional<FencingToken>((*fence)->highest);
+  }
+
+  Result<std::optional<FenceState>> Fence(std::string_view lock) override {
     auto res = Exchange(http::verb::get, wire::FencePath(lock), {}, {}, {});
     if (!res.ok()) return res.status();
     if (res->result() != http::status::ok) return ErrorFrom(*res, "reading a fence");
     auto body = ParseJson(res->body());
     if (!body.ok()) return body.status();
-    auto* highest = body->as_object().if_contains("highest");
+    const json::object& o = body->as_object();
+    auto* highest = o.if_contains("highest");
     if (highest == nullptr || !highest->is_int64()) {
       return Status::Unavailable("the store's fence reply has no \"highest\" number");
     }
-    if (highest->as_int64() == 0) return std::optional<FencingToken>();
+    if (highest->as_int64() == 0) return std::optional<FenceState>();
     auto t = FencingToken::FromInt(highest->as_int64());
     if (!t.ok()) return t.status();
-    return std::optional<FencingToken>(*t);
+    FenceState fence{*t, {}};
+    if (auto* service = o.if_contains("service"); service != nullptr) {
+      if (!service->is_string() || !CheckServiceId(service->as_string()).ok()) {
+        return Status::Unavailable("the store's fence reply has a malformed \"service\"");
+      }
+      fence.service = std::string(service->as_string());
+    }
+    return std::optional<FenceState>(std::move(fence));
   }
 
   Result<Decision> SetFence(std::string_view lock, FencingToken highest,

@@ -28,6 +28,12 @@ struct StoredObject {
   std::int64_t version = 0;
 };
 
+// A lock's fence: the highest token accepted, and the lock service it is bound to.
+struct FenceState {
+  FencingToken highest;
+  std::string service;  // empty when not bound
+};
+
 struct Decision {
   std::int64_t seq = 0;  // commit order
   std::chrono::system_clock::time_point time;

@@ -93,11 +93,6 @@ struct StoreOptions {
 };
 
 // A fence: the highest accepted token of a lock, and the lock service it is bound to.
-struct FenceState {
-  FencingToken highest;
-  std::string service;  // empty when not bound
-};
-
 // The request for one fenced write.
 struct WriteRequest {
   enum class Kind { kPut, kDelete };

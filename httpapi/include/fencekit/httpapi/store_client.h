@@ -60,6 +60,8 @@ class StoreClient {
   virtual Result<GetResponse> Get(std::string_view key) = 0;
   // The store's highest accepted token for `lock`; nullopt when none was accepted yet.
   virtual Result<std::optional<FencingToken>> Highest(std::string_view lock) = 0;
+  // The fence with its lock-service binding; nullopt when none was accepted yet.
+  virtual Result<std::optional<FenceState>> Fence(std::string_view lock) = 0;
   // The store's most recent decisions (GET /v1/history), oldest first; `limit` 1 to 10,000.
   // Admin only under fenced --auth.
   virtual Result<std::vector<Decision>> History(std::size_t limit) = 0;
