@@ -12,6 +12,7 @@ FENCEKIT_PACKAGES=(
   libsqlite3-dev libhiredis-dev redis-server etcd-server libgtest-dev libgmock-dev libbenchmark-dev
   curl sqlite3 zlib1g-dev
   libssl-dev openssl  # TLS (fenced --tls-cert, https:// clients) and SHA-256 of bearer tokens
+  postgresql-15 libpq-dev  # the guard as SQL, tested on a real PostgreSQL server
   chromium  # the demo's HTML timeline is checked in headless Chromium
 )
 

@@ -1,0 +1,66 @@
+// A PostgreSQL server of its own for a test or a benchmark: initdb in a folder, postgres on a
+// free loopback port with its socket in that folder, stopped with the object.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fencekit/common/status.h"
+#include "fencekit/procutil/child_process.h"
+
+namespace fencekit::procutil {
+
+struct PostgresOptions {
+  // The cluster's folder: made with initdb when it holds no cluster yet. Its path must be short
+  // enough for a Unix socket name (about 100 bytes). When this process runs as root, initdb and
+  // postgres run as the `postgres` system user (PostgreSQL refuses root): the folder is given
+  // to that user and its parent made traversable (o+x).
+  std::string data_dir;
+  // 0: a free port; if another process takes it first, Start() tries again with another.
+  std::uint16_t port = 0;
+  // Where the server's output is appended. Empty: `<data_dir>/../<folder name>.log`.
+  std::string log_path;
+  // Debian's postgresql-15.
+  std::string bin_dir = "/usr/lib/postgresql/15/bin";
+  // Extra settings, "name=value", passed as -c. The defaults keep acknowledged commits durable
+  // (fsync on, synchronous_commit on).
+  std::vector<std::string> settings;
+  std::chrono::milliseconds start_timeout{60'000};
+};
+
+// Ready when postmaster.pid names this child and says "ready", so a server of someone else's
+// never passes for it. Superuser `postgres`, trust authentication on loopback and the socket.
+// Thread safety: not safe for concurrent use.
+class PostgresServer {
+ public:
+  // initdb if needed, then starts it and waits until ready. kUnavailable, quoting its output,
+  // if it cannot (e.g. postgresql-15 is not installed).
+  Status Start(PostgresOptions options);
+  ~PostgresServer() { Stop(); }
+
+  std::uint16_t port() const { return port_; }
+  // "postgresql://postgres@127.0.0.1:<port>/<dbname>", for libpq.
+  std::string uri(const std::string& dbname = "postgres") const;
+  ChildProcess& process() { return process_; }
+
+  // Fast shutdown (SIGINT: running transactions are rolled back, the rest is durable), then
+  // waits. Does nothing if it is not running.
+  void Stop();
+  // SIGKILL, as a crash: what was committed survives, by WAL recovery at the next Start.
+  void Kill() { process_.Kill(); }
+
+ private:
+  Status InitDb();
+  Status StartOn(bool* port_taken);
+  // {"setpriv", ...postgres user..., "--"} when root, else {}; then `program`.
+  std::vector<std::string> AsServerUser(const std::string& program) const;
+
+  PostgresOptions options_;
+  ChildProcess process_;
+  std::uint16_t port_ = 0;
+  bool as_postgres_user_ = false;
+};
+
+}  // namespace fencekit::procutil

@@ -1,0 +1,173 @@
+#include "fencekit/procutil/postgres_server.h"
+
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "fencekit/procutil/loopback.h"
+
+namespace fencekit::procutil {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Gives `dir` (and everything in it) to `uid`/`gid`.
+Status Chown(const fs::path& dir, uid_t uid, gid_t gid) {
+  std::error_code ec;
+  if (::chown(dir.c_str(), uid, gid) != 0) {
+    return Status::Unavailable("cannot give " + dir.string() + " to the postgres user");
+  }
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (::lchown(it->path().c_str(), uid, gid) != 0) {
+      return Status::Unavailable("cannot give " + it->path().string() + " to the postgres user");
+    }
+  }
+  return Status::Ok();
+}
+
+// The lines of postmaster.pid: pid, data dir, start time, port, socket dir, listen address,
+// shared memory key, status ("ready" once it accepts connections).
+std::vector<std::string> PidFileLines(const fs::path& data_dir) {
+  std::ifstream in(data_dir / "postmaster.pid");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+std::vector<std::string> PostgresServer::AsServerUser(const std::string& program) const {
+  std::vector<std::string> argv;
+  // setpriv execs the program in place (same pid), unlike runuser and su, which fork.
+  if (as_postgres_user_) {
+    argv = {"setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"};
+  }
+  argv.push_back(options_.bin_dir + "/" + program);
+  return argv;
+}
+
+std::string PostgresServer::uri(const std::string& dbname) const {
+  return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/" + dbname;
+}
+
+Status PostgresServer::Start(PostgresOptions options) {
+  options_ = std::move(options);
+  if (options_.data_dir.empty()) {
+    return Status::InvalidArgument("PostgresOptions::data_dir is empty; give the cluster a folder");
+  }
+  fs::path dir = fs::absolute(options_.data_dir);
+  options_.data_dir = dir.string();
+  if (options_.log_path.empty()) options_.log_path = dir.string() + ".log";
+  if (!fs::exists(options_.bin_dir + "/postgres")) {
+    return Status::Unavailable("no PostgreSQL server at " + options_.bin_dir +
+                               " (install postgresql-15)");
+  }
+  as_postgres_user_ = ::geteuid() == 0;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::Unavailable("cannot make " + dir.string() + ": " + ec.message());
+  if (as_postgres_user_) {
+    struct passwd* pw = ::getpwnam("postgres");
+    if (pw == nullptr) {
+      return Status::Unavailable("running as root, but there is no postgres user to run "
+                                 "PostgreSQL as (install postgresql-15)");
+    }
+    // The server user must reach its folder through the parent (often a 0700 temp folder).
+    struct stat parent;
+    if (::stat(dir.parent_path().c_str(), &parent) == 0) {
+      ::chmod(dir.parent_path().c_str(), (parent.st_mode & 07777) | S_IXOTH);
+    }
+    ::chmod(dir.c_str(), 0700);
+    if (Status s = Chown(dir, pw->pw_uid, pw->pw_gid); !s.ok()) return s;
+  }
+  if (!fs::exists(dir / "PG_VERSION")) {
+    if (Status s = InitDb(); !s.ok()) return s;
+  }
+  if (options_.port != 0) {
+    port_ = options_.port;
+    bool taken = false;
+    return StartOn(&taken);
+  }
+  Status last = Status::Ok();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto port = FreeLoopbackPort();
+    if (!port.ok()) return port.status();
+    port_ = *port;
+    bool taken = false;
+    last = StartOn(&taken);
+    if (last.ok() || !taken) return last;
+  }
+  return last;
+}
+
+Status PostgresServer::InitDb() {
+  std::vector<std::string> argv = AsServerUser("initdb");
+  for (const char* arg : {"--auth=trust", "--username=postgres", "--encoding=UTF8",
+                          "--locale=C.UTF-8", "--no-instructions", "-D"}) {
+    argv.emplace_back(arg);
+  }
+  argv.push_back(options_.data_dir);
+  ChildProcess initdb;
+  if (Status s = initdb.Start({.argv = argv, .output_path = options_.log_path}); !s.ok()) {
+    return Status::Unavailable("cannot run initdb: " + s.message() + " (install postgresql-15)");
+  }
+  int status = initdb.Wait();
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Status::Unavailable("initdb failed for " + options_.data_dir + "; its output:\n" +
+                               initdb.OutputTail());
+  }
+  return Status::Ok();
+}
+
+Status PostgresServer::StartOn(bool* port_taken) {
+  std::vector<std::string> argv = AsServerUser("postgres");
+  for (std::string arg : {std::string("-D"), options_.data_dir, std::string("-p"),
+                          std::to_string(port_), std::string("-c"),
+                          std::string("listen_addresses=127.0.0.1"), std::string("-c"),
+                          "unix_socket_directories=" + options_.data_dir}) {
+    argv.push_back(std::move(arg));
+  }
+  for (const auto& setting : options_.settings) {
+    argv.push_back("-c");
+    argv.push_back(setting);
+  }
+  if (Status s = process_.Start({.argv = argv, .output_path = options_.log_path}); !s.ok()) {
+    return Status::Unavailable("cannot start postgres: " + s.message());
+  }
+  const std::string pid = std::to_string(process_.pid());
+  auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto lines = PidFileLines(options_.data_dir);
+    if (lines.size() >= 8 && lines[0] == pid && lines[3] == std::to_string(port_) &&
+        lines[7].starts_with("ready")) {
+      return Status::Ok();
+    }
+    if (process_.Exited()) {
+      std::string output = process_.OutputTail();
+      *port_taken = output.find("in use") != std::string::npos;
+      return Status::Unavailable("postgres exited at start on port " + std::to_string(port_) +
+                                 "; its output:\n" + output);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  Stop();
+  return Status::Unavailable("postgres was not ready on port " + std::to_string(port_) +
+                             " within " + std::to_string(options_.start_timeout.count()) +
+                             "ms; its output:\n" + process_.OutputTail());
+}
+
+void PostgresServer::Stop() {
+  if (process_.pid() < 0) return;
+  process_.Signal(SIGINT);
+  process_.Wait();
+}
+
+}  // namespace fencekit::procutil
