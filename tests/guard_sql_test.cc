@@ -200,17 +200,18 @@ TEST(SqliteGuardTest, TheRecipeAdvancesOrChangesNothing) {
   std::unique_ptr<sqlite3, decltype(&sqlite3_close)> close(db, sqlite3_close);
   std::string schema = ReadFile(std::string(GUARD_SQL_DIR) + "/sqlite-guard.sql");
   ASSERT_EQ(sqlite3_exec(db, schema.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE orders(id INTEGER PRIMARY KEY, by_token INTEGER);"
-                             "INSERT INTO orders VALUES (1, 0);",
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE orders(id INTEGER PRIMARY KEY, by_token INTEGER);"
+                         "INSERT INTO orders VALUES (1, 0);",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   // Returns true when the write was applied, false when the token was stale (rolled back).
   auto guarded_write = [&](int token) {
     EXPECT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
-    std::string advance =
-        "INSERT INTO fencekit_fences(lock, highest) VALUES('order-1', " + std::to_string(token) +
-        ") ON CONFLICT(lock) DO UPDATE SET highest = excluded.highest "
-        "WHERE fencekit_fences.highest <= excluded.highest";
+    std::string advance = "INSERT INTO fencekit_fences(lock, highest) VALUES('order-1', " +
+                          std::to_string(token) +
+                          ") ON CONFLICT(lock) DO UPDATE SET highest = excluded.highest "
+                          "WHERE fencekit_fences.highest <= excluded.highest";
     EXPECT_EQ(sqlite3_exec(db, advance.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
     if (sqlite3_changes(db) != 1) {
       sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);

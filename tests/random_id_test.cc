@@ -1,4 +1,6 @@
 // Random ids (lease owners, service-id candidates): unique, also across a fork.
+#include "random_id.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -6,8 +8,6 @@
 #include <cstring>
 #include <set>
 #include <string>
-
-#include "random_id.h"
 
 namespace fencekit {
 namespace {

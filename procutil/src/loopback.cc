@@ -103,4 +103,23 @@ std::string HttpCall(std::uint16_t port, std::string_view method, std::string_vi
   return n != std::string::npos && got.size() < n ? "" : got;
 }
 
+Status StartOnLoopbackPort(std::uint16_t fixed, std::uint16_t* port,
+                           const std::function<Status(bool* port_taken)>& start_on) {
+  bool taken = false;
+  if (fixed != 0) {
+    *port = fixed;
+    return start_on(&taken);
+  }
+  Status last = Status::Ok();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto free = FreeLoopbackPort();
+    if (!free.ok()) return free.status();
+    *port = *free;
+    taken = false;
+    last = start_on(&taken);
+    if (last.ok() || !taken) return last;
+  }
+  return last;
+}
+
 }  // namespace fencekit::procutil

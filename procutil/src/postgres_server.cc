@@ -77,8 +77,9 @@ Status PostgresServer::Start(PostgresOptions options) {
   if (as_postgres_user_) {
     struct passwd* pw = ::getpwnam("postgres");
     if (pw == nullptr) {
-      return Status::Unavailable("running as root, but there is no postgres user to run "
-                                 "PostgreSQL as (install postgresql-15)");
+      return Status::Unavailable(
+          "running as root, but there is no postgres user to run "
+          "PostgreSQL as (install postgresql-15)");
     }
     // The server user must reach its folder through the parent (often a 0700 temp folder).
     struct stat parent;
@@ -91,21 +92,7 @@ Status PostgresServer::Start(PostgresOptions options) {
   if (!fs::exists(dir / "PG_VERSION")) {
     if (Status s = InitDb(); !s.ok()) return s;
   }
-  if (options_.port != 0) {
-    port_ = options_.port;
-    bool taken = false;
-    return StartOn(&taken);
-  }
-  Status last = Status::Ok();
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    auto port = FreeLoopbackPort();
-    if (!port.ok()) return port.status();
-    port_ = *port;
-    bool taken = false;
-    last = StartOn(&taken);
-    if (last.ok() || !taken) return last;
-  }
-  return last;
+  return StartOnLoopbackPort(options_.port, &port_, [this](bool* taken) { return StartOn(taken); });
 }
 
 Status PostgresServer::InitDb() {
@@ -129,10 +116,10 @@ Status PostgresServer::InitDb() {
 
 Status PostgresServer::StartOn(bool* port_taken) {
   std::vector<std::string> argv = AsServerUser("postgres");
-  for (std::string arg : {std::string("-D"), options_.data_dir, std::string("-p"),
-                          std::to_string(port_), std::string("-c"),
-                          std::string("listen_addresses=127.0.0.1"), std::string("-c"),
-                          "unix_socket_directories=" + options_.data_dir}) {
+  for (std::string arg :
+       {std::string("-D"), options_.data_dir, std::string("-p"), std::to_string(port_),
+        std::string("-c"), std::string("listen_addresses=127.0.0.1"), std::string("-c"),
+        "unix_socket_directories=" + options_.data_dir}) {
     argv.push_back(std::move(arg));
   }
   for (const auto& setting : options_.settings) {

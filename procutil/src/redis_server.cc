@@ -24,21 +24,7 @@ bool AnswersAs(std::uint16_t port, pid_t pid) {
 
 Status RedisServer::Start(RedisOptions options) {
   options_ = std::move(options);
-  if (options_.port != 0) {
-    port_ = options_.port;
-    bool taken = false;
-    return StartOn(&taken);
-  }
-  Status last = Status::Ok();
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    auto port = FreeLoopbackPort();
-    if (!port.ok()) return port.status();
-    port_ = *port;
-    bool taken = false;
-    last = StartOn(&taken);
-    if (last.ok() || !taken) return last;
-  }
-  return last;
+  return StartOnLoopbackPort(options_.port, &port_, [this](bool* taken) { return StartOn(taken); });
 }
 
 Status RedisServer::Restart() {
