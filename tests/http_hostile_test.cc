@@ -54,6 +54,21 @@ TEST_F(HostileClientTest, KeyWithCrLfIsRefusedSoItCanNeverSplitAResponse) {
   EXPECT_EQ(second.body, "{\"status\":\"ok\"}\n");
 }
 
+// An answer to HEAD carries no body bytes, refusals included: otherwise a keep-alive client
+// reads them as the start of the next response.
+TEST_F(HostileClientTest, HeadRefusalsCarryNoBodySoTheConnectionStaysInStep) {
+  RawConnection c(server_->port());
+  c.Send(Request("HEAD", "/v1/objects/absent") + Request("HEAD", "/v1/objects/a%0Ab") +
+         Request("GET", "/healthz"));
+  auto missing = c.ReadHeadAnswer();
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_NE(missing.header("content-length"), "0");  // the length a GET's body would have
+  EXPECT_EQ(c.ReadHeadAnswer().status, 400);
+  auto health = c.Read();
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body, "{\"status\":\"ok\"}\n");
+}
+
 TEST_F(HostileClientTest, LockNameWithControlCharacterIsRefused) {
   // HTTP allows a tab inside a field value; fenced's name rule does not.
   auto tab = Call("PUT", "/v1/objects/k", {{"Fencing-Token", "1"}, {"Fencing-Lock", "a\tb"}}, "v");

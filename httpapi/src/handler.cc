@@ -76,6 +76,18 @@ HttpResponse Handler::ErrorResponse(Error e, std::string_view message, unsigned 
 }
 
 void Handler::Handle(HttpRequest&& req, Respond respond) {
+  if (req.method() == http::verb::head) {
+    // An answer to HEAD has no body, refusals included, or the client would read the body's
+    // bytes as the start of the next response: keep its length, drop the bytes.
+    respond = [inner = std::move(respond)](HttpResponse res) {
+      if (!res.body().empty()) {
+        std::size_t length = res.body().size();
+        res.body().clear();
+        res.content_length(length);
+      }
+      inner(std::move(res));
+    };
+  }
   auto error = [&](Error e, std::string_view message) {
     respond(ErrorResponse(e, message, req.version(), req.keep_alive()));
   };

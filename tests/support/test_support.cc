@@ -76,6 +76,15 @@ bool RawConnection::Fill(std::chrono::milliseconds timeout) {
 }
 
 RawResponse RawConnection::Read(std::chrono::milliseconds timeout, bool return_interim) {
+  return ReadOne(timeout, return_interim, /*has_body=*/true);
+}
+
+RawResponse RawConnection::ReadHeadAnswer(std::chrono::milliseconds timeout) {
+  return ReadOne(timeout, /*return_interim=*/false, /*has_body=*/false);
+}
+
+RawResponse RawConnection::ReadOne(std::chrono::milliseconds timeout, bool return_interim,
+                                   bool has_body) {
   RawResponse r;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   auto left = [&] {
@@ -103,8 +112,9 @@ RawResponse RawConnection::Read(std::chrono::milliseconds timeout, bool return_i
     r.headers[name] = value;
   }
   buffer_.erase(0, end + 4);
-  if (r.status / 100 == 1) return return_interim ? r : Read(left());
-  std::size_t length = std::strtoull(r.header("content-length").c_str(), nullptr, 10);
+  if (r.status / 100 == 1) return return_interim ? r : ReadOne(left(), false, has_body);
+  std::size_t length =
+      has_body ? std::strtoull(r.header("content-length").c_str(), nullptr, 10) : 0;
   while (buffer_.size() < length) {
     if (!Fill(left())) {
       r.status = 0;

@@ -50,11 +50,15 @@ class RawConnection {
   // (1xx) responses are skipped unless `return_interim`.
   RawResponse Read(std::chrono::milliseconds timeout = std::chrono::seconds(10),
                    bool return_interim = false);
+  // Reads the answer to a HEAD request: its header only (a Content-Length there counts no
+  // bytes on the wire).
+  RawResponse ReadHeadAnswer(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   // True when the server closed the connection (reads EOF) within `timeout`.
   bool ClosedByPeer(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
  private:
   bool Fill(std::chrono::milliseconds timeout);
+  RawResponse ReadOne(std::chrono::milliseconds timeout, bool return_interim, bool has_body);
   int fd_ = -1;
   std::string buffer_;
 };
