@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 
 #include "fencectl_cli.h"
 #include "fencekit/common/text.h"
@@ -324,31 +325,26 @@ void AddStoreOptions(po::options_description& desc, bool key = true) {
   if (key) desc.add_options()("key", po::value<std::string>()->required(), "key");
 }
 
-int Put(const std::vector<std::string>& args) {
-  po::options_description desc("Options");
-  AddStoreOptions(desc);
+// The options of a fenced write: the lease's lock, token and lock service.
+void AddLeaseOptions(po::options_description& desc) {
   desc.add_options()("lock", po::value<std::string>()->required(), "lock name (the fence)")(
       "token", po::value<std::string>()->required(), "fencing token of your lease")(
       "service", po::value<std::string>()->default_value(EnvOr("FENCING_SERVICE", "")),
-      "lock service id of your lease (Fencing-Service); empty sends none")(
-      "value", po::value<std::string>(), "the value; '-' or absent reads standard input");
-  po::positional_options_description pos;
-  pos.add("key", 1).add("value", 1);
-  auto p = Parse("put", desc, pos, args);
-  if (!p.ok()) return FailStatus(p.status());
-  if (p->help) return kExitOk;
-  auto token = FencingToken::Parse(p->vm["token"].as<std::string>());
+      "lock service id of your lease (Fencing-Service); empty sends none");
+}
+
+// A put of `value`, or a delete when there is none, under the lease named in `vm`. Prints the
+// receipt; refused as stale, also the store's fence as JSON before failing.
+int FencedWrite(const po::variables_map& vm, const std::optional<std::string>& value) {
+  auto token = FencingToken::Parse(vm["token"].as<std::string>());
   if (!token.ok()) return FailStatus(token.status());
-  std::string value;
-  if (!p->vm.count("value") || p->vm["value"].as<std::string>() == "-") {
-    value.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  } else {
-    value = p->vm["value"].as<std::string>();
-  }
-  auto store = OpenStore(p->vm);
+  auto store = OpenStore(vm);
   if (!store.ok()) return FailStatus(store.status());
-  auto r = (*store)->Put(p->vm["lock"].as<std::string>(), *token, p->vm["key"].as<std::string>(),
-                         value, p->vm["service"].as<std::string>());
+  const auto& lock = vm["lock"].as<std::string>();
+  const auto& key = vm["key"].as<std::string>();
+  const auto& service = vm["service"].as<std::string>();
+  auto r = value ? (*store)->Put(lock, *token, key, *value, service)
+                 : (*store)->Delete(lock, *token, key, service);
   if (!r.ok()) {
     if (r.status().IsStaleToken()) {
       json::object o;
@@ -359,10 +355,30 @@ int Put(const std::vector<std::string>& args) {
     }
     return FailStatus(r.status());
   }
-  json::object o = wire::ReceiptToJson(*r, /*is_delete=*/false);
-  o["created"] = r->created;
+  json::object o = wire::ReceiptToJson(*r, /*is_delete=*/!value);
+  if (value) o["created"] = r->created;
   Print(o);
   return kExitOk;
+}
+
+int Put(const std::vector<std::string>& args) {
+  po::options_description desc("Options");
+  AddStoreOptions(desc);
+  AddLeaseOptions(desc);
+  desc.add_options()("value", po::value<std::string>(),
+                     "the value; '-' or absent reads standard input");
+  po::positional_options_description pos;
+  pos.add("key", 1).add("value", 1);
+  auto p = Parse("put", desc, pos, args);
+  if (!p.ok()) return FailStatus(p.status());
+  if (p->help) return kExitOk;
+  std::string value;
+  if (!p->vm.count("value") || p->vm["value"].as<std::string>() == "-") {
+    value.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    value = p->vm["value"].as<std::string>();
+  }
+  return FencedWrite(p->vm, value);
 }
 
 int Get(const std::vector<std::string>& args) {
@@ -391,24 +407,13 @@ int Get(const std::vector<std::string>& args) {
 int Delete(const std::vector<std::string>& args) {
   po::options_description desc("Options");
   AddStoreOptions(desc);
-  desc.add_options()("lock", po::value<std::string>()->required(), "lock name (the fence)")(
-      "token", po::value<std::string>()->required(), "fencing token of your lease")(
-      "service", po::value<std::string>()->default_value(EnvOr("FENCING_SERVICE", "")),
-      "lock service id of your lease (Fencing-Service); empty sends none");
+  AddLeaseOptions(desc);
   po::positional_options_description pos;
   pos.add("key", 1);
   auto p = Parse("delete", desc, pos, args);
   if (!p.ok()) return FailStatus(p.status());
   if (p->help) return kExitOk;
-  auto token = FencingToken::Parse(p->vm["token"].as<std::string>());
-  if (!token.ok()) return FailStatus(token.status());
-  auto store = OpenStore(p->vm);
-  if (!store.ok()) return FailStatus(store.status());
-  auto r = (*store)->Delete(p->vm["lock"].as<std::string>(), *token,
-                            p->vm["key"].as<std::string>(), p->vm["service"].as<std::string>());
-  if (!r.ok()) return FailStatus(r.status());
-  Print(wire::ReceiptToJson(*r, /*is_delete=*/true));
-  return kExitOk;
+  return FencedWrite(p->vm, std::nullopt);
 }
 
 // Reads a fence, or with --set administers it (fenced --auth, admin token).

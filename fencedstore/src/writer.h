@@ -1,4 +1,5 @@
-// The store's single writer: a queue of writes, and one thread that decides and applies them in
+// The store's single writer (writer.cc: the queue, the thread, the batches; writer_decide.cc:
+// deciding and recording each write): a queue of writes, and one thread that decides and applies them in
 // batches, each batch in one transaction with one fsync (group commit). A write whose token
 // would move a fence up under StoreOptions::verify leaves its batch unrecorded, waits for the
 // lock service's answer (verifier.h) and comes back marked with it. Private to fencedstore.
