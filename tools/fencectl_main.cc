@@ -80,10 +80,26 @@ json::object LeaseJson(const Lease& lease) {
   return o;
 }
 
-Result<Lease> AcquireFor(LockClient& client, const std::string& name, std::chrono::milliseconds ttl,
-                         std::chrono::milliseconds wait) {
-  if (wait.count() == 0) return client.TryAcquire(name, ttl);
-  return client.Acquire(name, std::chrono::steady_clock::now() + wait, ttl);
+struct Granted {
+  std::unique_ptr<LockClient> client;
+  Lease lease;
+};
+
+// Opens the lock service and acquires lock NAME for --ttl, waiting up to --wait (0s: one
+// attempt): what acquire and run share.
+Result<Granted> AcquireFromOptions(const po::variables_map& vm) {
+  auto ttl = Duration(vm, "ttl");
+  if (!ttl.ok()) return ttl.status();
+  auto wait = Duration(vm, "wait");
+  if (!wait.ok()) return wait.status();
+  auto client = OpenLocks(vm, *ttl);
+  if (!client.ok()) return client.status();
+  const auto& name = vm["name"].as<std::string>();
+  auto lease = wait->count() == 0
+                   ? (*client)->TryAcquire(name, *ttl)
+                   : (*client)->Acquire(name, std::chrono::steady_clock::now() + *wait, *ttl);
+  if (!lease.ok()) return lease.status();
+  return Granted{std::move(client).value(), std::move(lease).value()};
 }
 
 int Acquire(const std::vector<std::string>& args) {
@@ -97,15 +113,9 @@ int Acquire(const std::vector<std::string>& args) {
   auto p = Parse("acquire", desc, pos, args);
   if (!p.ok()) return FailStatus(p.status());
   if (p->help) return kExitOk;
-  auto ttl = Duration(p->vm, "ttl");
-  if (!ttl.ok()) return FailStatus(ttl.status());
-  auto wait = Duration(p->vm, "wait");
-  if (!wait.ok()) return FailStatus(wait.status());
-  auto client = OpenLocks(p->vm, *ttl);
-  if (!client.ok()) return FailStatus(client.status());
-  auto lease = AcquireFor(**client, p->vm["name"].as<std::string>(), *ttl, *wait);
-  if (!lease.ok()) return FailStatus(lease.status());
-  Print(LeaseJson(*lease));
+  auto granted = AcquireFromOptions(p->vm);
+  if (!granted.ok()) return FailStatus(granted.status());
+  Print(LeaseJson(granted->lease));
   return kExitOk;
 }
 
@@ -241,17 +251,13 @@ int Run(const std::vector<std::string>& args) {
   if (command.empty()) {
     return Fail(kExitError, "no command given; use fencectl run NAME -- CMD [ARGS...]");
   }
-  auto ttl = Duration(p->vm, "ttl");
-  if (!ttl.ok()) return FailStatus(ttl.status());
-  auto wait = Duration(p->vm, "wait");
-  if (!wait.ok()) return FailStatus(wait.status());
-  auto client = OpenLocks(p->vm, *ttl);
-  if (!client.ok()) return FailStatus(client.status());
-  auto lease = AcquireFor(**client, p->vm["name"].as<std::string>(), *ttl, *wait);
-  if (!lease.ok()) return FailStatus(lease.status());
+  auto granted = AcquireFromOptions(p->vm);
+  if (!granted.ok()) return FailStatus(granted.status());
+  LockClient& client = *granted->client;
+  const Lease& lease = granted->lease;
 
   bool kill_on_loss = p->vm["kill-on-loss"].as<bool>();
-  HeldLock held(**client, *lease,
+  HeldLock held(client, lease,
                 {.auto_renew = true, .on_lost = [kill_on_loss](const Lease& l, const Status& why) {
                    std::cerr << "fencectl: the lease on lock \"" << l.lock << "\" (token "
                              << l.token.value() << ") was lost: " << why.message()
@@ -261,10 +267,10 @@ int Run(const std::vector<std::string>& args) {
   pid_t child = fork();
   if (child < 0) return Fail(kExitError, "fork failed");
   if (child == 0) {
-    setenv("FENCING_LOCK", lease->lock.c_str(), 1);
-    setenv("FENCING_OWNER", lease->owner.c_str(), 1);
-    setenv("FENCING_TOKEN", lease->token.ToString().c_str(), 1);
-    setenv("FENCING_SERVICE", lease->service.c_str(), 1);
+    setenv("FENCING_LOCK", lease.lock.c_str(), 1);
+    setenv("FENCING_OWNER", lease.owner.c_str(), 1);
+    setenv("FENCING_TOKEN", lease.token.ToString().c_str(), 1);
+    setenv("FENCING_SERVICE", lease.service.c_str(), 1);
     std::vector<char*> argv;
     for (auto& a : command) argv.push_back(a.data());
     argv.push_back(nullptr);
