@@ -1,9 +1,9 @@
 // The power-loss sweep's short arm for CI (the long runs are in docs/reliability.md): no
 // acknowledged write, fence or grant is lost in either loss mode, and the control (the store at
 // durability normal, whose commits are not synced) shows that the harness sees a loss.
-#include <gtest/gtest.h>
-
 #include "support/power_loss.h"
+
+#include <gtest/gtest.h>
 
 namespace fencekit::testing {
 namespace {
@@ -29,10 +29,8 @@ TEST(PowerLossTest, TornModeLosesNothingAcknowledged) {
 }
 
 TEST(PowerLossTest, TheControlWithUnsyncedCommitsShowsLosses) {
-  auto r = RunPowerLossSweep({.points = 40,
-                              .loss = FaultVfs::Loss::kDrop,
-                              .durability = Durability::kNormal,
-                              .seed = 5});
+  auto r = RunPowerLossSweep(
+      {.points = 40, .loss = FaultVfs::Loss::kDrop, .durability = Durability::kNormal, .seed = 5});
   RecordProperty("report", r.Line());
   EXPECT_GT(r.acked_lost, 0) << "the harness saw no loss where one must happen: " << r.Line();
 }

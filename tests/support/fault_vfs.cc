@@ -1,8 +1,7 @@
 #include "fault_vfs.h"
 
-#include <sqlite3.h>
-
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -158,10 +157,25 @@ int Unfetch(sqlite3_file* f, sqlite3_int64 off, void* p) {
   return Real(f)->pMethods->xUnfetch(Real(f), off, p);
 }
 
-const sqlite3_io_methods kMethods = {
-    3,        Close,       Read,   Write,    Truncate, Sync,    FileSize,
-    Lock,     Unlock,      CheckReservedLock,          FileControl,
-    SectorSize, DeviceCharacteristics, ShmMap, ShmLock, ShmBarrier, ShmUnmap, Fetch, Unfetch};
+const sqlite3_io_methods kMethods = {3,
+                                     Close,
+                                     Read,
+                                     Write,
+                                     Truncate,
+                                     Sync,
+                                     FileSize,
+                                     Lock,
+                                     Unlock,
+                                     CheckReservedLock,
+                                     FileControl,
+                                     SectorSize,
+                                     DeviceCharacteristics,
+                                     ShmMap,
+                                     ShmLock,
+                                     ShmBarrier,
+                                     ShmUnmap,
+                                     Fetch,
+                                     Unfetch};
 
 int Open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int* out_flags) {
   auto* ff = reinterpret_cast<FaultFile*>(f);

@@ -124,8 +124,9 @@ std::uint64_t RunPoint(const PowerLossOptions& o, std::uint64_t crash_at, std::u
 }  // namespace
 
 std::string PowerLossReport::Line() const {
-  return "power-loss: points=" + std::to_string(points) + " acked_lost=" +
-         std::to_string(acked_lost) + " fence_regressions=" + std::to_string(fence_regressions) +
+  return "power-loss: points=" + std::to_string(points) +
+         " acked_lost=" + std::to_string(acked_lost) +
+         " fence_regressions=" + std::to_string(fence_regressions) +
          " token_regressions=" + std::to_string(token_regressions) +
          " integrity_failures=" + std::to_string(integrity_failures);
 }

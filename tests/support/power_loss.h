@@ -22,9 +22,9 @@ struct PowerLossOptions {
 
 struct PowerLossReport {
   int points = 0;
-  int acked_lost = 0;         // acknowledged writes missing, or older, after the loss
-  int fence_regressions = 0;  // fences below a token they had acknowledged
-  int token_regressions = 0;  // grants after the loss at or below a grant before it
+  int acked_lost = 0;          // acknowledged writes missing, or older, after the loss
+  int fence_regressions = 0;   // fences below a token they had acknowledged
+  int token_regressions = 0;   // grants after the loss at or below a grant before it
   int integrity_failures = 0;  // PRAGMA integrity_check not "ok", or a store that won't open
   // "power-loss: points=N acked_lost=A fence_regressions=F token_regressions=T
   // integrity_failures=I"
