@@ -419,6 +419,103 @@ TEST(SqliteLockTest, ExpiryFollowsTheInjectedClock) {
   EXPECT_GT(next->token, lease->token);
 }
 
+// The waiters of a SQLite lock database's line: how many, read as another process would.
+int WaitersInLine(const std::string& path) {
+  sqlite3* db = nullptr;
+  int n = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM waiters", -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      n = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return n;
+}
+
+TEST(SqliteLockTest, WaitersAreServedInArrivalOrderAndTryAcquireDoesNotJumpTheLine) {
+  TempDir dir;
+  std::string path = dir.File("locks.db");
+  // Four clients, each its own connection, as four processes would be.
+  std::vector<std::unique_ptr<LockClient>> c;
+  for (int i = 0; i < 4; ++i) c.push_back(LockClient::Open("sqlite://" + path).value());
+  auto held = c[0]->TryAcquire("job", 30s);
+  ASSERT_TRUE(held.ok());
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<std::thread> waiters;
+  for (int i : {1, 2}) {
+    waiters.emplace_back([&, i] {
+      auto lease = c[i]->Acquire("job", Soon(20s), 30s);
+      ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+      {
+        std::lock_guard l(mu);
+        order.push_back(i);
+      }
+      ASSERT_TRUE(c[i]->Release(*lease).ok());
+    });
+    ASSERT_TRUE(WaitFor([&] { return WaitersInLine(path) == i; })) << "waiter " << i;
+  }
+  ASSERT_TRUE(c[0]->Release(*held).ok());
+  // Whoever comes now stands behind them: a TryAcquire meanwhile is refused while they wait.
+  auto late = c[3]->Acquire("job", Soon(20s), 30s);
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_EQ(WaitersInLine(path), 0);
+  ASSERT_TRUE(c[3]->Release(*late).ok());
+
+  held = c[0]->TryAcquire("job", 30s);
+  ASSERT_TRUE(held.ok());
+  std::promise<void> checked;
+  std::thread waiter([&] {
+    auto lease = c[1]->Acquire("job", Soon(20s), 30s);
+    EXPECT_TRUE(lease.ok()) << lease.status().ToString();
+    checked.get_future().wait();
+    if (lease.ok()) (void)c[1]->Release(*lease);
+  });
+  ASSERT_TRUE(WaitFor([&] { return WaitersInLine(path) == 1; }));
+  // Between the release and the waiter's grant the lock is free, yet not for a newcomer: it is
+  // either still free with the waiter first in line, or the waiter's.
+  ASSERT_TRUE(c[0]->Release(*held).ok());
+  auto jumped = c[2]->TryAcquire("job", 30s);
+  checked.set_value();
+  waiter.join();
+  EXPECT_FALSE(jumped.ok()) << "TryAcquire took the lock before the waiter in line";
+  EXPECT_TRUE(jumped.status().IsBusy()) << jumped.status().ToString();
+}
+
+TEST(SqliteLockTest, AWaiterThatStopsBeatingLosesItsPlace) {
+  TempDir dir;
+  FakeClock clock;
+  std::string path = dir.File("locks.db");
+  auto holder = LockClient::Open("sqlite://" + path, {.clock = &clock}).value();
+  auto waiter = LockClient::Open("sqlite://" + path, {.clock = &clock}).value();
+  auto held = holder->TryAcquire("job", 30s);
+  ASSERT_TRUE(held.ok());
+  // A waiter that joined the line and then died (its process killed): its row stays.
+  std::thread dead([&] { (void)waiter->Acquire("job", Soon(std::chrono::milliseconds(300))); });
+  ASSERT_TRUE(WaitFor([&] { return WaitersInLine(path) == 1; }));
+  dead.join();  // a timeout leaves the line...
+  EXPECT_EQ(WaitersInLine(path), 0);
+  sqlite3* db = nullptr;  // ...so put a silent waiter back by hand, as a killed one leaves it
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "INSERT INTO waiters(name, owner, expires_ms) "
+                         "SELECT CAST('job' AS BLOB), 'dead', max(expires_ms) FROM locks",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  ASSERT_TRUE(holder->Release(*held).ok());
+  EXPECT_TRUE(holder->TryAcquire("job").status().IsBusy()) << "the line was jumped";
+  clock.Advance(31s);  // the dead waiter's place (30 s, as long as the holder's) has run out
+  auto next = waiter->Acquire("job", Soon(5s));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(WaitersInLine(path), 0);
+}
+
 TEST(SqliteLockTest, RejectsForeignDatabaseAndBadUri) {
   TempDir dir;
   std::string path = dir.File("other.db");

@@ -2,12 +2,23 @@
 // Safe across processes on one machine (SQLite's file locks serialise the transactions) and
 // durable (WAL + synchronous=FULL: after a crash the counter never goes back).
 // Expiry times are stored on the wall clock of the injected Clock, since processes share it.
+//
+// Waiters are served first come, first served: Acquire joins a line of waiters kept in the same
+// file (table `waiters`, a ticket per waiter), and the lock goes only to the first live waiter
+// of its line; TryAcquire does not jump the line. A waiter holds its place as a holder holds
+// the lock: for the ttl it asked for, renewed every third of it while it waits; one that stops
+// renewing (a crashed or stopped process) loses its place when that runs out, so a dead waiter
+// holds up the line no longer than a dead holder would.
+// Waiters sleep until a release or a departure wakes them (WakeFile), or until the holder's
+// lease runs out, not on a polling timer.
+#include <fcntl.h>
+#include <poll.h>
 #include <sqlite3.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
-#include <condition_variable>
-#include <map>
-#include <mutex>
-#include <random>
+#include <algorithm>
+#include <array>
 
 #include "backend.h"
 #include "fencekit/common/names.h"
@@ -22,29 +33,69 @@ using sqlite::Stmt;
 using std::chrono::milliseconds;
 
 constexpr int kApplicationId = 0x464C434B;  // 'FLCK'
-// 1: locks and counters. 2: the service table, holding the database's service id.
-constexpr int kSchemaVersion = 2;
+// 1: locks and counters. 2: the service table, holding the database's service id. 3: the line
+// of waiters.
+constexpr int kSchemaVersion = 3;
 
-// Wakes waiters in this process at once when a lock of the same file is released; waiters in
-// other processes poll.
-struct ReleaseSignal {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::uint64_t generation = 0;
-};
-
-std::shared_ptr<ReleaseSignal> SignalFor(const std::string& path) {
-  static std::mutex mu;
-  static std::map<std::string, std::weak_ptr<ReleaseSignal>> signals;
-  std::lock_guard lock(mu);
-  auto& weak = signals[path];
-  auto strong = weak.lock();
-  if (!strong) {
-    strong = std::make_shared<ReleaseSignal>();
-    weak = strong;
+// Wakes the waiters of every process on one lock database: a release (or a waiter leaving
+// the line) writes one byte to the file "<database>-wake" after its commit, and waiters sleep
+// on an inotify watch of that file. (Not the WAL: it is written before the commit is visible,
+// so a waiter woken by it would still see the lock held.) Where the file or the watch cannot be
+// had, waiters poll every 10 ms instead.
+// Thread safety: Notify is safe for concurrent use; a Watch belongs to one waiting call.
+class WakeFile {
+ public:
+  explicit WakeFile(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   }
-  return strong;
-}
+  ~WakeFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  WakeFile(const WakeFile&) = delete;
+  WakeFile& operator=(const WakeFile&) = delete;
+
+  void Notify() {
+    if (fd_ >= 0) (void)!::pwrite(fd_, "w", 1, 0);
+  }
+
+  class Watch {
+   public:
+    explicit Watch(const WakeFile& file) {
+      fd_ = file.fd_ < 0 ? -1 : ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+      if (fd_ >= 0 && ::inotify_add_watch(fd_, file.path_.c_str(), IN_MODIFY) < 0) {
+        ::close(fd_);
+        fd_ = -1;
+      }
+    }
+    ~Watch() {
+      if (fd_ >= 0) ::close(fd_);
+    }
+    Watch(const Watch&) = delete;
+    Watch& operator=(const Watch&) = delete;
+
+    // Returns once woken since the last call, or after `max_wait`.
+    void Wait(std::chrono::milliseconds max_wait) {
+      int ms = static_cast<int>(std::clamp<std::int64_t>(max_wait.count(), 0, 60'000));
+      if (fd_ < 0) {
+        ::poll(nullptr, 0, std::min(ms, 10));
+        return;
+      }
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, ms) > 0) {
+        std::array<char, 4096> events;
+        while (::read(fd_, events.data(), events.size()) > 0) {
+        }
+      }
+    }
+
+   private:
+    int fd_ = -1;
+  };
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
 
 class SqliteBackend final : public LockBackend {
  public:
@@ -52,7 +103,7 @@ class SqliteBackend final : public LockBackend {
       : path_(std::move(path)),
         service_("sqlite://" + path_),
         clock_(options.clock != nullptr ? options.clock : Clock::Real()),
-        signal_(SignalFor(path_)) {}
+        wake_(path_ + "-wake") {}
 
   Status Init() {
     sqlite3* raw = nullptr;
@@ -112,6 +163,14 @@ class SqliteBackend final : public LockBackend {
          "token = ?3 AND expires_ms > ?5"},
         {&delete_, "DELETE FROM locks WHERE name = ?1 AND owner = ?2 AND token = ?3"},
         {&select_counter_, "SELECT token FROM counters WHERE name = ?1"},
+        {&join_line_, "INSERT INTO waiters(name, owner, expires_ms) VALUES(?1, ?2, ?3)"},
+        {&beat_, "UPDATE waiters SET expires_ms = ?2 WHERE ticket = ?1"},
+        {&leave_line_, "DELETE FROM waiters WHERE ticket = ?1"},
+        {&drop_stale_, "DELETE FROM waiters WHERE name = ?1 AND expires_ms <= ?2"},
+        // The first live waiter of a lock's line, and whether the line holds `?3`.
+        {&first_waiter_,
+         "SELECT min(ticket), sum(ticket = ?3) FROM waiters WHERE name = ?1 AND "
+         "expires_ms > ?2"},
     };
     for (auto& [stmt, sql] : stmts) {
       auto st = Stmt::Prepare(raw, sql);
@@ -142,8 +201,182 @@ class SqliteBackend final : public LockBackend {
       select_lock_.Reset();
       if (rc != SQLITE_DONE) return Fail(rc, "reading the lock");
     }
+    auto line = FirstWaiter(lock, 0, now);
+    if (!line.ok()) return line.status();
+    if (line->first != 0) {
+      *holder_remaining = milliseconds(0);
+      return Status::Busy(Subject(lock, service_) + " is free, but others wait in line for it");
+    }
+    return GrantInTxn(lock, owner, ttl, now, *txn);
+  }
+
+  bool QueuesWaiters() const override { return true; }
+
+  Result<Granted> AcquireInLine(std::string_view lock, std::string_view owner, milliseconds ttl,
+                                std::chrono::steady_clock::time_point deadline,
+                                std::chrono::steady_clock::time_point* valid_from) override {
+    WakeFile::Watch watch(wake_);
+    Place place;
+    const milliseconds renew = std::max(ttl / 3, milliseconds(1));
+    for (;;) {
+      *valid_from = clock_->Now();
+      milliseconds wait = renew;
+      auto granted = TryInLine(lock, owner, ttl, place, &wait);
+      if (granted.ok() || !granted.status().IsBusy()) {
+        if (!granted.ok()) LeaveLine(place);
+        return granted;
+      }
+      auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        LeaveLine(place);
+        return Status::Timeout(Subject(lock, service_) + " is still held");
+      }
+      auto left = std::chrono::duration_cast<milliseconds>(deadline - now) + milliseconds(1);
+      watch.Wait(std::min({wait, left, renew}));
+    }
+  }
+
+ private:
+  // A waiter's place in its lock's line: its ticket (0 before it joined) and when it last
+  // renewed it.
+  struct Place {
+    std::int64_t ticket = 0;
+    std::int64_t beat_ms = 0;
+  };
+  struct Line {
+    std::int64_t first = 0;  // the first live waiter's ticket; 0 when none
+    bool holds = false;      // the line holds the asked ticket
+  };
+
+  // REQUIRES: mu_ held, inside a transaction.
+  Result<Line> FirstWaiter(std::string_view lock, std::int64_t ticket, std::int64_t now) {
+    sqlite::ResetOnExit reset(first_waiter_);
+    first_waiter_.BindBlob(1, lock);
+    first_waiter_.BindInt(2, now);
+    first_waiter_.BindInt(3, ticket);
+    int rc = first_waiter_.Step();
+    if (rc != SQLITE_ROW) return Fail(rc, "reading the line of waiters");
+    return Line{first_waiter_.ColumnInt(0), first_waiter_.ColumnInt(1) > 0};
+  }
+
+  // One look at the line: joins it (again, if this waiter's place was lost to a long silence)
+  // and renews its place when due, then takes the lock when this waiter is first and the lock is
+  // free. kBusy otherwise, with in *wait how long to sleep at most. The line's upkeep is
+  // committed without fsync (after a crash no one waits any more), so a waiter costs the disk
+  // nothing; only the grant is durable. A look that changes nothing takes no write lock.
+  Result<Granted> TryInLine(std::string_view lock, std::string_view owner, milliseconds ttl,
+                            Place& place, milliseconds* wait) {
+    std::lock_guard guard(mu_);
+    auto now = NowMs();
+    auto line = FirstWaiter(lock, place.ticket, now);
+    if (!line.ok()) return line.status();
+    if (place.ticket == 0 || !line->holds ||
+        now - place.beat_ms >= std::max<std::int64_t>(ttl.count() / 3, 1)) {
+      if (auto s = KeepPlace(lock, owner, ttl, place, now, line->holds); !s.ok()) return s;
+      line = FirstWaiter(lock, place.ticket, now);
+      if (!line.ok()) return line.status();
+    }
+    auto holder = HolderOf(lock, now);
+    if (!holder.ok()) return holder.status();
+    if (holder->held && holder->owner != owner) {
+      *wait = milliseconds(holder->expires_ms - now + 1);
+      return Status::Busy(Subject(lock, service_) + " is held");
+    }
+    if (line->first != place.ticket) {
+      return Status::Busy(Subject(lock, service_) + " goes to the waiters before this one");
+    }
+    // First in line, and the lock is free (or already ours): take it, checking again inside
+    // the transaction.
+    auto txn = sqlite::Transaction::Begin(txn_);
+    if (!txn.ok()) return txn.status();
+    line = FirstWaiter(lock, place.ticket, now);
+    if (!line.ok()) return line.status();
+    holder = HolderOf(lock, now);
+    if (!holder.ok()) return holder.status();
+    if ((holder->held && holder->owner != owner) || line->first != place.ticket) {
+      return Status::Busy(Subject(lock, service_) + " was taken meanwhile");
+    }
+    leave_line_.BindInt(1, place.ticket);
+    int rc = leave_line_.Step();
+    leave_line_.Reset();
+    if (rc != SQLITE_DONE) return Fail(rc, "leaving the line of waiters");
+    place.ticket = 0;
+    if (holder->held) {  // a retried grant
+      if (auto s = txn->Commit(); !s.ok()) return s;
+      return Grant(holder->token);
+    }
+    return GrantInTxn(lock, owner, ttl, now, *txn);
+  }
+
+  // Joins the line (when not `in_line`), drops waiters gone silent and renews this one's place
+  // for `ttl`, in one transaction committed without fsync. REQUIRES: mu_ held, no transaction
+  // open.
+  Status KeepPlace(std::string_view lock, std::string_view owner, milliseconds ttl, Place& place,
+                   std::int64_t now, bool in_line) {
+    if (auto s = sqlite::Exec(db_.get(), "PRAGMA synchronous=OFF"); !s.ok()) return s;
+    Status status = [&]() -> Status {
+      auto txn = sqlite::Transaction::Begin(txn_);
+      if (!txn.ok()) return txn.status();
+      auto step = [&](Stmt& st, const char* doing) -> Status {
+        int rc = st.Step();
+        st.Reset();
+        return rc == SQLITE_DONE ? Status::Ok() : Fail(rc, doing);
+      };
+      drop_stale_.BindBlob(1, lock);
+      drop_stale_.BindInt(2, now);
+      if (auto s = step(drop_stale_, "clearing the line of waiters"); !s.ok()) return s;
+      if (place.ticket == 0 || !in_line) {
+        join_line_.BindBlob(1, lock);
+        join_line_.BindText(2, owner);
+        join_line_.BindInt(3, now + ttl.count());
+        if (auto s = step(join_line_, "joining the line of waiters"); !s.ok()) return s;
+        place.ticket = sqlite3_last_insert_rowid(db_.get());
+      } else {
+        beat_.BindInt(1, place.ticket);
+        beat_.BindInt(2, now + ttl.count());
+        if (auto s = step(beat_, "waiting in line"); !s.ok()) return s;
+      }
+      place.beat_ms = now;
+      return txn->Commit();
+    }();
+    Status full = sqlite::Exec(db_.get(), "PRAGMA synchronous=FULL");
+    return status.ok() ? full : status;
+  }
+
+  struct Holder {
+    bool held = false;
+    std::string owner;
+    std::int64_t token = 0;
+    std::int64_t expires_ms = 0;
+  };
+  // REQUIRES: mu_ held.
+  Result<Holder> HolderOf(std::string_view lock, std::int64_t now) {
+    sqlite::ResetOnExit reset(select_lock_);
+    select_lock_.BindBlob(1, lock);
+    int rc = select_lock_.Step();
+    if (rc == SQLITE_ROW && select_lock_.ColumnInt(2) > now) {
+      return Holder{true, select_lock_.ColumnBytes(0), select_lock_.ColumnInt(1),
+                    select_lock_.ColumnInt(2)};
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Fail(rc, "reading the lock");
+    return Holder{};
+  }
+
+  // Gives up a place in line (a timeout, an error); failures only leave a waiter to go stale.
+  void LeaveLine(const Place& place) {
+    if (place.ticket == 0) return;
+    std::lock_guard guard(mu_);
+    leave_line_.BindInt(1, place.ticket);
+    leave_line_.Step();
+    leave_line_.Reset();
+    wake_.Notify();  // the next waiter may be first now
+  }
+
+  // Bumps the counter and records the holder; commits `txn`. REQUIRES: mu_ held.
+  Result<Granted> GrantInTxn(std::string_view lock, std::string_view owner, milliseconds ttl,
+                             std::int64_t now, sqlite::Transaction& txn) {
     bump_counter_.BindBlob(1, lock);
-    rc = bump_counter_.Step();
+    int rc = bump_counter_.Step();
     if (rc != SQLITE_ROW) return Fail(rc, "advancing the token counter");
     std::int64_t token = bump_counter_.ColumnInt(0);
     bump_counter_.Reset();
@@ -154,10 +387,11 @@ class SqliteBackend final : public LockBackend {
     rc = put_lock_.Step();
     put_lock_.Reset();
     if (rc != SQLITE_DONE) return Fail(rc, "recording the lock");
-    if (auto s = txn->Commit(); !s.ok()) return s;
+    if (auto s = txn.Commit(); !s.ok()) return s;
     return Grant(token);
   }
 
+ public:
   Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
                 milliseconds ttl) override {
     std::lock_guard guard(mu_);
@@ -189,12 +423,7 @@ class SqliteBackend final : public LockBackend {
     delete_.Reset();
     if (rc != SQLITE_DONE) return Fail(rc, "releasing the lock");
     if (auto s = txn->Commit(); !s.ok()) return s;
-    guard.unlock();
-    {
-      std::lock_guard lock_signal(signal_->mu);
-      ++signal_->generation;
-    }
-    signal_->cv.notify_all();
+    wake_.Notify();
     return why;
   }
 
@@ -243,27 +472,7 @@ class SqliteBackend final : public LockBackend {
   std::string service_id() const override { return service_id_; }
 
   void WaitForRelease(std::string_view lock, milliseconds max_wait) override {
-    // Other processes cannot signal us, so poll the lock row with jittered backoff; a release
-    // in this process wakes us at once.
-    thread_local std::minstd_rand rng(std::random_device{}());
-    auto deadline = std::chrono::steady_clock::now() + max_wait;
-    milliseconds step(1);
-    std::unique_lock lock_signal(signal_->mu);
-    std::uint64_t seen = signal_->generation;
-    for (;;) {
-      auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) return;
-      auto nap = std::min<std::chrono::steady_clock::duration>(
-          deadline - now, step + milliseconds(rng() % (step.count() + 1)));
-      if (signal_->cv.wait_for(lock_signal, nap, [&] { return signal_->generation != seen; })) {
-        return;
-      }
-      lock_signal.unlock();
-      bool free = IsFree(lock);
-      lock_signal.lock();
-      if (free) return;
-      step = std::min(step * 2, milliseconds(8));
-    }
+    WakeFile::Watch(wake_).Wait(max_wait);
   }
 
   const std::string& service() const override { return service_; }
@@ -303,6 +512,15 @@ class SqliteBackend final : public LockBackend {
                                   "PRAGMA user_version=2;");
       if (!s.ok()) return s;
     }
+    if (v < 3) {
+      Status s =
+          sqlite::Exec(raw,
+                       "CREATE TABLE waiters(ticket INTEGER PRIMARY KEY, name BLOB NOT NULL, "
+                       "owner TEXT NOT NULL, expires_ms INTEGER NOT NULL);"
+                       "CREATE INDEX waiters_by_lock ON waiters(name, ticket);"
+                       "PRAGMA user_version=3;");
+      if (!s.ok()) return s;
+    }
     auto read = Stmt::Prepare(raw, "SELECT id FROM service");
     if (!read.ok()) return read.status();
     if (read->Step() != SQLITE_ROW) {
@@ -316,14 +534,6 @@ class SqliteBackend final : public LockBackend {
       return Status::InvalidArgument(service_ + " holds a malformed service id: " + s.message());
     }
     return Status::Ok();
-  }
-
-  bool IsFree(std::string_view lock) {
-    std::lock_guard guard(mu_);
-    sqlite::ResetOnExit reset(select_lock_);
-    select_lock_.BindBlob(1, lock);
-    int rc = select_lock_.Step();
-    return rc == SQLITE_DONE || (rc == SQLITE_ROW && select_lock_.ColumnInt(2) <= NowMs());
   }
 
   // REQUIRES: mu_ held, inside a transaction.
@@ -350,11 +560,12 @@ class SqliteBackend final : public LockBackend {
   std::string service_;
   std::string service_id_;  // "sqlite:<32 hex>", kept in the database; set by Init
   Clock* clock_;
-  std::shared_ptr<ReleaseSignal> signal_;
+  WakeFile wake_;
   std::mutex mu_;
   sqlite::Db db_;  // GUARDED_BY(mu_), with every statement below
   sqlite::TxnStatements txn_;
-  Stmt select_lock_, bump_counter_, put_lock_, extend_, delete_, select_counter_;
+  Stmt select_lock_, bump_counter_, put_lock_, extend_, delete_, select_counter_, join_line_, beat_,
+      leave_line_, drop_stale_, first_waiter_;
 };
 
 }  // namespace
