@@ -1,9 +1,11 @@
-// fenced on a replicated PostgreSQL through a failover: the primary is killed (SIGKILL) while
-// writers write through a real `fenced`, the standby is promoted, and fenced, given both hosts
-// with target_session_attrs=read-write, reconnects to it by itself. With a synchronous standby
-// no acknowledged write and no fence is lost; with an asynchronous one (the control) the loss
-// is measured and reported, not asserted.
+// fenced on a replicated PostgreSQL through a failover: while writers write through a real
+// `fenced`, the standby falls behind (the primary's WAL sender is stopped), the primary is
+// killed (SIGKILL), the standby is promoted, and fenced, given both hosts with
+// target_session_attrs=read-write, reconnects to it by itself. With a synchronous standby no
+// acknowledged write and no fence is lost (the commits wait instead); with an asynchronous one
+// (the control) the loss is measured and reported, not asserted.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "fencekit/httpapi/store_client.h"
+#include "fencekit/pausetest/pauser.h"
 #include "fencekit/procutil/fenced_server.h"
 #include "fencekit/procutil/postgres_server.h"
 #include "support/pg_client.h"
@@ -37,6 +40,8 @@ constexpr int kWriters = 4;
 constexpr int kKeysPerWriter = 4;
 constexpr int kAckedBeforeKill = 300;
 constexpr int kAckedAfterPromotion = 200;
+// Asynchronous: acknowledged while the standby receives nothing, before the primary dies.
+constexpr int kAckedWhileBehind = 100;
 
 std::string Db(const procutil::PostgresServer& server, const std::string& dbname) {
   return server.uri(dbname) + "?connect_timeout=10";
@@ -68,7 +73,9 @@ void StartReplicatedPair(const TempDir& dir, bool sync, procutil::PostgresServer
   Status s = primary.Start({.data_dir = dir.File("p1"), .settings = settings});
   ASSERT_TRUE(s.ok()) << s.ToString();
   s = standby.Start({.data_dir = dir.File("p2"),
-                     .settings = {"cluster_name=standby1"},
+                     // A promotion waits out this interval when the primary's death
+                     // interrupted streaming (5 s by default).
+                     .settings = {"cluster_name=standby1", "wal_retrieve_retry_interval=100ms"},
                      .standby_of_port = primary.port()});
   ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_TRUE(WaitForValue(Db(primary, "postgres"),
@@ -118,13 +125,16 @@ TEST(PostgresReplicationTest, PromoteRefusesAServerThatIsNoStandby) {
 // What one write did, as its writer saw it.
 struct Attempt {
   std::int64_t token = 0;  // also the value written
-  std::string key;
+  std::string lock, key;
   enum { kAcked, kStale, kInDoubt } outcome = kInDoubt;
-  bool after_promotion = false;  // sent after the standby was promoted
+  // Sent once the primary was dead: only the promoted standby can have acknowledged it.
+  bool after_kill = false;
 };
 
 // Writers, each with its own lock and keys, sending increasing tokens (and values equal to the
-// token) through one fenced until told to stop.
+// token) through one fenced until told to stop. Writes sent after the primary's death use other
+// locks and keys, so that they overwrite nothing (and raise no fence) the failover might have
+// lost: what the new primary holds under the first ones is what the failover kept.
 class Writers {
  public:
   Writers(std::string url, std::chrono::steady_clock::time_point deadline)
@@ -139,13 +149,15 @@ class Writers {
     for (auto& t : threads_) t.join();
     threads_.clear();
   }
-  void MarkPromoted() { promoted_ = true; }
+  void MarkPrimaryKilled() { primary_killed_ = true; }
   int acked() const { return acked_; }
   int acked_after_promotion() const { return acked_after_promotion_; }
+  // After Stop(): when the first write sent after the primary's death was acknowledged.
+  std::chrono::steady_clock::time_point first_ack_after_kill() const {
+    return first_ack_after_kill_;
+  }
   // After Stop(): every writer's attempts, in order.
   const std::vector<std::vector<Attempt>>& attempts() const { return attempts_; }
-
-  static std::string Lock(int w) { return "failover-" + std::to_string(w); }
 
  private:
   void Run(int w) {
@@ -155,15 +167,18 @@ class Writers {
       return;
     }
     for (std::int64_t token = 1; !stop_ && std::chrono::steady_clock::now() < deadline_; ++token) {
-      Attempt a{.token = token,
-                .key = "w" + std::to_string(w) + "-k" + std::to_string(token % kKeysPerWriter),
-                .after_promotion = promoted_};
+      Attempt a{.token = token, .after_kill = primary_killed_};
+      const std::string phase = a.after_kill ? "after" : "before";
+      a.lock = "w" + std::to_string(w) + "-" + phase;
+      a.key = a.lock + "-k" + std::to_string(token % kKeysPerWriter);
       auto put =
-          (*client)->Put(Lock(w), *FencingToken::FromInt(token), a.key, std::to_string(token));
+          (*client)->Put(a.lock, *FencingToken::FromInt(token), a.key, std::to_string(token));
       if (put.ok()) {
         a.outcome = Attempt::kAcked;
         ++acked_;
-        if (a.after_promotion) ++acked_after_promotion_;
+        if (a.after_kill && acked_after_promotion_++ == 0) {
+          first_ack_after_kill_ = std::chrono::steady_clock::now();
+        }
       } else if (put.status().code() == StatusCode::kStaleToken) {
         a.outcome = Attempt::kStale;
       } else {
@@ -179,13 +194,19 @@ class Writers {
   const std::chrono::steady_clock::time_point deadline_;
   std::vector<std::vector<Attempt>> attempts_;  // [writer], each written by its own thread
   std::vector<std::thread> threads_;
-  std::atomic<bool> stop_{false}, promoted_{false};
+  std::atomic<bool> stop_{false}, primary_killed_{false};
   std::atomic<int> acked_{0}, acked_after_promotion_{0};
+  std::chrono::steady_clock::time_point first_ack_after_kill_;  // set by the first such ack
 };
 
 // What the new primary holds, held against what the writers saw.
 struct Audit {
   int acked = 0, in_doubt = 0, stale = 0, acked_after_promotion = 0;
+  // Acknowledged between the moment the standby stopped receiving and the primary's death.
+  int acked_while_behind = 0;
+  // From the kill to the end of the promotion (pg_ctl's return), and to fenced's first
+  // acknowledged write on the new primary.
+  std::chrono::milliseconds promotion{0}, resumed{0};
   // Acknowledged writes whose key holds an older value (or none): lost by the failover.
   int lost_writes = 0;
   // Locks whose fence is below a token the store acknowledged: the fence went down.
@@ -209,10 +230,9 @@ Audit AuditStore(PgClient& pg, const std::vector<std::vector<Attempt>>& attempts
   if (rows.ok()) {
     for (const auto& row : *rows) fences[row.at(0)] = std::stoll(row.at(1));
   }
+  std::map<std::string, std::int64_t> highest_acked;       // lock -> token
+  std::map<std::string, std::set<std::int64_t>> possible;  // key -> acked or in doubt
   for (int w = 0; w < kWriters; ++w) {
-    std::map<std::string, std::int64_t> last_acked;          // key -> token
-    std::map<std::string, std::set<std::int64_t>> possible;  // key -> acked or in doubt
-    std::int64_t highest_acked = 0;
     for (const Attempt& a : attempts[w]) {
       if (a.outcome == Attempt::kStale) ++audit.stale;
       if (a.outcome == Attempt::kStale) continue;
@@ -222,34 +242,37 @@ Audit AuditStore(PgClient& pg, const std::vector<std::vector<Attempt>>& attempts
         continue;
       }
       ++audit.acked;
-      if (a.after_promotion) ++audit.acked_after_promotion;
-      last_acked[a.key] = std::max(last_acked[a.key], a.token);
-      highest_acked = std::max(highest_acked, a.token);
-    }
-    for (const Attempt& a : attempts[w]) {
+      if (a.after_kill) ++audit.acked_after_promotion;
+      highest_acked[a.lock] = std::max(highest_acked[a.lock], a.token);
       auto it = stored.find(a.key);
       std::int64_t value = it == stored.end() ? 0 : it->second;
-      if (a.outcome == Attempt::kAcked && value < a.token) ++audit.lost_writes;
+      if (value < a.token) ++audit.lost_writes;  // the key holds an older value, or none
     }
-    for (const auto& [key, tokens] : possible) {
-      auto it = stored.find(key);
-      if (it != stored.end() && !tokens.count(it->second)) {
-        audit.impossible.push_back("key " + key + " holds " + std::to_string(it->second) +
-                                   ", which its writer never sent or saw refused");
-      }
+  }
+  for (const auto& [key, tokens] : possible) {
+    auto it = stored.find(key);
+    if (it != stored.end() && !tokens.count(it->second)) {
+      audit.impossible.push_back("key " + key + " holds " + std::to_string(it->second) +
+                                 ", which its writer never sent or saw refused");
     }
-    if (fences[Writers::Lock(w)] < highest_acked) ++audit.fences_lowered;
+  }
+  for (const auto& [lock, token] : highest_acked) {
+    if (fences[lock] < token) ++audit.fences_lowered;
   }
   return audit;
 }
 
-// One failover run: writers through fenced, the primary killed after kAckedBeforeKill
-// acknowledged writes, the standby promoted, kAckedAfterPromotion more acknowledged writes.
+// One failover run: writers through fenced; after kAckedBeforeKill acknowledged writes the
+// standby falls behind (the primary's WAL sender is stopped, as by a network partition), then
+// the primary is killed while writes are under way, the standby promoted, and the run goes on
+// until kAckedAfterPromotion more writes are acknowledged.
 Audit RunFailover(bool sync) {
   TempDir dir;
   procutil::PostgresServer primary, standby;
   StartReplicatedPair(dir, sync, primary, standby);
   if (::testing::Test::HasFatalFailure()) return {};
+  // Declared after the servers: a stopped WAL sender is continued before they are stopped.
+  pausetest::ProcessPauser pauser;
   procutil::FencedServer fenced;
   const std::string db = "postgresql://postgres@127.0.0.1:" + std::to_string(primary.port()) +
                          ",127.0.0.1:" + std::to_string(standby.port()) +
@@ -263,10 +286,37 @@ Audit RunFailover(bool sync) {
   EXPECT_TRUE(WaitFor([&] { return writers.acked() >= kAckedBeforeKill; }, 20s))
       << writers.acked() << " writes acknowledged before the kill; fenced's output:\n"
       << fenced.process().OutputTail();
+
+  PgClient watch(Db(primary, "postgres"));
+  auto sender =
+      watch.Value("SELECT pid FROM pg_stat_replication WHERE application_name = 'standby1'");
+  EXPECT_TRUE(sender.ok()) << sender.status().ToString();
+  if (!sender.ok()) return {};
+  const pid_t sender_pid = std::stoi(*sender);
+  EXPECT_TRUE(pauser.Pause(sender_pid));
+  const int acked_in_step = writers.acked();
+  if (sync) {
+    // The commits now wait for the standby instead of being acknowledged.
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          auto waiting =
+              watch.Value("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'");
+          return waiting.ok() && *waiting != "0";
+        },
+        10s))
+        << "no commit waits for the synchronous standby";
+  } else {
+    EXPECT_TRUE(WaitFor([&] { return writers.acked() >= acked_in_step + kAckedWhileBehind; }, 10s))
+        << writers.acked() - acked_in_step << " writes acknowledged while the standby was behind";
+  }
+  const int acked_while_behind = writers.acked() - acked_in_step;
+  const auto killed = std::chrono::steady_clock::now();
   primary.Kill();  // mid-stream: the writers are writing
+  writers.MarkPrimaryKilled();
+  ::kill(sender_pid, SIGKILL);  // the rest of the primary goes with it
   Status promoted = standby.Promote();
   EXPECT_TRUE(promoted.ok()) << promoted.ToString();
-  writers.MarkPromoted();
+  const auto promoted_at = std::chrono::steady_clock::now();
   EXPECT_TRUE(WaitFor([&] { return writers.acked_after_promotion() >= kAckedAfterPromotion; }, 30s))
       << "fenced did not reconnect to the promoted standby by itself: "
       << writers.acked_after_promotion() << " writes acknowledged since; its output:\n"
@@ -277,11 +327,18 @@ Audit RunFailover(bool sync) {
   PgClient pg(Db(standby, "fencekit"));
   EXPECT_TRUE(pg.ok()) << pg.error();
   Audit audit = AuditStore(pg, writers.attempts());
+  audit.acked_while_behind = acked_while_behind;
+  audit.promotion = std::chrono::duration_cast<std::chrono::milliseconds>(promoted_at - killed);
+  audit.resumed = std::chrono::duration_cast<std::chrono::milliseconds>(
+      writers.first_ack_after_kill() - killed);
   std::cout << (sync ? "synchronous" : "asynchronous") << " standby: " << audit.acked
-            << " writes acknowledged (" << audit.acked_after_promotion << " after promotion), "
-            << audit.in_doubt << " in doubt, " << audit.stale
+            << " writes acknowledged (" << audit.acked_while_behind
+            << " while the standby was behind, " << audit.acked_after_promotion
+            << " after promotion), " << audit.in_doubt << " in doubt, " << audit.stale
             << " refused as stale; lost by the failover: " << audit.lost_writes
-            << " acknowledged writes, " << audit.fences_lowered << " fences lowered\n";
+            << " acknowledged writes, " << audit.fences_lowered << " fences lowered; promoted "
+            << audit.promotion.count() << " ms after the kill, writes acknowledged again "
+            << audit.resumed.count() << " ms after the kill\n";
   return audit;
 }
 
@@ -295,6 +352,7 @@ TEST(PostgresFailoverTest, SynchronousStandbyKeepsEveryAcknowledgedWriteAndFence
   EXPECT_GE(audit.acked_after_promotion, kAckedAfterPromotion);
   RecordProperty("acknowledged_writes", audit.acked);
   RecordProperty("in_doubt_writes", audit.in_doubt);
+  RecordProperty("writes_resumed_ms_after_kill", static_cast<int>(audit.resumed.count()));
 }
 
 // The control: an asynchronous standby may lack the primary's last commits when it is
@@ -305,8 +363,10 @@ TEST(PostgresFailoverTest, AsynchronousStandbyControlReportsWhatTheFailoverLost)
   EXPECT_TRUE(audit.impossible.empty()) << ::testing::PrintToString(audit.impossible);
   EXPECT_GE(audit.acked_after_promotion, kAckedAfterPromotion);
   RecordProperty("acknowledged_writes", audit.acked);
+  RecordProperty("acknowledged_while_behind", audit.acked_while_behind);
   RecordProperty("acknowledged_writes_lost", audit.lost_writes);
   RecordProperty("fences_lowered", audit.fences_lowered);
+  RecordProperty("writes_resumed_ms_after_kill", static_cast<int>(audit.resumed.count()));
 }
 
 }  // namespace
