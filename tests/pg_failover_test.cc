@@ -14,7 +14,6 @@
 #include <iostream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -47,20 +46,23 @@ std::string Db(const procutil::PostgresServer& server, const std::string& dbname
   return server.uri(dbname) + "?connect_timeout=10";
 }
 
-// Waits until `sql` gives `expected` on `uri`, reconnecting as needed; false past `bound`.
+// Waits until `sql` gives `expected` on `uri`, reconnecting when the connection fails; false
+// (and a test failure naming the last answer) past `bound`.
 bool WaitForValue(const std::string& uri, const std::string& sql, const std::string& expected,
                   std::chrono::milliseconds bound = 20s) {
+  std::unique_ptr<PgClient> pg;
   std::string last;
   bool seen = WaitFor(
       [&] {
-        PgClient pg(uri);
-        auto v = pg.Value(sql);
+        if (pg == nullptr || !pg->ok()) pg = std::make_unique<PgClient>(uri);
+        auto v = pg->Value(sql);
         last = v.ok() ? *v : v.status().ToString();
         return v.ok() && *v == expected;
       },
       bound);
-  if (!seen)
+  if (!seen) {
     ADD_FAILURE() << "\"" << sql << "\" gave \"" << last << "\", not \"" << expected << "\"";
+  }
   return seen;
 }
 
