@@ -290,6 +290,34 @@ TEST_F(FencedStoreTest, FailedCommitAcknowledgesNothing) {
   EXPECT_TRUE(store->Put("lock", T(2), "after", "v").ok());
 }
 
+TEST_F(FencedStoreTest, AfterAFailedFsyncTheStoreRechecksAndLosesNothingAtAPowerLoss) {
+  FaultVfs::Register();
+  FaultVfs::StartPowerLossModel();  // a failed sync now loses what it could not write
+  {
+    auto store = Open({.sqlite_vfs = FaultVfs::kName});
+    ASSERT_TRUE(store->Put("lock", T(1), "before", "v1").ok());
+    FaultVfs::fail_sync = true;
+    auto failed = store->Put("lock", T(2), "during", "v2");
+    FaultVfs::fail_sync = false;
+    ASSERT_FALSE(failed.ok());
+    EXPECT_EQ(store->Stats().recoveries, 0u);
+    // The next write reopens and checks the database first, and is acknowledged after that.
+    ASSERT_TRUE(store->Put("lock", T(3), "after", "v3").ok());
+    EXPECT_EQ(store->Stats().recoveries, 1u);
+    FaultVfs::fail_sync = true;
+    ASSERT_FALSE(store->Put("lock", T(4), "during", "v4").ok());
+    FaultVfs::fail_sync = false;
+    ASSERT_TRUE(store->Put("lock", T(6), "last", "v6").ok());
+    EXPECT_EQ(store->Stats().recoveries, 2u);
+  }
+  FaultVfs::LosePower(FaultVfs::Loss::kDrop, 1);
+  auto store = Open();
+  EXPECT_EQ(store->Get("before")->value, "v1");
+  EXPECT_EQ(store->Get("after")->value, "v3");
+  EXPECT_EQ(store->Get("last")->value, "v6");
+  EXPECT_EQ(store->Highest("lock")->value(), T(6));
+}
+
 TEST_F(FencedStoreTest, FullDiskFailsEveryWriteOfTheBatch) {
   FaultVfs::Register();
   auto store = Open({.sqlite_vfs = FaultVfs::kName});

@@ -15,8 +15,14 @@ using testing::RawResponse;
 using testing::Request;
 
 using HttpTest = testing::ServerFixture;
+// The store contract over HTTP, on a SQLite file and on a PostgreSQL database.
+using HttpEngineTest = testing::EngineServerFixture;
+INSTANTIATE_TEST_SUITE_P(Engines, HttpEngineTest,
+                         ::testing::Values(testing::StoreEngine::kSqlite,
+                                           testing::StoreEngine::kPostgres),
+                         testing::StoreEngineName);
 
-TEST_F(HttpTest, PutCreatesThenOverwrites) {
+TEST_P(HttpEngineTest, PutCreatesThenOverwrites) {
   auto r = PutWithToken("k", "5", "one");
   EXPECT_EQ(r.status, 201);
   EXPECT_EQ(r.body, "{\"key\":\"k\",\"lock\":\"k\",\"token\":5,\"version\":1}\n");
@@ -25,7 +31,7 @@ TEST_F(HttpTest, PutCreatesThenOverwrites) {
   EXPECT_NE(r.body.find("\"version\":2"), std::string::npos);
 }
 
-TEST_F(HttpTest, StaleTokenGets409NamingHighest) {
+TEST_P(HttpEngineTest, StaleTokenGets409NamingHighest) {
   ASSERT_EQ(PutWithToken("k", "5").status, 201);
   auto r = PutWithToken("k", "4", "stale");
   EXPECT_EQ(r.status, 409);
@@ -35,7 +41,7 @@ TEST_F(HttpTest, StaleTokenGets409NamingHighest) {
   EXPECT_EQ(Call("GET", "/v1/objects/k").body, "v");
 }
 
-TEST_F(HttpTest, MissingTokenGets428) {
+TEST_P(HttpEngineTest, MissingTokenGets428) {
   auto r = Call("PUT", "/v1/objects/k", {}, "v");
   EXPECT_EQ(r.status, 428);
   EXPECT_NE(r.body.find("missing_token"), std::string::npos);
@@ -55,7 +61,7 @@ TEST_F(HttpTest, MalformedTokensGet400) {
   EXPECT_EQ(Call("GET", "/v1/objects/k").status, 200);
 }
 
-TEST_F(HttpTest, FencingLockHeaderNamesTheFence) {
+TEST_P(HttpEngineTest, FencingLockHeaderNamesTheFence) {
   auto r = Call("PUT", "/v1/objects/a", {{"Fencing-Token", "10"}, {"Fencing-Lock", "shared"}}, "v");
   ASSERT_EQ(r.status, 201);
   EXPECT_NE(r.body.find("\"lock\":\"shared\""), std::string::npos);
@@ -68,7 +74,7 @@ TEST_F(HttpTest, FencingLockHeaderNamesTheFence) {
   EXPECT_EQ(Call("GET", "/v1/fences/never").body, "{\"lock\":\"never\",\"highest\":0}\n");
 }
 
-TEST_F(HttpTest, GetReturnsValueWithTokenAndVersionHeaders) {
+TEST_P(HttpEngineTest, GetReturnsValueWithTokenAndVersionHeaders) {
   ASSERT_EQ(PutWithToken("k", "3", "hello").status, 201);
   auto r = Call("GET", "/v1/objects/k");
   EXPECT_EQ(r.status, 200);
@@ -78,7 +84,7 @@ TEST_F(HttpTest, GetReturnsValueWithTokenAndVersionHeaders) {
   EXPECT_EQ(Call("GET", "/v1/objects/absent").status, 404);
 }
 
-TEST_F(HttpTest, DeleteIsFenced) {
+TEST_P(HttpEngineTest, DeleteIsFenced) {
   ASSERT_EQ(PutWithToken("k", "5").status, 201);
   EXPECT_EQ(Call("DELETE", "/v1/objects/k", {{"Fencing-Token", "4"}}).status, 409);
   EXPECT_EQ(Call("DELETE", "/v1/objects/k").status, 428);
@@ -109,7 +115,7 @@ TEST_F(HttpTest, UnknownRouteGets404AndWrongMethodGets405) {
   EXPECT_EQ(fence.header("allow"), "GET, PUT");
 }
 
-TEST_F(HttpTest, OversizedBodyGets413AndNothingIsStored) {
+TEST_P(HttpEngineTest, OversizedBodyGets413AndNothingIsStored) {
   StartServer({.max_body_bytes = 1000});
   auto r = PutWithToken("k", "1", std::string(1001, 'x'));
   EXPECT_EQ(r.status, 413);
@@ -165,7 +171,7 @@ TEST_F(HttpTest, PipelinedRequestsAreAnsweredInOrder) {
   }
 }
 
-TEST_F(HttpTest, PercentEncodedAndNonAsciiKeysRoundTripByteExact) {
+TEST_P(HttpEngineTest, PercentEncodedAndNonAsciiKeysRoundTripByteExact) {
   // "a/b c%é" and raw bytes that are not UTF-8.
   struct Case {
     std::string encoded, decoded;
@@ -268,7 +274,7 @@ TEST_F(HttpTest, GarbageRequestGets400) {
   EXPECT_EQ(c.Read().status, 400);
 }
 
-TEST_F(HttpTest, HistoryListsDecisionsOldestFirst) {
+TEST_P(HttpEngineTest, HistoryListsDecisionsOldestFirst) {
   ASSERT_EQ(PutWithToken("k", "5").status, 201);
   ASSERT_EQ(PutWithToken("k", "4").status, 409);
   auto r = Call("GET", "/v1/history?limit=2");
@@ -282,7 +288,7 @@ TEST_F(HttpTest, HistoryListsDecisionsOldestFirst) {
   EXPECT_EQ(Call("GET", "/v1/history?limit=x").status, 400);
 }
 
-TEST_F(HttpTest, HealthzAndMetrics) {
+TEST_P(HttpEngineTest, HealthzAndMetrics) {
   EXPECT_EQ(Call("GET", "/healthz").status, 200);
   ASSERT_EQ(PutWithToken("k", "5").status, 201);
   ASSERT_EQ(PutWithToken("k", "4").status, 409);

@@ -104,8 +104,10 @@ int main(int argc, char** argv) {
        "postgresql://USER@HOST:PORT/DBNAME (libpq's form: several hosts, "
        "?target_session_attrs=read-write; the store lives in its schema fencekit)")
       ("durability", po::value(&durability)->default_value("full"),
-       "full: a write is acknowledged only once fsynced (WAL, synchronous=FULL); normal: "
-       "synchronous=NORMAL, which may lose the last acknowledged writes on power loss")
+       "full: a write is acknowledged only once durable (SQLite: WAL, synchronous=FULL; "
+       "PostgreSQL: after COMMIT, fsync required); normal: SQLite synchronous=NORMAL, which may "
+       "lose the last acknowledged writes on power loss, PostgreSQL synchronous_commit=off, "
+       "which may lose them on a crash of the server")
       ("no-fencing", po::bool_switch(),
        "DANGEROUS, FOR DEMONSTRATIONS ONLY: accept every write whatever its token, so a "
        "paused client's stale write overwrites newer data (the lost update fencing prevents)")

@@ -68,6 +68,9 @@ class Engine {
   virtual Result<Decision> SetFence(const AdminOp& op, std::int64_t now_ms) = 0;
   // Releases the connection; the last call.
   virtual void Close() = 0;
+  // Times the engine reopened and checked its database after a failed commit. Read on the
+  // writer thread only.
+  virtual std::uint64_t recoveries() const { return 0; }
 };
 
 // The store's reads. Names are checked by the caller. Thread safety: safe for concurrent use.

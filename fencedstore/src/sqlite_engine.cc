@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "refusals.h"
+#include "sqlite_connection.h"
 
 namespace fencekit::fencedstore {
 
@@ -26,6 +27,13 @@ void BindTextOrNull(Stmt& st, int i, std::string_view text) {
 Result<std::unique_ptr<Engine>> SqliteEngine::Make(const StoreOptions& options, sqlite::Db db,
                                                    sqlite::TxnStatements txn) {
   std::unique_ptr<SqliteEngine> e(new SqliteEngine(options));
+  if (auto s = e->Prepare(std::move(db), std::move(txn)); !s.ok()) return s;
+  return std::unique_ptr<Engine>(std::move(e));
+}
+
+Status SqliteEngine::Prepare(sqlite::Db db, sqlite::TxnStatements txn) {
+  const StoreOptions& options = options_;
+  auto* e = this;
   e->db_ = std::move(db);
   e->txn_ = std::move(txn);
   sqlite3* w = e->db_.get();
@@ -86,13 +94,37 @@ Result<std::unique_ptr<Engine>> SqliteEngine::Make(const StoreOptions& options, 
     if (!st.ok()) return st.status();
     *stmt = std::move(st).value();
   }
-  return std::unique_ptr<Engine>(std::move(e));
+  return Status::Ok();
+}
+
+Status SqliteEngine::Recover() {
+  Close();
+  auto db = OpenConnection(options_, false);
+  if (!db.ok()) return db.status();
+  auto txn = sqlite::TxnStatements::Prepare(db->get(), sqlite::TxnMode::kImmediate,
+                                            "the store database \"" + options_.path + "\"");
+  if (!txn.ok()) return txn.status();
+  // The page cache of the failed connection is gone; what the new one reads must hold together.
+  {
+    auto check = Stmt::Prepare(db->get(), "PRAGMA quick_check");
+    if (!check.ok()) return check.status();
+    int rc = check->Step();
+    if (rc != SQLITE_ROW) return sqlite::Error(db->get(), rc, "checking the database");
+    if (check->ColumnBytes(0) != "ok") {
+      return Status::IoError("the database fails its check (" + check->ColumnBytes(0) +
+                             "); restore it from a backup");
+    }
+  }
+  if (auto s = Prepare(std::move(db).value(), std::move(txn).value()); !s.ok()) return s;
+  suspect_.clear();
+  return Status::Ok();
 }
 
 // Decides and applies every write of `batch` in one transaction. On any storage error the
 // transaction is rolled back and every write of the batch fails: nothing is acknowledged.
 Status SqliteEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms,
                                  Verifier* verifier) {
+  if (auto s = RecoverIfSuspect(); !s.ok()) return s;
   Status failure = Status::Ok();
   auto txn = sqlite::Transaction::Begin(txn_);
   if (!txn.ok()) failure = txn.status();
@@ -112,7 +144,21 @@ Status SqliteEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now_m
   if (failure.ok()) failure = txn->Commit();
   if (failure.ok()) return Status::Ok();
   if (txn.ok()) txn->Rollback();
+  suspect_ = failure.message();
   return BatchFailure(failure, false);
+}
+
+Status SqliteEngine::RecoverIfSuspect() {
+  if (suspect_.empty()) return Status::Ok();
+  if (auto s = Recover(); !s.ok()) {
+    return BatchFailure(Status::Unavailable("the store's last commit failed (" + suspect_ +
+                                            "), and the database could not be reopened and "
+                                            "checked since: " +
+                                            s.message()),
+                        false);
+  }
+  ++recoveries_;
+  return Status::Ok();
 }
 
 Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
@@ -288,6 +334,7 @@ Result<Decision> SqliteEngine::SetFence(const AdminOp& op, std::int64_t now_ms) 
   d.accepted = true;
   d.highest = op.highest.value();
   d.principal = op.principal;
+  if (auto s = RecoverIfSuspect(); !s.ok()) return s;
   auto txn = sqlite::Transaction::Begin(txn_);
   Status failure = txn.status();
   if (failure.ok()) {
@@ -316,6 +363,7 @@ Result<Decision> SqliteEngine::SetFence(const AdminOp& op, std::int64_t now_ms) 
   if (failure.ok()) failure = txn->Commit();
   if (!failure.ok()) {
     if (txn.ok()) txn->Rollback();
+    suspect_ = failure.message();
     Status s = Status::IoError("the fence was not set: " + failure.message() + ". Retry");
     return failure.IsUnavailable() ? Status::Unavailable(s.message()) : s;
   }

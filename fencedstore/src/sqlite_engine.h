@@ -1,6 +1,9 @@
 // The SQLite engine: a batch of writes decided statement by statement inside one BEGIN
 // IMMEDIATE transaction on the writer's connection, made durable by its commit (one fsync in WAL
-// mode). Private to fencedstore.
+// mode). After a failed commit (a failed fsync above all: the kernel may have dropped the pages
+// it could not write, and a later fsync that succeeds proves nothing about them) nothing more
+// is written on that connection: the next batch first reopens the database and checks it
+// (PRAGMA quick_check), and fails unacknowledged until that succeeds. Private to fencedstore.
 #pragma once
 
 #include <cstdint>
@@ -25,9 +28,17 @@ class SqliteEngine final : public Engine {
   Status CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms, Verifier* verifier) override;
   Result<Decision> SetFence(const AdminOp& op, std::int64_t now_ms) override;
   void Close() override;
+  std::uint64_t recoveries() const override { return recoveries_; }
 
  private:
   explicit SqliteEngine(const StoreOptions& options) : options_(options) {}
+
+  // Takes the connection and prepares the write statements on it.
+  Status Prepare(sqlite::Db db, sqlite::TxnStatements txn);
+  // After a failed commit: reopens the connection and checks the database.
+  Status Recover();
+  // Recover() when the last commit failed; the status a batch fails with when it cannot.
+  Status RecoverIfSuspect();
 
   // Decides `p` and applies it inside the open transaction; a storage error is returned (the
   // batch then fails), a decision is left in `p`.
@@ -41,6 +52,8 @@ class SqliteEngine final : public Engine {
   Status Record(const Pending& p, std::int64_t now_ms, std::int64_t& last_seq);
 
   const StoreOptions& options_;
+  std::string suspect_;  // why the last commit failed; empty when it did not
+  std::uint64_t recoveries_ = 0;
   sqlite::Db db_;
   sqlite::TxnStatements txn_;
   sqlite::Stmt advance_fence_, read_fence_, insert_fence_, read_object_, upsert_object_,

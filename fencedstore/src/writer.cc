@@ -107,6 +107,7 @@ StoreStats Writer::Stats() const {
   }
   s.failed = failed_.load(std::memory_order_relaxed);
   s.commits = commits_.load(std::memory_order_relaxed);
+  s.recoveries = recoveries_.load(std::memory_order_relaxed);
   for (const auto& b : batch_buckets_) s.batch_size_buckets.push_back(b.load());
   return s;
 }
@@ -153,8 +154,10 @@ void Writer::WriterLoop() {
     }
     for (auto& op : admin) op.done(engine_->SetFence(op, NowMs()));
     admin.clear();
+    recoveries_.store(engine_->recoveries(), std::memory_order_relaxed);
     if (batch.empty()) continue;
     CommitBatch(batch);
+    recoveries_.store(engine_->recoveries(), std::memory_order_relaxed);
     for (auto& p : batch) {
       if (p.resumed) verifier_->Resumed(p.request.lock, p.request.token);
       if (p.outcome == Outcome::kDeferred) {

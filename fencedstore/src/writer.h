@@ -72,7 +72,8 @@ class Writer {
   std::unique_ptr<Engine> engine_;
 
   std::atomic<std::uint64_t> accepted_{0}, refused_stale_{0}, refused_wrong_lock_{0},
-      refused_wrong_service_{0}, refused_unverified_{0}, failed_{0}, commits_{0};
+      refused_wrong_service_{0}, refused_unverified_{0}, failed_{0}, commits_{0},
+      recoveries_{0};
   std::vector<std::atomic<std::uint64_t>> batch_buckets_;
 };
 

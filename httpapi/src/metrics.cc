@@ -117,6 +117,13 @@ std::string Metrics::Render(const StoreStats& store) const {
                 "Verification calls that could not ask the lock service (their writes failed "
                 "closed with 503 verify_unavailable).",
                 store.verify_failures);
+  store_counter("fenced_store_write_failures_total",
+                "Writes failed by a storage error (never acknowledged; 503 or 500).",
+                store.failed);
+  store_counter("fenced_store_recoveries_total",
+                "Times the store reopened and checked its database after a failed commit (a "
+                "failed fsync, say); writes fail until that succeeds.",
+                store.recoveries);
   out += "# HELP fenced_commits_total Group-commit transactions committed.\n";
   out += "# TYPE fenced_commits_total counter\n";
   Append(out, "fenced_commits_total %llu\n", static_cast<unsigned long long>(store.commits));

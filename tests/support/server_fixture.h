@@ -1,5 +1,6 @@
-// A FencedStore in a temp folder behind a real Server on an ephemeral loopback port, spoken to
-// with raw bytes. Shared by the HTTP suites.
+// A FencedStore (a SQLite file in a temp folder, or a PostgreSQL database with
+// EngineServerFixture) behind a real Server on an ephemeral loopback port, spoken to with raw
+// bytes. Shared by the HTTP suites.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 
 #include "fencekit/fencedstore/store.h"
 #include "fencekit/httpapi/server.h"
+#include "support/store_engines.h"
 #include "support/test_support.h"
 
 namespace fencekit::testing {
@@ -19,11 +21,14 @@ class ServerFixture : public ::testing::Test {
  protected:
   void SetUp() override { StartServer({}); }
 
-  // `store_options.path` defaults to store.db in the fixture's folder.
+  // `store_options.path` defaults to the fixture's database on engine_.
   void StartServer(ServerOptions options, StoreOptions store_options = {}) {
     server_.reset();
     store_.reset();
-    if (store_options.path.empty()) store_options.path = dir_.File("store.db");
+    if (store_options.path.empty()) {
+      if (db_.empty()) db_ = StoreDatabase(engine_, dir_);
+      store_options.path = db_;
+    }
     auto store = FencedStore::Open(std::move(store_options));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(store).value();
@@ -48,8 +53,19 @@ class ServerFixture : public ::testing::Test {
   }
 
   TempDir dir_;
+  StoreEngine engine_ = StoreEngine::kSqlite;
+  std::string db_;
   std::unique_ptr<FencedStore> store_;
   std::unique_ptr<Server> server_;
+};
+
+// ServerFixture on the engine of the test's parameter.
+class EngineServerFixture : public ServerFixture, public ::testing::WithParamInterface<StoreEngine> {
+ protected:
+  void SetUp() override {
+    engine_ = GetParam();
+    ServerFixture::SetUp();
+  }
 };
 
 }  // namespace fencekit::testing

@@ -97,6 +97,21 @@ std::string NewPostgresDatabase() {
   return ok ? server->uri(name) : "";
 }
 
+Result<std::vector<std::string>> QuerySql(const std::string& uri, const std::string& sql) {
+  std::unique_ptr<PGconn, void (*)(PGconn*)> c(PQconnectdb(uri.c_str()), PQfinish);
+  if (PQstatus(c.get()) != CONNECTION_OK) {
+    return Status::Unavailable(std::string("cannot connect: ") + PQerrorMessage(c.get()));
+  }
+  std::unique_ptr<PGresult, void (*)(PGresult*)> r(PQexec(c.get(), sql.c_str()), PQclear);
+  ExecStatusType st = PQresultStatus(r.get());
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    return Status::IoError(PQresultErrorMessage(r.get()));
+  }
+  std::vector<std::string> rows;
+  for (int i = 0; i < PQntuples(r.get()); ++i) rows.emplace_back(PQgetvalue(r.get(), i, 0));
+  return rows;
+}
+
 std::string StoreDatabase(StoreEngine engine, const TempDir& dir) {
   return engine == StoreEngine::kSqlite ? dir.File("store.db") : NewPostgresDatabase();
 }

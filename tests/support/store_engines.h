@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "fencekit/procutil/postgres_server.h"
 #include "support/test_support.h"
@@ -24,6 +25,10 @@ procutil::PostgresServer* SharedPostgres();
 
 // The URI of a new, empty database on SharedPostgres() ("" after a failure).
 std::string NewPostgresDatabase();
+
+// Runs `sql` (simple protocol) on the database at `uri`: the first column of the last result's
+// rows, or the error.
+Result<std::vector<std::string>> QuerySql(const std::string& uri, const std::string& sql);
 
 // Where a test's store lives on `engine`: `dir`/store.db, or a new PostgreSQL database.
 std::string StoreDatabase(StoreEngine engine, const TempDir& dir);

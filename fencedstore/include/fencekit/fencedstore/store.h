@@ -128,6 +128,8 @@ struct StoreStats {
   std::uint64_t verify_failures = 0;  // calls that could not ask the lock service
   std::uint64_t failed = 0;           // writes failed by a storage error (never acknowledged)
   std::uint64_t commits = 0;          // transactions committed
+  // Times the store reopened and checked its database after a failed commit (SQLite).
+  std::uint64_t recoveries = 0;
   // batch_size_buckets[i] = commits whose batch size was in (2^(i-1), 2^i]; the last bucket
   // also counts every larger batch.
   std::vector<std::uint64_t> batch_size_buckets;

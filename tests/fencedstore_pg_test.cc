@@ -1,0 +1,189 @@
+// What is particular to the PostgreSQL engine, on a real PostgreSQL server: several stores on one
+// database, a lost or stalled connection, the schema's ownership and version, and secrets kept
+// out of messages. (The rules themselves run on both engines in fencedstore_*_test.)
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "fencekit/fencedstore/store.h"
+#include "support/store_engines.h"
+#include "support/test_support.h"
+
+namespace fencekit {
+namespace {
+
+using testing::QuerySql;
+
+FencingToken T(std::int64_t v) { return FencingToken::FromInt(v).value(); }
+
+std::unique_ptr<FencedStore> Open(StoreOptions o) {
+  auto s = FencedStore::Open(o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+// The backends of fencekit's connections (application_name "fencekit").
+std::vector<std::string> StoreBackends(const std::string& uri) {
+  auto pids = QuerySql(uri,
+                       "SELECT pid FROM pg_stat_activity WHERE application_name = 'fencekit' "
+                       "AND pid <> pg_backend_pid()");
+  EXPECT_TRUE(pids.ok()) << pids.status().ToString();
+  return pids.ok() ? *pids : std::vector<std::string>{};
+}
+
+TEST(PostgresStoreTest, TwoStoresOnOneDatabaseShareEveryFence) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto a = Open({.path = db});
+  auto b = Open({.path = db});
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->Put("L", T(10), "k", "from a").ok());
+  auto stale = b->Put("L", T(5), "k", "from b");
+  ASSERT_TRUE(stale.status().IsStaleToken()) << stale.status().ToString();
+  EXPECT_EQ(stale.status().highest_token(), 10);
+  ASSERT_TRUE(b->Put("L", T(11), "k", "from b").ok());
+  EXPECT_TRUE(a->Put("L", T(10), "k", "late a").status().IsStaleToken());
+  EXPECT_EQ(a->Get("k")->value, "from b");
+  EXPECT_EQ(a->Get("k")->version, 2);
+}
+
+TEST(PostgresStoreTest, ConcurrentStoresNeverAcceptATokenBelowAnAcceptedOne) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  std::vector<std::unique_ptr<FencedStore>> stores;
+  for (int i = 0; i < 3; ++i) stores.push_back(Open({.path = db}));
+  // Writers through all three stores at once, each lock's tokens rising, the same keys.
+  constexpr int kWriters = 6, kWrites = 60;
+  std::vector<std::future<std::vector<std::int64_t>>> accepted;
+  for (int w = 0; w < kWriters; ++w) {
+    accepted.push_back(std::async(std::launch::async, [&, w] {
+      std::vector<std::int64_t> mine;
+      for (int i = 0; i < kWrites; ++i) {
+        std::int64_t token = i * kWriters + w + 1;
+        auto r = stores[(w + i) % 3]->Put("L", T(token), "k" + std::to_string(i % 4),
+                                          std::to_string(token));
+        if (r.ok()) mine.push_back(token);
+        EXPECT_TRUE(r.ok() || r.status().IsStaleToken()) << r.status().ToString();
+      }
+      return mine;
+    }));
+  }
+  std::int64_t max_accepted = 0;
+  for (auto& f : accepted) {
+    for (std::int64_t t : f.get()) max_accepted = std::max(max_accepted, t);
+  }
+  // The history is the order of decisions on the fence's row lock: accepted tokens never go
+  // down in it, and every refusal names a higher accepted token.
+  auto history = stores[0]->History(10000);
+  ASSERT_TRUE(history.ok());
+  ASSERT_EQ(history->size(), static_cast<std::size_t>(kWriters * kWrites));
+  std::int64_t highest = 0;
+  for (const Decision& d : *history) {
+    if (d.accepted) {
+      EXPECT_GE(d.token, highest) << "seq " << d.seq;
+      highest = d.token;
+    } else {
+      EXPECT_LT(d.token, d.highest);
+      EXPECT_LE(d.highest, highest);
+    }
+  }
+  EXPECT_EQ(*stores[1]->Highest("L"), T(max_accepted));
+}
+
+TEST(PostgresStoreTest, ALostConnectionIsRemadeAndNothingIsAcknowledgedOnTheWay) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto store = Open({.path = db});
+  ASSERT_TRUE(store->Put("L", T(1), "k", "before").ok());
+  ASSERT_TRUE(store->Get("k").ok());
+  auto killed = QuerySql(db,
+                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE application_name = 'fencekit'");
+  ASSERT_TRUE(killed.ok()) << killed.status().ToString();
+  ASSERT_FALSE(killed->empty());
+  // The first write finds the connection gone: it fails unacknowledged (or, if the loss was
+  // seen before sending, already runs on a new connection). The next one runs for sure.
+  auto first = store->Put("L", T(2), "k", "after");
+  EXPECT_TRUE(first.ok() || first.status().IsUnavailable()) << first.status().ToString();
+  auto second = store->Put("L", T(3), "k", "after");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  auto got = store->Get("k");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->value, "after");
+}
+
+TEST(PostgresStoreTest, AStalledServerFailsTheWriteWithinTheTimeoutAndTheStoreRecovers) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto store = Open({.path = db, .database_timeout = std::chrono::milliseconds(500)});
+  ASSERT_TRUE(store->Put("L", T(1), "k", "v").ok());
+  std::vector<std::string> stopped = StoreBackends(db);
+  ASSERT_FALSE(stopped.empty());
+  for (const auto& pid : stopped) ASSERT_EQ(::kill(std::stoi(pid), SIGSTOP), 0);
+  auto start = std::chrono::steady_clock::now();
+  auto r = store->Put("L", T(2), "k", "v2");
+  auto took = std::chrono::steady_clock::now() - start;
+  for (const auto& pid : stopped) ::kill(std::stoi(pid), SIGCONT);
+  EXPECT_TRUE(r.status().IsUnavailable()) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("may or may not"), std::string::npos);
+  EXPECT_LT(took, std::chrono::seconds(5));
+  auto again = store->Put("L", T(3), "k", "v3");
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
+}
+
+TEST(PostgresStoreTest, ConcurrentOpensOfANewDatabaseMigrateOnce) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  std::vector<std::future<Status>> opens;
+  for (int i = 0; i < 4; ++i) {
+    opens.push_back(std::async(std::launch::async, [&] {
+      auto s = FencedStore::Open({.path = db});
+      return s.ok() ? Status::Ok() : s.status();
+    }));
+  }
+  for (auto& f : opens) EXPECT_TRUE(f.get().ok());
+  auto version = QuerySql(db, "SELECT version FROM fencekit.schema_version");
+  ASSERT_TRUE(version.ok());
+  EXPECT_EQ(*version, std::vector<std::string>{"1"});
+}
+
+TEST(PostgresStoreTest, RefusesASchemaNamedFencekitThatIsNotAStore) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  ASSERT_TRUE(QuerySql(db, "CREATE SCHEMA fencekit; CREATE TABLE fencekit.mine(x int)").ok());
+  auto s = FencedStore::Open({.path = db});
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(s.status().IsInvalidArgument()) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("not a fencekit store"), std::string::npos);
+  EXPECT_TRUE(QuerySql(db, "SELECT x FROM fencekit.mine").ok());
+}
+
+TEST(PostgresStoreTest, RefusesAStoreWrittenByANewerVersion) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  ASSERT_TRUE(Open({.path = db}) != nullptr);
+  ASSERT_TRUE(QuerySql(db, "UPDATE fencekit.schema_version SET version = 99").ok());
+  auto s = FencedStore::Open({.path = db});
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(s.status().IsInvalidArgument());
+  EXPECT_NE(s.status().message().find("newer fencekit"), std::string::npos)
+      << s.status().ToString();
+}
+
+TEST(PostgresStoreTest, AnUnreachableDatabaseFailsClearlyWithoutItsPassword) {
+  auto s = FencedStore::Open({.path = "postgresql://u:hunter2@127.0.0.1:1/db?connect_timeout=2"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(s.status().IsUnavailable()) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("cannot connect"), std::string::npos);
+  EXPECT_EQ(s.status().message().find("hunter2"), std::string::npos) << s.status().message();
+  EXPECT_EQ(DescribeDatabase("postgresql://u:hunter2@h/db?password=x&sslmode=require"),
+            "postgresql://u:***@h/db?password=***&sslmode=require");
+  EXPECT_EQ(DescribeDatabase("/var/lib/fenced.db"), "/var/lib/fenced.db");
+}
+
+}  // namespace
+}  // namespace fencekit

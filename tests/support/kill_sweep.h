@@ -1,0 +1,34 @@
+// The kill sweep: a real fenced, written to from several connections at once, SIGKILLed at
+// seeded moments (any phase of a group commit: queueing, deciding, the commit's fsync, the
+// answers) and restarted each time on the same database; every acknowledged write must be there
+// after each restart, and no fence may go down.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace fencekit::testing {
+
+struct KillSweepOptions {
+  int points = 20;
+  std::uint64_t seed = 1;
+  int writers = 4;  // connections, two per lock
+  // Each point kills at a seeded moment within this long after its writers started.
+  int max_kill_after_ms = 60;
+  // The fenced binary; empty: the one this build made.
+  std::string fenced;
+};
+
+struct KillSweepReport {
+  int points = 0;
+  int acked_lost = 0;  // acknowledged writes missing or changed after a restart
+  int fence_regressions = 0;
+  int acked = 0;           // writes acknowledged in all
+  int start_failures = 0;  // restarts that failed (each one also counts as a lost point)
+  // "kill: points=N acked_lost=A fence_regressions=F"
+  std::string Line() const;
+};
+
+KillSweepReport RunKillSweep(const KillSweepOptions& options);
+
+}  // namespace fencekit::testing
