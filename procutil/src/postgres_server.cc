@@ -42,6 +42,38 @@ std::vector<std::string> PidFileLines(const fs::path& data_dir) {
   return lines;
 }
 
+// Runs `argv` to its end within `timeout` (killed past it); kUnavailable, quoting its output
+// (appended to `log_path`), unless it exits 0. `what` names it in messages.
+Status RunToEnd(const std::vector<std::string>& argv, const std::string& log_path,
+                std::chrono::milliseconds timeout, const std::string& what) {
+  ChildProcess child;
+  if (Status s = child.Start({.argv = argv, .output_path = log_path}); !s.ok()) {
+    return Status::Unavailable("cannot run " + what + ": " + s.message() +
+                               " (install postgresql-15)");
+  }
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    // WNOWAIT: looks without reaping, so that Wait() below still gets the exit status.
+    siginfo_t info{};
+    if (::waitid(P_PID, child.pid(), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == child.pid()) {
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      child.Kill();
+      return Status::Unavailable(what + " did not finish within " +
+                                 std::to_string(timeout.count()) + "ms; its output:\n" +
+                                 child.OutputTail());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  int status = child.Wait();
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Status::Unavailable(what + " failed; its output:\n" + child.OutputTail());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::vector<std::string> PostgresServer::AsServerUser(const std::string& program) const {
@@ -90,7 +122,8 @@ Status PostgresServer::Start(PostgresOptions options) {
     if (Status s = Chown(dir, pw->pw_uid, pw->pw_gid); !s.ok()) return s;
   }
   if (!fs::exists(dir / "PG_VERSION")) {
-    if (Status s = InitDb(); !s.ok()) return s;
+    Status made = options_.standby_of_port > 0 ? BaseBackup() : InitDb();
+    if (!made.ok()) return made;
   }
   return StartOnLoopbackPort(options_.port, &port_, [this](bool* taken) { return StartOn(taken); });
 }
@@ -112,6 +145,36 @@ Status PostgresServer::InitDb() {
                                initdb.OutputTail());
   }
   return Status::Ok();
+}
+
+Status PostgresServer::BaseBackup() {
+  std::vector<std::string> argv = AsServerUser("pg_basebackup");
+  // -R: standby.signal and primary_conninfo; -X stream: the WAL written meanwhile comes along;
+  // a fast checkpoint starts the copy at once instead of spreading the primary's I/O.
+  for (std::string arg :
+       {std::string("-R"), std::string("-X"), std::string("stream"),
+        std::string("--checkpoint=fast"), std::string("-h"), std::string("127.0.0.1"),
+        std::string("-p"), std::to_string(options_.standby_of_port), std::string("-U"),
+        std::string("postgres"), std::string("-D"), options_.data_dir}) {
+    argv.push_back(std::move(arg));
+  }
+  return RunToEnd(argv, options_.log_path, options_.start_timeout,
+                  "pg_basebackup of the primary on port " +
+                      std::to_string(options_.standby_of_port) + " into " + options_.data_dir);
+}
+
+Status PostgresServer::Promote(std::chrono::seconds timeout) {
+  if (process_.pid() < 0) {
+    return Status::Unavailable("cannot promote " + options_.data_dir + ": it is not running");
+  }
+  std::vector<std::string> argv = AsServerUser("pg_ctl");
+  for (std::string arg : {std::string("promote"), std::string("-w"), std::string("-t"),
+                          std::to_string(timeout.count()), std::string("-D"), options_.data_dir}) {
+    argv.push_back(std::move(arg));
+  }
+  // pg_ctl bounds its own wait; the extra second lets it say why before it is killed.
+  return RunToEnd(argv, options_.log_path, timeout + std::chrono::seconds(1),
+                  "pg_ctl promote of " + options_.data_dir);
 }
 
 Status PostgresServer::StartOn(bool* port_taken) {

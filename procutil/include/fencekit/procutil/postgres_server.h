@@ -1,5 +1,6 @@
-// A PostgreSQL server of its own for a test or a benchmark: initdb in a folder, postgres on a
-// free loopback port with its socket in that folder, stopped with the object.
+// A PostgreSQL server of its own for a test or a benchmark: initdb in a folder (or a streaming
+// standby copied from a running primary), postgres on a free loopback port with its socket in
+// that folder, stopped with the object.
 #pragma once
 
 #include <chrono>
@@ -13,10 +14,11 @@
 namespace fencekit::procutil {
 
 struct PostgresOptions {
-  // The cluster's folder: made with initdb when it holds no cluster yet. Its path must be short
-  // enough for a Unix socket name (about 100 bytes). When this process runs as root, initdb and
-  // postgres run as the `postgres` system user (PostgreSQL refuses root): the folder is given
-  // to that user and its parent made traversable (o+x).
+  // The cluster's folder: made with initdb (or, with standby_of_port, pg_basebackup) when it
+  // holds no cluster yet. Its path must be short enough for a Unix socket name (about 100
+  // bytes). When this process runs as root, initdb, pg_basebackup and postgres run as the
+  // `postgres` system user (PostgreSQL refuses root): the folder is given to that user and its
+  // parent made traversable (o+x).
   std::string data_dir;
   // 0: a free port; if another process takes it first, Start() tries again with another.
   std::uint16_t port = 0;
@@ -27,6 +29,12 @@ struct PostgresOptions {
   // Extra settings, "name=value", passed as -c. The defaults keep acknowledged commits durable
   // (fsync on, synchronous_commit on).
   std::vector<std::string> settings;
+  // > 0: the folder is made a streaming standby of the primary on this loopback port
+  // (pg_basebackup -R -X stream as superuser postgres), which must accept replication
+  // connections (a PostgresServer primary does: trust on loopback, wal_level=replica). Give it
+  // the setting "cluster_name=NAME": the primary sees it under that application_name, the name
+  // synchronous_standby_names lists.
+  std::uint16_t standby_of_port = 0;
   std::chrono::milliseconds start_timeout{60'000};
 };
 
@@ -50,9 +58,13 @@ class PostgresServer {
   void Stop();
   // SIGKILL, as a crash: what was committed survives, by WAL recovery at the next Start.
   void Kill() { process_.Kill(); }
+  // Makes a standby the primary (pg_ctl promote) and returns once it accepts writes.
+  // kUnavailable, quoting pg_ctl, when it is no standby or is not promoted within `timeout`.
+  Status Promote(std::chrono::seconds timeout = std::chrono::seconds(30));
 
  private:
   Status InitDb();
+  Status BaseBackup();
   Status StartOn(bool* port_taken);
   // {"setpriv", ...postgres user..., "--"} when root, else {}; then `program`.
   std::vector<std::string> AsServerUser(const std::string& program) const;
