@@ -11,13 +11,13 @@
 #include <thread>
 
 #include "fencekit/fencedstore/store.h"
+#include "fencekit/fencing/fenced_writes.h"
 #include "fencekit/httpapi/server.h"
 #include "fencekit/httpapi/store_client.h"
-#include "fencekit/fencing/fenced_writes.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "support/etcd_server.h"
-#include "support/redis_server.h"
 #include "support/lock_services.h"
+#include "support/redis_server.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -487,7 +487,7 @@ TEST(SqliteLockTest, WaitersAreServedInArrivalOrderAndTryAcquireDoesNotJumpTheLi
   EXPECT_TRUE(jumped.status().IsBusy()) << jumped.status().ToString();
 }
 
-TEST(SqliteLockTest, AWaiterThatStopsBeatingLosesItsPlace) {
+TEST(SqliteLockTest, ADeadWaiterHoldsUpTheLineNoLongerThanADeadHolderWould) {
   TempDir dir;
   FakeClock clock;
   std::string path = dir.File("locks.db");
@@ -495,24 +495,32 @@ TEST(SqliteLockTest, AWaiterThatStopsBeatingLosesItsPlace) {
   auto waiter = LockClient::Open("sqlite://" + path, {.clock = &clock}).value();
   auto held = holder->TryAcquire("job", 30s);
   ASSERT_TRUE(held.ok());
-  // A waiter that joined the line and then died (its process killed): its row stays.
-  std::thread dead([&] { (void)waiter->Acquire("job", Soon(std::chrono::milliseconds(300))); });
+  // A waiter that gives up leaves the line.
+  std::thread gives_up([&] { (void)waiter->Acquire("job", Soon(std::chrono::milliseconds(300))); });
   ASSERT_TRUE(WaitFor([&] { return WaitersInLine(path) == 1; }));
-  dead.join();  // a timeout leaves the line...
+  gives_up.join();
   EXPECT_EQ(WaitersInLine(path), 0);
-  sqlite3* db = nullptr;  // ...so put a silent waiter back by hand, as a killed one leaves it
+  // A killed one cannot: put its row in by hand, a place held for a 30 s ttl.
+  sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db,
-                         "INSERT INTO waiters(name, owner, expires_ms) "
-                         "SELECT CAST('job' AS BLOB), 'dead', max(expires_ms) FROM locks",
+                         "INSERT INTO waiters(name, owner, ttl_ms, expires_ms) "
+                         "SELECT CAST('job' AS BLOB), 'dead', 30000, max(expires_ms) FROM locks",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(db);
+  // The release hands the lock to the first waiter, dead or not, and nobody jumps the line.
   ASSERT_TRUE(holder->Release(*held).ok());
-  EXPECT_TRUE(holder->TryAcquire("job").status().IsBusy()) << "the line was jumped";
-  clock.Advance(31s);  // the dead waiter's place (30 s, as long as the holder's) has run out
+  auto info = holder->Inspect("job");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->owner, "dead");
+  EXPECT_GT(info->token, held->token);
+  EXPECT_TRUE(holder->TryAcquire("job").status().IsBusy());
+  clock.Advance(31s);  // its lease (30 s, as a live holder's would be) has run out
   auto next = waiter->Acquire("job", Soon(5s));
   ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_GT(next->token, info->token);
   EXPECT_EQ(WaitersInLine(path), 0);
 }
 

@@ -9,6 +9,8 @@
 // the lock: for the ttl it asked for, renewed every third of it while it waits; one that stops
 // renewing (a crashed or stopped process) loses its place when that runs out, so a dead waiter
 // holds up the line no longer than a dead holder would.
+// A release hands the lock to the first live waiter in the same transaction (a new token, the
+// waiter's ttl), so a handover costs one commit, not two; the waiter finds itself the holder.
 // Waiters sleep until a release or a departure wakes them (WakeFile), or until the holder's
 // lease runs out, not on a polling timer.
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 
 #include <algorithm>
 #include <array>
+#include <thread>
 
 #include "backend.h"
 #include "fencekit/common/names.h"
@@ -113,7 +116,7 @@ class SqliteBackend final : public LockBackend {
     db_ = sqlite::Db(raw);
     if (rc != SQLITE_OK) return sqlite::Error(raw, rc, "opening the lock database " + service_);
     sqlite3_extended_result_codes(raw, 1);
-    sqlite3_busy_timeout(raw, 10'000);
+    sqlite3_busy_handler(raw, &SqliteBackend::OnBusy, this);
     if (auto s = sqlite::Exec(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"); !s.ok()) {
       return s;
     }
@@ -163,7 +166,11 @@ class SqliteBackend final : public LockBackend {
          "token = ?3 AND expires_ms > ?5"},
         {&delete_, "DELETE FROM locks WHERE name = ?1 AND owner = ?2 AND token = ?3"},
         {&select_counter_, "SELECT token FROM counters WHERE name = ?1"},
-        {&join_line_, "INSERT INTO waiters(name, owner, expires_ms) VALUES(?1, ?2, ?3)"},
+        {&join_line_,
+         "INSERT INTO waiters(name, owner, ttl_ms, expires_ms) VALUES(?1, ?2, ?3, ?4)"},
+        {&next_waiter_,
+         "SELECT ticket, owner, ttl_ms FROM waiters WHERE name = ?1 AND expires_ms > ?2 "
+         "ORDER BY ticket LIMIT 1"},
         {&beat_, "UPDATE waiters SET expires_ms = ?2 WHERE ticket = ?1"},
         {&leave_line_, "DELETE FROM waiters WHERE ticket = ?1"},
         {&drop_stale_, "DELETE FROM waiters WHERE name = ?1 AND expires_ms <= ?2"},
@@ -221,14 +228,14 @@ class SqliteBackend final : public LockBackend {
     for (;;) {
       *valid_from = clock_->Now();
       milliseconds wait = renew;
-      auto granted = TryInLine(lock, owner, ttl, place, &wait);
+      auto granted = TryInLine(lock, owner, ttl, place, &wait, valid_from);
       if (granted.ok() || !granted.status().IsBusy()) {
-        if (!granted.ok()) LeaveLine(place);
+        if (!granted.ok()) LeaveLine(lock, owner, place);
         return granted;
       }
       auto now = std::chrono::steady_clock::now();
       if (now >= deadline) {
-        LeaveLine(place);
+        LeaveLine(lock, owner, place);
         return Status::Timeout(Subject(lock, service_) + " is still held");
       }
       auto left = std::chrono::duration_cast<milliseconds>(deadline - now) + milliseconds(1);
@@ -265,9 +272,21 @@ class SqliteBackend final : public LockBackend {
   // committed without fsync (after a crash no one waits any more), so a waiter costs the disk
   // nothing; only the grant is durable. A look that changes nothing takes no write lock.
   Result<Granted> TryInLine(std::string_view lock, std::string_view owner, milliseconds ttl,
-                            Place& place, milliseconds* wait) {
+                            Place& place, milliseconds* wait,
+                            std::chrono::steady_clock::time_point* valid_from) {
     std::lock_guard guard(mu_);
     auto now = NowMs();
+    if (place.ticket != 0) {
+      // A release may have handed this waiter the lock: its lease began then, not now.
+      auto holder = HolderOf(lock, now);
+      if (!holder.ok()) return holder.status();
+      if (holder->held && holder->owner == owner) {
+        place.ticket = 0;
+        *valid_from -=
+            milliseconds(std::max<std::int64_t>(0, ttl.count() - (holder->expires_ms - now)));
+        return Grant(holder->token);
+      }
+    }
     auto line = FirstWaiter(lock, place.ticket, now);
     if (!line.ok()) return line.status();
     if (place.ticket == 0 || !line->holds ||
@@ -328,7 +347,8 @@ class SqliteBackend final : public LockBackend {
       if (place.ticket == 0 || !in_line) {
         join_line_.BindBlob(1, lock);
         join_line_.BindText(2, owner);
-        join_line_.BindInt(3, now + ttl.count());
+        join_line_.BindInt(3, ttl.count());
+        join_line_.BindInt(4, now + ttl.count());
         if (auto s = step(join_line_, "joining the line of waiters"); !s.ok()) return s;
         place.ticket = sqlite3_last_insert_rowid(db_.get());
       } else {
@@ -362,19 +382,45 @@ class SqliteBackend final : public LockBackend {
     return Holder{};
   }
 
-  // Gives up a place in line (a timeout, an error); failures only leave a waiter to go stale.
-  void LeaveLine(const Place& place) {
+  // Gives up a place in line (a timeout, an error). When a release handed this waiter the lock
+  // meanwhile, gives the lock back (to the next waiter). Failures only leave the place or the
+  // lease to run out.
+  void LeaveLine(std::string_view lock, std::string_view owner, const Place& place) {
     if (place.ticket == 0) return;
     std::lock_guard guard(mu_);
+    auto now = NowMs();
+    auto txn = sqlite::Transaction::Begin(txn_);
+    if (!txn.ok()) return;
     leave_line_.BindInt(1, place.ticket);
-    leave_line_.Step();
+    int rc = leave_line_.Step();
     leave_line_.Reset();
-    wake_.Notify();  // the next waiter may be first now
+    if (rc != SQLITE_DONE) return;
+    if (sqlite3_changes(db_.get()) == 0) {
+      auto holder = HolderOf(lock, now);
+      if (!holder.ok() || !holder->held || holder->owner != owner) return;
+      delete_.BindBlob(1, lock);
+      delete_.BindText(2, owner);
+      delete_.BindInt(3, holder->token);
+      rc = delete_.Step();
+      delete_.Reset();
+      if (rc != SQLITE_DONE || !HandOver(lock, now).ok()) return;
+    }
+    if (txn->Commit().ok()) wake_.Notify();  // the next waiter may be first now
   }
 
   // Bumps the counter and records the holder; commits `txn`. REQUIRES: mu_ held.
   Result<Granted> GrantInTxn(std::string_view lock, std::string_view owner, milliseconds ttl,
                              std::int64_t now, sqlite::Transaction& txn) {
+    auto token = Record(lock, owner, ttl, now);
+    if (!token.ok()) return token.status();
+    if (auto s = txn.Commit(); !s.ok()) return s;
+    return Grant(*token);
+  }
+
+  // Bumps the counter and records `owner` as the holder until now + ttl; the new token.
+  // REQUIRES: mu_ held, inside a transaction.
+  Result<std::int64_t> Record(std::string_view lock, std::string_view owner, milliseconds ttl,
+                              std::int64_t now) {
     bump_counter_.BindBlob(1, lock);
     int rc = bump_counter_.Step();
     if (rc != SQLITE_ROW) return Fail(rc, "advancing the token counter");
@@ -387,8 +433,32 @@ class SqliteBackend final : public LockBackend {
     rc = put_lock_.Step();
     put_lock_.Reset();
     if (rc != SQLITE_DONE) return Fail(rc, "recording the lock");
-    if (auto s = txn.Commit(); !s.ok()) return s;
-    return Grant(token);
+    return token;
+  }
+
+  // The lock was just freed: gives it to the first live waiter of its line, if any.
+  // REQUIRES: mu_ held, inside a transaction.
+  Status HandOver(std::string_view lock, std::int64_t now) {
+    next_waiter_.BindBlob(1, lock);
+    next_waiter_.BindInt(2, now);
+    int rc = next_waiter_.Step();
+    if (rc == SQLITE_DONE) {
+      next_waiter_.Reset();
+      return Status::Ok();
+    }
+    if (rc != SQLITE_ROW) {
+      next_waiter_.Reset();
+      return Fail(rc, "reading the line of waiters");
+    }
+    std::int64_t ticket = next_waiter_.ColumnInt(0);
+    std::string owner = next_waiter_.ColumnBytes(1);
+    milliseconds ttl(next_waiter_.ColumnInt(2));
+    next_waiter_.Reset();
+    if (auto token = Record(lock, owner, ttl, now); !token.ok()) return token.status();
+    leave_line_.BindInt(1, ticket);
+    rc = leave_line_.Step();
+    leave_line_.Reset();
+    return rc == SQLITE_DONE ? Status::Ok() : Fail(rc, "handing the lock over");
   }
 
  public:
@@ -422,6 +492,9 @@ class SqliteBackend final : public LockBackend {
     int rc = delete_.Step();
     delete_.Reset();
     if (rc != SQLITE_DONE) return Fail(rc, "releasing the lock");
+    if (sqlite3_changes(db_.get()) == 1) {
+      if (auto s = HandOver(lock, now); !s.ok()) return s;
+    }
     if (auto s = txn->Commit(); !s.ok()) return s;
     wake_.Notify();
     return why;
@@ -478,6 +551,19 @@ class SqliteBackend final : public LockBackend {
   const std::string& service() const override { return service_; }
 
  private:
+  // SQLite's own busy handler sleeps 1, 2, 5, 10... ms between tries: a waiter handed the lock
+  // would lose that much to a neighbour's short transaction. This one tries again after 50 us,
+  // backing off to 1 ms, and gives up after 10 s (SQLITE_BUSY).
+  static int OnBusy(void* self, int count) {
+    auto* backend = static_cast<SqliteBackend*>(self);
+    auto now = std::chrono::steady_clock::now();
+    if (count == 0) backend->busy_since_ = now;
+    if (now - backend->busy_since_ > std::chrono::seconds(10)) return 0;
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(std::min(50 << std::min(count, 5), 1000)));
+    return 1;
+  }
+
   std::int64_t NowMs() const {
     return std::chrono::duration_cast<milliseconds>(clock_->WallNow().time_since_epoch()).count();
   }
@@ -516,7 +602,7 @@ class SqliteBackend final : public LockBackend {
       Status s =
           sqlite::Exec(raw,
                        "CREATE TABLE waiters(ticket INTEGER PRIMARY KEY, name BLOB NOT NULL, "
-                       "owner TEXT NOT NULL, expires_ms INTEGER NOT NULL);"
+                       "owner TEXT NOT NULL, ttl_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL);"
                        "CREATE INDEX waiters_by_lock ON waiters(name, ticket);"
                        "PRAGMA user_version=3;");
       if (!s.ok()) return s;
@@ -561,11 +647,12 @@ class SqliteBackend final : public LockBackend {
   std::string service_id_;  // "sqlite:<32 hex>", kept in the database; set by Init
   Clock* clock_;
   WakeFile wake_;
+  std::chrono::steady_clock::time_point busy_since_;  // GUARDED_BY(mu_): see OnBusy
   std::mutex mu_;
   sqlite::Db db_;  // GUARDED_BY(mu_), with every statement below
   sqlite::TxnStatements txn_;
-  Stmt select_lock_, bump_counter_, put_lock_, extend_, delete_, select_counter_, join_line_, beat_,
-      leave_line_, drop_stale_, first_waiter_;
+  Stmt select_lock_, bump_counter_, put_lock_, extend_, delete_, select_counter_, join_line_,
+      next_waiter_, beat_, leave_line_, drop_stale_, first_waiter_;
 };
 
 }  // namespace
