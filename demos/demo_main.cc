@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   po::options_description desc(
       "fencekit-demo: a client paused past its lease writes with a stale token; the fenced store "
       "refuses it.\n\nUsage: fencekit-demo [options]\n\nOptions");
-  desc.add_options()("help,h", "print this help")(
+  desc.add_options()("help,h", "print this help")("version", "print the version")(
       "scenario", po::value(&scenario)->default_value("gc-pause"),
       "gc-pause (A is frozen with SIGSTOP), slow-network (A's write is delayed in flight), "
       "lock-service-restart (Redis restarted empty: two holders), clock-jump (Redlock on 5 nodes: "
@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
   }
   if (vm.count("help")) {
     std::cout << desc << "\n";
+    return 0;
+  }
+  if (vm.count("version")) {
+    std::cout << "fencekit-demo " << FENCEKIT_VERSION << "\n";
     return 0;
   }
   auto ttl = ParseDuration(ttl_text);

@@ -3,6 +3,13 @@
 
 #include <boost/json/parse.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "fencekit/procutil/child_process.h"
 #include "support/redis_server.h"
 #include "support/test_support.h"
 
@@ -76,7 +83,7 @@ TEST_P(FencectlTest, RunPassesTokenToCommandAndExitsWithItsCode) {
   EXPECT_EQ(r.out.substr(0, 6), "job 1 ");
   EXPECT_EQ(r.out.size(), 6u + 32u + 1u);
   EXPECT_FALSE(Json(Ctl({"inspect", "job"}).out)["held"].as_bool()) << "released after CMD";
-  EXPECT_EQ(Ctl({"run", "job"}).exit_code, 1);  // no command
+  EXPECT_EQ(Ctl({"run", "job"}).exit_code, 64);  // no command: a usage error
 }
 
 TEST_P(FencectlTest, RunReportsLostLeaseAndCanTerminateCommand) {
@@ -86,12 +93,91 @@ TEST_P(FencectlTest, RunReportsLostLeaseAndCanTerminateCommand) {
                  : "sqlite3 " + dir_.File("locks.db") + " \"DELETE FROM locks\"";
   auto r = Ctl({"run", "--ttl", "300ms", "--kill-on-loss", "job", "--", "sh", "-c",
                 steal + " >/dev/null; sleep 30"});
-  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_EQ(r.exit_code, 5) << r.err;  // lost while the command ran, whatever it returned
   EXPECT_NE(r.err.find("was lost"), std::string::npos) << r.err;
+  // --on-loss warn lets the command finish, and still says the lease was lost.
+  auto warn = Ctl({"run", "--ttl", "300ms", "--on-loss", "warn", "job", "--", "sh", "-c",
+                   steal + " >/dev/null; sleep 1; exit 0"});
+  EXPECT_EQ(warn.exit_code, 5) << warn.err;
+  EXPECT_NE(warn.err.find("goes on unprotected"), std::string::npos) << warn.err;
+}
+
+TEST_P(FencectlTest, RunWaitsLikeFlockAndAnswersAConflictWithItsOwnCode) {
+  auto held = Ctl({"acquire", "--ttl", "30s", "job"});
+  ASSERT_EQ(held.exit_code, 0) << held.err;
+  auto start = std::chrono::steady_clock::now();
+  auto waited = Ctl({"run", "-w", "0.5", "-E", "7", "job", "--", "true"});
+  EXPECT_EQ(waited.exit_code, 7) << waited.err;
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+  EXPECT_EQ(Ctl({"run", "-n", "--conflict-exit-code", "9", "job", "--", "true"}).exit_code, 9);
+  EXPECT_EQ(Ctl({"run", "-n", "job", "--", "true"}).exit_code, 2);  // flock's default is 1
+  EXPECT_EQ(Ctl({"run", "--on-loss", "later", "job", "--", "true"}).exit_code, 64);
+  std::string owner(Json(held.out)["owner"].as_string());
+  ASSERT_EQ(Ctl({"release", "--owner", owner, "job"}).exit_code, 0);
+  EXPECT_EQ(Ctl({"run", "-w", "2", "-E", "7", "job", "--", "true"}).exit_code, 0);
+}
+
+TEST_P(FencectlTest, RunStoppedPastItsTtlKillsTheCommandsWholeGroupAndExitsFive) {
+  // The command and a grandchild that both ignore SIGTERM: only SIGKILL after the grace stops
+  // them, and only if it reaches the whole process group.
+  std::string pids = dir_.File("pids");
+  procutil::ChildProcess ctl;
+  ASSERT_TRUE(ctl.Start({.argv = {FencectlBinary(), "--locks", locks_, "run", "--ttl", "1s",
+                                  "--kill-grace", "500ms", "job", "--", "sh", "-c",
+                                  "trap '' TERM; sleep 60 & echo $$ $! > " + pids + "; wait"},
+                         .output_path = dir_.File("ctl.log")})
+                  .ok());
+  ASSERT_TRUE(testing::WaitFor([&] {
+    std::error_code ec;
+    return std::filesystem::file_size(pids, ec) > 0 && !ec;
+  }));
+  ctl.Signal(SIGSTOP);  // fencectl stops renewing; its command runs on
+  // Until the lease has expired, as the lock service sees it.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return !Json(Ctl({"inspect", "job"}).out)["held"].as_bool(); },
+      std::chrono::seconds(10)));
+  ctl.Signal(SIGCONT);
+  int status = ctl.Wait();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 5) << ctl.OutputTail();
+  std::ifstream in(pids);
+  pid_t shell = 0, grandchild = 0;
+  in >> shell >> grandchild;
+  ASSERT_GT(grandchild, 0);
+  EXPECT_TRUE(testing::WaitFor([&] { return ::kill(grandchild, 0) != 0; }))
+      << "the command's child outlived the lost lease";
+  EXPECT_NE(ctl.OutputTail().find("killing it"), std::string::npos) << ctl.OutputTail();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FencectlTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Redis" : "Sqlite"; });
+
+TEST(FencectlCliTest, HelpVersionUsageErrorsAndGlobalOptions) {
+  auto help = RunCommand({FencectlBinary(), "release", "--help"});  // --owner, NAME required
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("--owner"), std::string::npos);
+  auto version = RunCommand({FencectlBinary(), "--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("fencectl ", 0), 0u) << version.out;
+  EXPECT_EQ(RunCommand({FencectlBinary(), "acquire"}).exit_code, 64);
+  EXPECT_EQ(RunCommand({FencectlBinary(), "acquire", "--bogus", "x"}).exit_code, 64);
+  EXPECT_EQ(RunCommand({FencectlBinary(), "frobnicate"}).exit_code, 64);
+  EXPECT_EQ(RunCommand({FencectlBinary()}).exit_code, 64);
+  // The default lock service is one file per user, whatever the working directory.
+  TempDir home;
+  auto a = RunCommand({FencectlBinary(), "acquire", "--ttl", "30s", "job"},
+                      {"HOME=" + home.path(), "XDG_STATE_HOME=", "FENCEKIT_LOCKS="});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(Json(a.out)["locks"].as_string(),
+            "sqlite://" + home.path() + "/.local/state/fencekit/locks.db");
+  auto b = RunCommand({FencectlBinary(), "acquire", "job"},
+                      {"HOME=" + home.path(), "XDG_STATE_HOME=", "FENCEKIT_LOCKS="});
+  EXPECT_EQ(b.exit_code, 2) << "a second holder of one lock: " << b.out;
+  // Options before the command.
+  auto global = RunCommand({FencectlBinary(), "--locks", "sqlite://" + home.File("g.db"),
+                            "acquire", "job"});
+  EXPECT_EQ(global.exit_code, 0) << global.err;
+}
 
 TEST(FencectlStoreTest, PutAndGetWithExitCodes) {
   TempDir dir;
@@ -111,6 +197,9 @@ TEST(FencectlStoreTest, PutAndGetWithExitCodes) {
   EXPECT_EQ(Json(stale.out)["highest"].as_int64(), 5);
   EXPECT_NE(stale.err.find("stale"), std::string::npos);
   EXPECT_EQ(ctl({"put", "--lock", "L", "--token", "abc", "report", "x"}).exit_code, 1);
+  auto raw = ctl({"get", "--raw", "report"});
+  EXPECT_EQ(raw.exit_code, 0);
+  EXPECT_EQ(raw.out, "from stdin");
   auto got = ctl({"get", "report"});
   ASSERT_EQ(got.exit_code, 0);
   auto obj = Json(got.out);

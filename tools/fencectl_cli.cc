@@ -1,7 +1,10 @@
 #include "fencectl_cli.h"
 
+#include <unistd.h>
+
 #include <boost/json/serialize.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "fencekit/common/units.h"
@@ -19,6 +22,24 @@ int FailStatus(const Status& s) {
   return Fail(kExitError, s.message());
 }
 
+int FailUsage(const Status& s) { return Fail(kExitUsage, s.message()); }
+
+std::string DefaultLocks() {
+  if (const char* v = std::getenv("FENCEKIT_LOCKS"); v != nullptr && *v != '\0') return v;
+  std::string state;
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg != nullptr && *xdg == '/') {
+    state = xdg;
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+    state = std::string(home) + "/.local/state";
+  } else {
+    state = "/tmp/fencekit-" + std::to_string(::getuid());
+  }
+  std::string dir = state + "/fencekit";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // a failure shows when the file is opened
+  return "sqlite://" + dir + "/locks.db";
+}
+
 std::string EnvOr(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : fallback;
@@ -33,6 +54,11 @@ Result<Parsed> Parse(const std::string& command, po::options_description& desc,
   Parsed p;
   try {
     po::store(po::command_line_parser(args).options(desc).positional(positional).run(), p.vm);
+    if (p.vm.count("help")) {
+      std::cout << "fencectl " << command << "\n" << desc << "\n";
+      p.help = true;
+      return p;
+    }
     po::notify(p.vm);
   } catch (const po::required_option& e) {
     std::string name = e.get_option_name();  // "--name", "--owner", ...
@@ -43,10 +69,6 @@ Result<Parsed> Parse(const std::string& command, po::options_description& desc,
     return Status::InvalidArgument(name + " is required; see fencectl " + command + " --help");
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string(e.what()) + "; see fencectl " + command + " --help");
-  }
-  if (p.vm.count("help")) {
-    std::cout << "fencectl " << command << "\n" << desc << "\n";
-    p.help = true;
   }
   return p;
 }

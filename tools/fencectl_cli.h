@@ -17,16 +17,24 @@ namespace po = boost::program_options;
 // Exit codes shared by every subcommand.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;
-inline constexpr int kExitBusy = 2;   // acquire: busy or timed out
-inline constexpr int kExitStale = 3;  // put: refused as stale
-inline constexpr int kExitCheck = 4;  // pause-test: violations with fencing, or none without
+inline constexpr int kExitBusy = 2;    // acquire: busy or timed out
+inline constexpr int kExitStale = 3;   // put: refused as stale
+inline constexpr int kExitCheck = 4;   // pause-test: violations with fencing, or none without
+inline constexpr int kExitLost = 5;    // run: the lease was lost while the command ran
+inline constexpr int kExitUsage = 64;  // a usage error (EX_USAGE, as flock's)
 
 // Prints "fencectl: message" on stderr and returns `code`.
 int Fail(int code, const std::string& message);
 // Fail with the exit code that `s` calls for (busy, stale or error).
 int FailStatus(const Status& s);
+// A usage error: the message, and exit kExitUsage.
+int FailUsage(const Status& s);
 // $name when set and not empty, else `fallback`.
 std::string EnvOr(const char* name, const char* fallback);
+// The default lock service: $FENCEKIT_LOCKS, else one SQLite file per user and machine,
+// sqlite://$XDG_STATE_HOME/fencekit/locks.db ($XDG_STATE_HOME defaults to ~/.local/state),
+// whatever the working directory. Makes the folder when it is missing.
+std::string DefaultLocks();
 // One JSON object on one line of stdout.
 void Print(const boost::json::object& o);
 // Names in fencectl's JSON follow fenced's rule (percent-encoded when not UTF-8).
@@ -37,6 +45,7 @@ struct Parsed {
   bool help = false;  // --help was given and printed: the command should exit 0
 };
 // Parses one subcommand's options; `positional` names the positional arguments in order.
+// --help is answered before the required arguments are checked. Errors are usage errors.
 Result<Parsed> Parse(const std::string& command, po::options_description& desc,
                      const po::positional_options_description& positional,
                      const std::vector<std::string>& args);

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/program_options.hpp>
@@ -35,21 +38,37 @@ Usage:
   fencectl extend  [--locks URI] --owner ID [--token N] [--ttl 10s] NAME
   fencectl inspect [--locks URI] NAME
   fencectl check-token [--locks URI] --token N NAME
-  fencectl run     [--locks URI] [--ttl 10s] [--wait 0s] [--kill-on-loss] NAME -- CMD [ARGS...]
+  fencectl run     [--locks URI] [--ttl 10s] [-w SECONDS | -n] [-E CODE] [--on-loss term|warn]
+                   [--kill-grace 5s] NAME -- CMD [ARGS...]
   fencectl put     [--store URL] --lock NAME --token N [--service ID] KEY [VALUE | -]
-  fencectl get     [--store URL] KEY
+  fencectl get     [--store URL] [--raw] KEY
   fencectl delete  [--store URL] --lock NAME --token N [--service ID] KEY
   fencectl fence   [--store URL] [--set N [--unbind-service]] LOCK
   fencectl history [--store URL] [--limit 100]
   fencectl pause-test --runs R [--locks URI] [--clients N] [--seed S] [--no-fencing] [...]
 
---locks defaults to $FENCEKIT_LOCKS, else sqlite://./fencekit-locks.db
+Options may come before the command too: fencectl --locks URI acquire NAME.
+
+Lock service URIs (--locks):
+  sqlite:///path/locks.db              one machine; the default is one file per user:
+                                       $FENCEKIT_LOCKS, else $XDG_STATE_HOME/fencekit/locks.db
+                                       (~/.local/state/fencekit/locks.db)
+  redis://[:password@]host:port[/db]   one Redis node
+  redlock://h1:p1,h2:p2,h3:p3          Redlock over independent Redis nodes
+  etcd://h1:p1[,h2:p2,...]             an etcd cluster (its gRPC gateway)
 --store defaults to $FENCEKIT_STORE, else http://127.0.0.1:8080 (https:// URLs too); the
 store commands take --token-file FILE (default: the token in $FENCEKIT_STORE_TOKEN) and
 --ca-file FILE (for https; default: the system's certificate authorities)
 --service defaults to $FENCING_SERVICE (set by fencectl run), else none is sent.
-Exit codes: 0 success; 1 error; 2 lock busy or wait timed out; 3 write refused as stale, or
-check-token: the token is not the current holder's; 4 pause-test: the expectation failed (see docs/testing-with-pauses.md).
+Exit codes: 0 success; 1 error; 2 lock busy or wait timed out (run: -E CODE); 3 write refused
+as stale, or check-token: the token is not the current holder's; 4 pause-test: the expectation
+failed (see docs/testing-with-pauses.md); 5 run: the lease was lost while the command ran
+(whatever the command returned); 64 usage error. run otherwise exits with the command's code.
+
+Examples:
+  fencectl acquire --ttl 30s backup
+  fencectl run -w 2 -E 7 nightly-report -- ./report.sh
+  fencectl put --lock backup --token 12 config/primary db-1
 Results are JSON on stdout; errors are one line on stderr.
 Run 'fencectl COMMAND --help' for a command's options.
 )";
@@ -63,8 +82,7 @@ Result<std::unique_ptr<LockClient>> OpenLocks(const po::variables_map& vm,
 
 void AddLockOptions(po::options_description& desc) {
   desc.add_options()("locks",
-                     po::value<std::string>()->default_value(
-                         EnvOr("FENCEKIT_LOCKS", "sqlite://./fencekit-locks.db")),
+                     po::value<std::string>()->default_value(DefaultLocks()),
                      "lock service URI: sqlite:///path/locks.db, redis://host:port[/db], "
                      "redlock://h1:p1,h2:p2,h3:p3 or etcd://h1:p1[,h2:p2,...]")(
       "name", po::value<std::string>()->required(), "lock name");
@@ -111,11 +129,13 @@ int Acquire(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("name", 1);
   auto p = Parse("acquire", desc, pos, args);
-  if (!p.ok()) return FailStatus(p.status());
+  if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   auto granted = AcquireFromOptions(p->vm);
   if (!granted.ok()) return FailStatus(granted.status());
-  Print(LeaseJson(granted->lease));
+  json::object o = LeaseJson(granted->lease);
+  o["locks"] = p->vm["locks"].as<std::string>();
+  Print(o);
   return kExitOk;
 }
 
@@ -153,7 +173,7 @@ int ReleaseOrExtend(const std::string& command, const std::vector<std::string>& 
   po::positional_options_description pos;
   pos.add("name", 1);
   auto p = Parse(command, desc, pos, args);
-  if (!p.ok()) return FailStatus(p.status());
+  if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   std::chrono::milliseconds ttl(10'000);
   if (extend) {
@@ -180,7 +200,7 @@ int Inspect(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("name", 1);
   auto p = Parse("inspect", desc, pos, args);
-  if (!p.ok()) return FailStatus(p.status());
+  if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   auto client = OpenLocks(p->vm, std::chrono::seconds(10));
   if (!client.ok()) return FailStatus(client.status());
@@ -207,7 +227,7 @@ int CheckToken(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("name", 1);
   auto p = Parse("check-token", desc, pos, args);
-  if (!p.ok()) return FailStatus(p.status());
+  if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   auto token = FencingToken::Parse(p->vm["token"].as<std::string>());
   if (!token.ok()) return FailStatus(token.status());
@@ -226,11 +246,79 @@ int CheckToken(const std::vector<std::string>& args) {
   return check->current ? kExitOk : kExitStale;
 }
 
-std::atomic<pid_t> g_child{0};
+// The command's process group (its pid), while it runs; signals to fencectl go to all of it.
+std::atomic<pid_t> g_group{0};
 
 void ForwardSignal(int sig) {
-  pid_t child = g_child.load();
-  if (child > 0) kill(child, sig);
+  pid_t group = g_group.load();
+  if (group > 0) kill(-group, sig);
+}
+
+// What happens to the command when the lease is lost (--on-loss).
+class LossPolicy {
+ public:
+  LossPolicy(bool terminate, std::chrono::milliseconds grace)
+      : terminate_(terminate), grace_(grace) {}
+  ~LossPolicy() {
+    Exited();
+    if (killer_.joinable()) killer_.join();
+  }
+
+  // From the renewal thread: the lease is gone. `term`: SIGTERM to the command's process group
+  // now, SIGKILL after the grace period unless it has exited by then.
+  void Lost(const Lease& lease, const Status& why) {
+    std::lock_guard lock(mu_);
+    if (lost_) return;
+    lost_ = true;
+    std::cerr << "fencectl: the lease on lock \"" << lease.lock << "\" (token "
+              << lease.token.value() << ") was lost: " << why.message()
+              << (terminate_ ? "; terminating the command" : "; the command goes on unprotected")
+              << std::endl;
+    if (!terminate_ || exited_) return;
+    ForwardSignal(SIGTERM);
+    killer_ = std::thread([this] {
+      std::unique_lock lock(mu_);
+      if (!cv_.wait_for(lock, grace_, [&] { return exited_; })) {
+        std::cerr << "fencectl: the command outlived --kill-grace; killing it" << std::endl;
+        ForwardSignal(SIGKILL);
+      }
+    });
+  }
+  // The command has exited.
+  void Exited() {
+    {
+      std::lock_guard lock(mu_);
+      exited_ = true;
+    }
+    cv_.notify_all();
+  }
+  bool lost() {
+    std::lock_guard lock(mu_);
+    return lost_;
+  }
+
+ private:
+  const bool terminate_;
+  const std::chrono::milliseconds grace_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool lost_ = false;    // GUARDED_BY(mu_)
+  bool exited_ = false;  // GUARDED_BY(mu_)
+  std::thread killer_;
+};
+
+// --wait / -w: flock's plain seconds ("2", "0.5") or a duration ("2s", "500ms").
+Result<std::chrono::milliseconds> WaitOption(const po::variables_map& vm) {
+  const std::string w = vm["wait"].as<std::string>();
+  if (w.empty() || w.find_first_not_of("0123456789.") != std::string::npos) {
+    return ParseDuration(w);
+  }
+  char* end = nullptr;
+  double seconds = std::strtod(w.c_str(), &end);
+  if (end != w.c_str() + w.size() || !(seconds >= 0) || seconds > 1e9) {
+    return Status::InvalidArgument("--wait \"" + w + "\" is not a number of seconds");
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000 + 0.5));
 }
 
 int Run(const std::vector<std::string>& args) {
@@ -241,32 +329,69 @@ int Run(const std::vector<std::string>& args) {
   AddLockOptions(desc);
   desc.add_options()("ttl", po::value<std::string>()->default_value("10s"),
                      "lease length; renewed every ttl/3 while CMD runs")(
-      "wait", po::value<std::string>()->default_value("0s"), "how long to wait for the lock")(
-      "kill-on-loss", po::bool_switch(), "send SIGTERM to CMD if the lease is lost");
+      "wait,w", po::value<std::string>()->default_value("0"),
+      "how long to wait for the lock, in seconds (2, 0.5) or with a unit (500ms); 0: one "
+      "attempt")("nonblock,n", po::bool_switch(), "fail at once if the lock is held (--wait 0)")(
+      "conflict-exit-code,E", po::value<int>()->default_value(kExitBusy),
+      "exit code when the lock is held (after --wait)")(
+      "on-loss", po::value<std::string>()->default_value("term"),
+      "when the lease is lost while CMD runs: term (SIGTERM to CMD's whole process group, then "
+      "SIGKILL after --kill-grace) or warn (a line on stderr); fencectl then exits 5 either way")(
+      "kill-grace", po::value<std::string>()->default_value("5s"),
+      "time between SIGTERM and SIGKILL under --on-loss term")(
+      "kill-on-loss", po::bool_switch(), "the same as --on-loss term (kept for old scripts)");
   po::positional_options_description pos;
   pos.add("name", 1);
   auto p = Parse("run", desc, pos, own);
-  if (!p.ok()) return FailStatus(p.status());
+  if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   if (command.empty()) {
-    return Fail(kExitError, "no command given; use fencectl run NAME -- CMD [ARGS...]");
+    return Fail(kExitUsage, "no command given; use fencectl run NAME -- CMD [ARGS...]");
   }
-  auto granted = AcquireFromOptions(p->vm);
-  if (!granted.ok()) return FailStatus(granted.status());
-  LockClient& client = *granted->client;
-  const Lease& lease = granted->lease;
+  const std::string on_loss = p->vm["on-loss"].as<std::string>();
+  if (on_loss != "term" && on_loss != "warn") {
+    return Fail(kExitUsage, "--on-loss is term or warn, not \"" + on_loss + "\"");
+  }
+  auto grace = Duration(p->vm, "kill-grace");
+  if (!grace.ok()) return FailUsage(grace.status());
+  int conflict_code = p->vm["conflict-exit-code"].as<int>();
+  if (conflict_code < 0 || conflict_code > 255) {
+    return Fail(kExitUsage, "--conflict-exit-code must be 0 to 255");
+  }
+  auto wait = WaitOption(p->vm);
+  if (!wait.ok()) return FailUsage(wait.status());
+  if (p->vm["nonblock"].as<bool>()) *wait = std::chrono::milliseconds(0);
+  auto ttl = Duration(p->vm, "ttl");
+  if (!ttl.ok()) return FailUsage(ttl.status());
+  auto client = OpenLocks(p->vm, *ttl);
+  if (!client.ok()) return FailStatus(client.status());
+  const auto& name = p->vm["name"].as<std::string>();
+  auto granted = wait->count() == 0
+                     ? (*client)->TryAcquire(name, *ttl)
+                     : (*client)->Acquire(name, std::chrono::steady_clock::now() + *wait, *ttl);
+  if (!granted.ok()) {
+    if (granted.status().IsBusy() || granted.status().IsTimeout()) {
+      return Fail(conflict_code, granted.status().message());
+    }
+    return FailStatus(granted.status());
+  }
+  const Lease& lease = *granted;
 
-  bool kill_on_loss = p->vm["kill-on-loss"].as<bool>();
-  HeldLock held(client, lease,
-                {.auto_renew = true, .on_lost = [kill_on_loss](const Lease& l, const Status& why) {
-                   std::cerr << "fencectl: the lease on lock \"" << l.lock << "\" (token "
-                             << l.token.value() << ") was lost: " << why.message()
-                             << (kill_on_loss ? "; terminating the command" : "") << std::endl;
-                   if (kill_on_loss) ForwardSignal(SIGTERM);
-                 }});
+  LossPolicy policy(on_loss == "term" || p->vm["kill-on-loss"].as<bool>(), *grace);
+  HeldLock held(**client, lease,
+                {.auto_renew = true,
+                 .on_lost = [&policy](const Lease& l, const Status& why) { policy.Lost(l, why); }});
+  // Signals that arrive before the command's group exists are forwarded once it does.
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigprocmask(SIG_BLOCK, &block, &old);
   pid_t child = fork();
   if (child < 0) return Fail(kExitError, "fork failed");
   if (child == 0) {
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    setpgid(0, 0);  // its own process group, so that a loss reaches its children too
     setenv("FENCING_LOCK", lease.lock.c_str(), 1);
     setenv("FENCING_OWNER", lease.owner.c_str(), 1);
     setenv("FENCING_TOKEN", lease.token.ToString().c_str(), 1);
@@ -278,17 +403,21 @@ int Run(const std::vector<std::string>& args) {
     std::cerr << "fencectl: cannot run \"" << command[0] << "\": " << strerror(errno) << "\n";
     _exit(127);
   }
-  g_child = child;
+  setpgid(child, child);  // both sides set it, so it is set before either relies on it
+  g_group = child;
   signal(SIGINT, ForwardSignal);
   signal(SIGTERM, ForwardSignal);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  g_child = 0;
+  policy.Exited();
+  g_group = 0;
   Status released = held.Release();
   if (!released.ok() && !held.lost()) {
     std::cerr << "fencectl: releasing the lock failed: " << released.message() << "\n";
   }
+  if (policy.lost() || held.lost()) return kExitLost;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return kExitError;
@@ -376,7 +505,7 @@ int Put(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("key", 1).add("value", 1);
   auto p = Parse("put", desc, pos, args);
-  if (!p.ok()) return FailStatus(p.status());
+  if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   std::string value;
   if (!p->vm.count("value") || p->vm["value"].as<std::string>() == "-") {
@@ -390,16 +519,23 @@ int Put(const std::vector<std::string>& args) {
 int Get(const std::vector<std::string>& args) {
   po::options_description desc("Options");
   AddStoreOptions(desc);
+  desc.add_options()("raw", po::bool_switch(),
+                     "print the value's bytes as they are, nothing else (no JSON, no newline)");
   po::positional_options_description pos;
   pos.add("key", 1);
   auto p = Parse("get", desc, pos, args);
-  if (!p.ok()) return FailStatus(p.status());
+  if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   auto store = OpenStore(p->vm);
   if (!store.ok()) return FailStatus(store.status());
   std::string key = p->vm["key"].as<std::string>();
   auto r = (*store)->Get(key);
   if (!r.ok()) return FailStatus(r.status());
+  if (p->vm["raw"].as<bool>()) {
+    std::cout.write(r->value.data(), static_cast<std::streamsize>(r->value.size()));
+    std::cout.flush();
+    return std::cout ? kExitOk : kExitError;
+  }
   json::object o;
   PutName(o, "key", key);
   PutName(o, "value", r->value);
@@ -417,7 +553,7 @@ int Delete(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("key", 1);
   auto p = Parse("delete", desc, pos, args);
-  if (!p.ok()) return FailStatus(p.status());
+  if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   return FencedWrite(p->vm, std::nullopt);
 }
@@ -434,11 +570,11 @@ int Fence(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("lock", 1);
   auto p = Parse("fence", desc, pos, args);
-  if (!p.ok()) return FailStatus(p.status());
+  if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   bool unbind = p->vm["unbind-service"].as<bool>();
   if (unbind && !p->vm.count("set")) {
-    return Fail(kExitError, "--unbind-service needs --set N; see fencectl fence --help");
+    return Fail(kExitUsage, "--unbind-service needs --set N; see fencectl fence --help");
   }
   auto store = OpenStore(p->vm);
   if (!store.ok()) return FailStatus(store.status());
@@ -468,7 +604,7 @@ int History(const std::vector<std::string>& args) {
   desc.add_options()("limit", po::value<std::size_t>()->default_value(100),
                      "most decisions to print, oldest first (1 to 10000)");
   auto p = Parse("history", desc, {}, args);
-  if (!p.ok()) return FailStatus(p.status());
+  if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   auto store = OpenStore(p->vm);
   if (!store.ok()) return FailStatus(store.status());
@@ -481,13 +617,34 @@ int History(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h" ||
-      std::string_view(argv[1]) == "help") {
-    std::cout << kUsage;
-    return argc < 2 ? kExitError : kExitOk;
+  // Options before the command go to it: fencectl --locks URI acquire NAME.
+  std::vector<std::string> globals;
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-'; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return kExitOk;
+    }
+    if (a == "--version") {
+      std::cout << "fencectl " << FENCEKIT_VERSION << "\n";
+      return kExitOk;
+    }
+    globals.emplace_back(a);
+    bool takes_value = a == "--locks" || a == "--store" || a == "--token-file" || a == "--ca-file";
+    if (takes_value && i + 1 < argc) globals.emplace_back(argv[++i]);
   }
-  std::string command = argv[1];
-  std::vector<std::string> args(argv + 2, argv + argc);
+  if (i >= argc) {
+    std::cerr << kUsage;
+    return kExitUsage;
+  }
+  std::string command = argv[i];
+  if (command == "help") {
+    std::cout << kUsage;
+    return kExitOk;
+  }
+  std::vector<std::string> args = globals;
+  args.insert(args.end(), argv + i + 1, argv + argc);
   if (command == "acquire") return Acquire(args);
   if (command == "release" || command == "extend") return ReleaseOrExtend(command, args);
   if (command == "inspect") return Inspect(args);
@@ -499,5 +656,5 @@ int main(int argc, char** argv) {
   if (command == "fence") return Fence(args);
   if (command == "history") return History(args);
   if (command == "pause-test") return PauseTest(args);
-  return Fail(kExitError, "unknown command \"" + command + "\"; run fencectl --help");
+  return Fail(kExitUsage, "unknown command \"" + command + "\"; run fencectl --help");
 }

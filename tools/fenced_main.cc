@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
       "Usage: fenced [options]\n\nOptions");
   desc.add_options()
       ("help,h", "print this help and exit")
+      ("version", "print the version and exit")
       ("listen", po::value(&listen)->default_value("127.0.0.1:8080"),
        "address to serve on, HOST:PORT (port 0 picks a free port)")
       ("db", po::value(&db)->default_value("./fenced.db"),
@@ -162,6 +163,10 @@ int main(int argc, char** argv) {
   }
   if (vm.count("help")) {
     std::cout << desc << "\n";
+    return 0;
+  }
+  if (vm.count("version")) {
+    std::cout << "fenced " << FENCEKIT_VERSION << "\n";
     return 0;
   }
 
