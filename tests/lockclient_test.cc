@@ -614,6 +614,29 @@ TEST(RedisLockTest, ScriptsReloadAfterFlushAndConnectionsRecoverAfterRestart) {
   EXPECT_TRUE(c.ok()) << c.status().ToString();
 }
 
+TEST(RedisLockTest, ARenewalThatCannotSucceedLosesTheLeaseAtTheEndOfItsValidity) {
+  RedisServer redis;
+  // Each request may wait 3 s for an answer: far longer than the lease is valid.
+  auto client = LockClient::Open(redis.uri(), {.op_timeout = 3s}).value();
+  auto lease = client->TryAcquire("job", 600ms);
+  ASSERT_TRUE(lease.ok());
+  std::promise<std::chrono::steady_clock::time_point> lost_at;
+  HeldLock held(*client, *lease,
+                {.auto_renew = true, .on_lost = [&](const Lease&, const Status&) {
+                   lost_at.set_value(std::chrono::steady_clock::now());
+                 }});
+  redis.process().Signal(SIGSTOP);  // the next renewal waits for an answer that never comes
+  auto when = lost_at.get_future();
+  auto status = when.wait_for(5s);
+  redis.process().Signal(SIGCONT);
+  ASSERT_EQ(status, std::future_status::ready) << "the lease was never marked lost";
+  auto valid_until = held.lease().valid_until;
+  auto lost = when.get();
+  EXPECT_GE(lost, valid_until);
+  EXPECT_LT(lost, valid_until + 200ms) << "marked lost long after its validity ended";
+  EXPECT_TRUE(held.lost());
+}
+
 TEST(RedisLockTest, DownServerIsUnavailableWithClearError) {
   auto port = testing::FreePort();
   auto client =

@@ -260,6 +260,7 @@ struct HeldLock::State {
   bool released = false;  // GUARDED_BY(mu)
   std::atomic<std::uint64_t> renewals{0};
   std::thread renewer;
+  std::thread watchdog;  // with auto_renew: marks the lease lost when validity runs out
 };
 
 Result<std::unique_ptr<HeldLock>> HeldLock::Acquire(LockClient& client, std::string_view lock,
@@ -275,7 +276,10 @@ HeldLock::HeldLock(LockClient& client, Lease lease, Options options)
   state_->client = &client;
   state_->options = std::move(options);
   state_->lease = std::move(lease);
-  if (state_->options.auto_renew) state_->renewer = std::thread([this] { RenewLoop(); });
+  if (state_->options.auto_renew) {
+    state_->renewer = std::thread([this] { RenewLoop(); });
+    state_->watchdog = std::thread([this] { WatchValidity(); });
+  }
 }
 
 HeldLock::~HeldLock() { (void)Release(); }
@@ -319,9 +323,13 @@ Status HeldLock::Extend() {
   }
   Status s = state_->client->Extend(lease);
   if (s.ok()) {
-    std::lock_guard lock(state_->mu);
-    state_->lease.valid_until = lease.valid_until;
-    state_->renewals.fetch_add(1);
+    {
+      std::lock_guard lock(state_->mu);
+      if (state_->lost) return Status::NotHeld(state_->lost_reason.message());
+      state_->lease.valid_until = lease.valid_until;
+      state_->renewals.fetch_add(1);
+    }
+    state_->cv.notify_all();  // the watchdog's deadline moved
   } else if (s.IsNotHeld()) {
     MarkLost(s);
   }
@@ -330,28 +338,48 @@ Status HeldLock::Extend() {
 
 void HeldLock::RenewLoop() {
   Clock* clock = state_->client->clock();
+  std::chrono::milliseconds retry(0);  // after a failed renewal: how soon to try again
   for (;;) {
-    std::chrono::steady_clock::time_point valid_until;
-    std::chrono::milliseconds interval;
     {
       std::unique_lock lock(state_->mu);
-      interval = std::max(std::chrono::milliseconds(1), state_->lease.ttl / 3);
+      auto interval = std::max(std::chrono::milliseconds(1), state_->lease.ttl / 3);
       // Real time paces the loop; a fake clock in tests only moves validity.
-      state_->cv.wait_for(lock, interval, [&] { return state_->stopping || state_->lost; });
+      state_->cv.wait_for(lock, retry.count() > 0 ? retry : interval,
+                          [&] { return state_->stopping || state_->lost; });
       if (state_->stopping || state_->lost) return;
-      valid_until = state_->lease.valid_until;
+      // A process that was stopped past validity must not renew what it no longer holds.
+      if (clock->Now() >= state_->lease.valid_until) break;
     }
     Status s = Extend();
-    if (s.ok()) continue;
-    if (s.IsNotHeld()) return;  // Extend() marked it lost
-    // Transient failure: keep trying until validity runs out, then give up loudly.
-    if (clock->Now() >= valid_until) {
-      MarkLost(Status::NotHeld("could not renew " +
-                               Subject(lease().lock, state_->client->service()) +
-                               " before its validity ran out: " + s.message()));
-      return;
+    if (s.ok()) {
+      retry = std::chrono::milliseconds(0);
+      continue;
     }
+    if (s.IsNotHeld()) return;  // Extend() marked it lost
+    // Transient failure: try again soon (a new connection, another member), until validity
+    // runs out; the watchdog then marks it lost.
+    retry = std::clamp(retry * 2, std::chrono::milliseconds(20),
+                       std::max(std::chrono::milliseconds(20), lease().ttl / 6));
   }
+  MarkLost(Status::NotHeld("could not renew " + Subject(lease().lock, state_->client->service()) +
+                           " before its validity ran out; the lease is lost"));
+}
+
+void HeldLock::WatchValidity() {
+  Clock* clock = state_->client->clock();
+  std::unique_lock lock(state_->mu);
+  for (;;) {
+    if (state_->stopping || state_->lost) return;
+    auto left = state_->lease.valid_until - clock->Now();
+    if (left <= std::chrono::steady_clock::duration::zero()) break;
+    // Real time, as RenewLoop; woken early by a renewal (which moves valid_until), a loss or
+    // a release.
+    state_->cv.wait_for(lock, left);
+  }
+  std::string lock_name = state_->lease.lock;
+  lock.unlock();
+  MarkLost(Status::NotHeld("could not renew " + Subject(lock_name, state_->client->service()) +
+                           " before its validity ran out; the lease is lost"));
 }
 
 Status HeldLock::Release() {
@@ -366,11 +394,12 @@ Status HeldLock::Release() {
     lease = state_->lease;
   }
   state_->cv.notify_all();
-  if (state_->renewer.joinable()) {
-    if (state_->renewer.get_id() == std::this_thread::get_id()) {
-      state_->renewer.detach();  // released from on_lost: the loop returns by itself
+  for (std::thread* t : {&state_->renewer, &state_->watchdog}) {
+    if (!t->joinable()) continue;
+    if (t->get_id() == std::this_thread::get_id()) {
+      t->detach();  // released from on_lost: the loop returns by itself
     } else {
-      state_->renewer.join();
+      t->join();
     }
   }
   Status s = state_->client->Release(lease);

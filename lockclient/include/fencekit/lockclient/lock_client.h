@@ -188,9 +188,12 @@ class HeldLock {
   using LostCallback = std::function<void(const Lease&, const Status& why)>;
 
   struct Options {
-    // Extend at ttl/3 on a background thread until released or lost.
+    // Extend at ttl/3 on a background thread until released or lost; after a failed extend,
+    // try again sooner (a new connection may work) until validity runs out. The lease is
+    // marked lost at the end of its validity if no extend succeeded by then, even while one is
+    // still waiting for its answer; and a renewal never runs after Release() has returned.
     bool auto_renew = false;
-    // Runs once, on the renewal thread or the caller's, when the lease is found lost: an extend
+    // Runs once, on a renewal thread or the caller's, when the lease is found lost: an extend
     // refused, validity ran out before an extend succeeded, or a store refused its token.
     LostCallback on_lost;
   };
@@ -223,6 +226,7 @@ class HeldLock {
  private:
   struct State;
   void RenewLoop();
+  void WatchValidity();
   std::shared_ptr<State> state_;
 };
 
