@@ -70,8 +70,14 @@ TEST_P(FencectlTest, AcquirePrintsLeaseAndBusyExitsTwo) {
   auto wrong = Ctl({"release", "--owner", std::string(32, 'a'), "job"});
   EXPECT_EQ(wrong.exit_code, 1);
   EXPECT_NE(wrong.err.find("not held by owner"), std::string::npos);
-  EXPECT_EQ(Ctl({"release", "--owner", owner, "job"}).exit_code, 0);
+  std::string token = std::to_string(lease["token"].as_int64());
+  EXPECT_EQ(Ctl({"release", "--owner", owner, "--token", token, "job"}).exit_code, 0);
   EXPECT_FALSE(Json(Ctl({"inspect", "job"}).out)["held"].as_bool());
+  if (!GetParam()) {  // SQLite remembers the released lease
+    auto again = Ctl({"release", "--owner", owner, "--token", token, "job"});
+    EXPECT_EQ(again.exit_code, 1);
+    EXPECT_NE(again.err.find("already released"), std::string::npos) << again.err;
+  }
   auto next = Json(Ctl({"acquire", "job"}).out);
   EXPECT_GT(next["token"].as_int64(), lease["token"].as_int64());
 }

@@ -164,7 +164,11 @@ class SqliteBackend final : public LockBackend {
         {&extend_,
          "UPDATE locks SET expires_ms = ?4 WHERE name = ?1 AND owner = ?2 AND "
          "token = ?3 AND expires_ms > ?5"},
-        {&delete_, "DELETE FROM locks WHERE name = ?1 AND owner = ?2 AND token = ?3"},
+        // A released lock keeps its row with expires_ms = 0, so that a second release of the
+        // same lease can say so (the next grant replaces the row).
+        {&delete_,
+         "UPDATE locks SET expires_ms = 0 WHERE name = ?1 AND owner = ?2 AND token = ?3 AND "
+         "expires_ms > 0"},
         {&select_counter_, "SELECT token FROM counters WHERE name = ?1"},
         {&join_line_,
          "INSERT INTO waiters(name, owner, ttl_ms, expires_ms) VALUES(?1, ?2, ?3, ?4)"},
@@ -632,6 +636,11 @@ class SqliteBackend final : public LockBackend {
       return Status::NotHeld(Subject(lock, service_) + " is held by another owner (token " +
                              std::to_string(select_lock_.ColumnInt(1)) +
                              "); this lease is lost, acquire again");
+    }
+    if (rc == SQLITE_ROW && select_lock_.ColumnInt(2) == 0 &&
+        select_lock_.ColumnBytes(0) == owner) {
+      return Status::NotHeld(Subject(lock, service_) +
+                             ": this lease was already released; acquire again");
     }
     return Status::NotHeld(Subject(lock, service_) +
                            ": the lease expired before this request; acquire again");

@@ -129,7 +129,8 @@ class LockClient {
   // A second Release of a lease this client already released is kNotHeld too, and its message
   // says "already released"; nothing is released then either. (The client remembers its last
   // 1024 releases; beyond them, or from another client, the message is the service's: expired,
-  // or held by another owner.)
+  // or held by another owner; the SQLite service also remembers the last release of each lock
+  // and says "already released".)
   Status Release(const Lease& lease);
   Result<LockInfo> Inspect(std::string_view lock);
 
