@@ -89,6 +89,8 @@ TEST_F(HttpVerifyTest, HolderWritesManyTimesWithOneCallToTheLockService) {
   }
   EXPECT_EQ(Metric("fenced_verifications_total"), 1);
   EXPECT_EQ(Metric("fenced_writes_accepted_total"), 10);
+  // fenced's own lock client, the one that verifies, has its metrics on the same page.
+  EXPECT_EQ(Metric("fenced_verify_lock_token_checks_total"), 1);
 }
 
 TEST_F(HttpVerifyTest, ConcurrentFirstWritesShareOneCall) {

@@ -527,6 +527,44 @@ TEST(SqliteLockTest, ADeadWaiterHoldsUpTheLineNoLongerThanADeadHolderWould) {
   EXPECT_EQ(WaitersInLine(path), 0);
 }
 
+TEST(LockMetricsTest, CountsWhatTheClientDidAndRendersPrometheusText) {
+  TempDir dir;
+  FakeClock clock;
+  auto client = LockClient::Open("sqlite://" + dir.File("locks.db"), {.clock = &clock}).value();
+  auto lease = client->TryAcquire("job", 10s);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_TRUE(client->TryAcquire("job").status().IsBusy());
+  EXPECT_TRUE(client->Acquire("job", Soon(std::chrono::milliseconds(50))).status().IsTimeout());
+  ASSERT_TRUE(client->Extend(*lease, 10s).ok());
+  {
+    HeldLock held(*client, *lease, {});
+    held.MarkLost(Status::StaleToken("a store refused the token", 9));
+  }
+  Lease forged = *lease;
+  forged.owner = std::string(32, 'f');
+  EXPECT_FALSE(client->Extend(forged, 10s).ok());
+  LockMetrics m = client->metrics();
+  EXPECT_EQ(m.acquire_attempts, 3u);
+  EXPECT_EQ(m.grants, 1u);
+  EXPECT_EQ(m.busy, 1u);  // the TryAcquire; Acquire waits in line
+  EXPECT_EQ(m.timeouts, 1u);
+  EXPECT_EQ(m.renewals, 1u);
+  EXPECT_EQ(m.renewal_failures, 1u);
+  EXPECT_EQ(m.lost_marked, 1u);
+  EXPECT_EQ(m.wait_count, 1u);
+  std::string text = RenderPrometheus(m);
+  EXPECT_NE(text.find("# TYPE fencekit_lock_grants_total counter\nfencekit_lock_grants_total 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("fencekit_lock_leases_lost_total{cause=\"marked\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("fencekit_lock_acquire_wait_seconds_bucket{le=\"+Inf\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("fencekit_lock_acquire_wait_seconds_count 1\n"), std::string::npos);
+  EXPECT_NE(RenderPrometheus(m, "svc_locks").find("svc_locks_busy_total 1\n"),
+            std::string::npos);
+}
+
 TEST(SqliteLockTest, RejectsForeignDatabaseAndBadUri) {
   TempDir dir;
   std::string path = dir.File("other.db");

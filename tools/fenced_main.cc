@@ -238,6 +238,9 @@ int main(int argc, char** argv) {
     }
     verify_client = std::move(client).value();
     store_options.verify = VerifierOver(verify_client.get());
+    server_options.extra_metrics = [client = verify_client.get()] {
+      return RenderPrometheus(client->metrics(), "fenced_verify_lock");
+    };
   }
 
   // Block the stop signals in every thread; the main thread waits for them with sigwait.

@@ -175,6 +175,7 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
     res.set(http::field::content_type, "text/plain; version=0.0.4");
     res.keep_alive(req.keep_alive());
     res.body() = metrics_->Render(store_->Stats());
+    if (extra_metrics_) res.body() += extra_metrics_();
     res.prepare_payload();
     return respond(std::move(res));
   }

@@ -27,9 +27,14 @@ class Handler {
 
   // `long_reads` runs the reads too slow for an I/O thread (the history) and fence
   // administration. `auth` null: no authentication, every route open but fence administration.
+  // `extra_metrics`, when set, is appended to GET /metrics (ServerOptions::extra_metrics).
   Handler(FencedStore* store, Metrics* metrics, WorkQueue* long_reads,
-          const Authorizer* auth = nullptr)
-      : store_(store), metrics_(metrics), long_reads_(long_reads), auth_(auth) {}
+          const Authorizer* auth = nullptr, std::function<std::string()> extra_metrics = {})
+      : store_(store),
+        metrics_(metrics),
+        long_reads_(long_reads),
+        auth_(auth),
+        extra_metrics_(std::move(extra_metrics)) {}
 
   // Answers `req` through `respond`, exactly once: synchronously for short reads and refusals,
   // from the store's writer thread for writes, from a long-read worker for the history (503
@@ -52,6 +57,7 @@ class Handler {
 
   FencedStore* store_;
   Metrics* metrics_;
+  std::function<std::string()> extra_metrics_;
   WorkQueue* long_reads_;
   const Authorizer* auth_;
 };

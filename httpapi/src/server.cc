@@ -69,7 +69,7 @@ class ServerImpl final : public Server {
         auth_(std::move(auth)),
         tls_(std::move(tls)),
         long_reads_(options_.long_read_threads, options_.max_queued_long_reads),
-        handler_(store, &metrics_, &long_reads_, auth_.get()),
+        handler_(store, &metrics_, &long_reads_, auth_.get(), options_.extra_metrics),
         acceptor_(net::make_strand(ioc_)),
         drain_timer_(ioc_) {}
 

@@ -1,5 +1,6 @@
 #include "fencekit/lockclient/lock_client.h"
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -11,6 +12,14 @@
 #include "released_leases.h"
 
 namespace fencekit {
+
+struct LockClient::Counters {
+  std::atomic<std::uint64_t> attempts{0}, grants{0}, busy{0}, timeouts{0}, renewals{0},
+      renewal_failures{0}, lost_refused{0}, lost_validity{0}, lost_marked{0}, wait_count{0},
+      wait_ns{0}, checks{0}, check_failures{0};
+  std::array<std::atomic<std::uint64_t>, std::size(LockMetrics::kWaitBounds) + 1> wait_buckets{};
+};
+
 namespace {
 
 using std::chrono::milliseconds;
@@ -69,6 +78,7 @@ Result<std::unique_ptr<LockClient>> LockClient::Open(std::string_view uri, LockO
 LockClient::LockClient(std::unique_ptr<LockBackend> backend, LockOptions options)
     : backend_(std::move(backend)),
       released_(std::make_unique<ReleasedLeases>()),
+      counters_(std::make_unique<Counters>()),
       options_(options),
       clock_(options.clock != nullptr ? options.clock : Clock::Real()) {}
 
@@ -96,18 +106,62 @@ milliseconds LockClient::Backoff(int attempt) {
 Result<Lease> LockClient::Grant(std::string_view lock, milliseconds ttl, const std::string& owner,
                                 milliseconds* holder_remaining) {
   auto start = clock_->Now();
+  counters_->attempts.fetch_add(1, std::memory_order_relaxed);
   auto token = backend_->TryAcquire(lock, owner, ttl, holder_remaining);
   if (!token.ok()) {
     if (token.status().IsBusy()) {
+      counters_->busy.fetch_add(1, std::memory_order_relaxed);
       return Status::Busy(Subject(lock, service()) + " is held by another owner for another " +
                           FormatMs(*holder_remaining));
     }
     return token.status();
   }
   auto elapsed = clock_->Now() - start;
+  counters_->grants.fetch_add(1, std::memory_order_relaxed);
   Lease lease{std::string(lock), owner, token->token, ttl, start + ttl - elapsed - Drift(ttl)};
   lease.service = std::move(token->service);
   return lease;
+}
+
+void LockClient::CountWait(std::chrono::steady_clock::time_point began) {
+  auto took = clock_->Now() - began;
+  double seconds = std::chrono::duration<double>(took).count();
+  std::size_t bucket = 0;
+  while (bucket < std::size(LockMetrics::kWaitBounds) &&
+         seconds > LockMetrics::kWaitBounds[bucket]) {
+    ++bucket;
+  }
+  counters_->wait_buckets[bucket].fetch_add(1, std::memory_order_relaxed);
+  counters_->wait_count.fetch_add(1, std::memory_order_relaxed);
+  counters_->wait_ns.fetch_add(
+      static_cast<std::uint64_t>(std::max<std::int64_t>(
+          0, std::chrono::duration_cast<std::chrono::nanoseconds>(took).count())),
+      std::memory_order_relaxed);
+}
+
+LockMetrics LockClient::metrics() const {
+  LockMetrics m;
+  const Counters& c = *counters_;
+  auto get = [](const std::atomic<std::uint64_t>& a) {
+    return a.load(std::memory_order_relaxed);
+  };
+  m.acquire_attempts = get(c.attempts);
+  m.grants = get(c.grants);
+  m.busy = get(c.busy);
+  m.timeouts = get(c.timeouts);
+  m.renewals = get(c.renewals);
+  m.renewal_failures = get(c.renewal_failures);
+  m.lost_refused = get(c.lost_refused);
+  m.lost_validity = get(c.lost_validity);
+  m.lost_marked = get(c.lost_marked);
+  m.counter_resets = counter_resets_detected();
+  m.token_checks = get(c.checks);
+  m.token_check_failures = get(c.check_failures);
+  for (const auto& b : c.wait_buckets) m.wait_buckets.push_back(get(b));
+  m.wait_count = get(c.wait_count);
+  m.wait_seconds_sum = static_cast<double>(get(c.wait_ns)) / 1e9;
+  m.nodes = node_metrics();
+  return m;
 }
 
 std::chrono::steady_clock::duration LeaseDrift(const LockOptions& options, milliseconds ttl) {
@@ -153,12 +207,22 @@ Result<Lease> LockClient::Acquire(std::string_view lock,
   auto owner = NewOwner();
   if (!owner.ok()) return owner.status();
   auto began = clock_->Now();
-  if (backend_->QueuesWaiters()) return AcquireInLine(lock, deadline, ttl, *owner, began);
+  if (backend_->QueuesWaiters()) {
+    counters_->attempts.fetch_add(1, std::memory_order_relaxed);
+    auto lease = AcquireInLine(lock, deadline, ttl, *owner, began);
+    CountWait(began);
+    if (lease.ok()) counters_->grants.fetch_add(1, std::memory_order_relaxed);
+    if (lease.status().IsTimeout()) counters_->timeouts.fetch_add(1, std::memory_order_relaxed);
+    return lease;
+  }
   Status last;
   for (int attempt = 0;; ++attempt) {
     milliseconds holder_remaining{0};
     auto r = Grant(lock, ttl, *owner, &holder_remaining);
-    if (r.ok()) return r;
+    if (r.ok()) {
+      CountWait(began);
+      return r;
+    }
     last = r.status();
     if (!last.IsBusy() && !last.IsUnavailable()) return last;
     auto now = clock_->Now();
@@ -172,9 +236,11 @@ Result<Lease> LockClient::Acquire(std::string_view lock,
     }
   }
   auto waited = std::chrono::duration_cast<milliseconds>(clock_->Now() - began);
+  CountWait(began);
   if (last.IsUnavailable()) {
     return Status::Unavailable(last.message() + " (gave up after " + FormatMs(waited) + ")");
   }
+  counters_->timeouts.fetch_add(1, std::memory_order_relaxed);
   return Status::Timeout(Subject(lock, service()) + " is still held by another owner after " +
                          FormatMs(waited) + " of waiting; retry later or wait longer");
 }
@@ -212,6 +278,8 @@ Status LockClient::Extend(Lease& lease, milliseconds ttl) {
   if (auto s = ValidateTtl(lease.lock, ttl); !s.ok()) return s;
   auto start = clock_->Now();
   Status s = backend_->Extend(lease.lock, lease.owner, lease.token, ttl);
+  (s.ok() ? counters_->renewals : counters_->renewal_failures)
+      .fetch_add(1, std::memory_order_relaxed);
   if (s.IsNotHeld() && released_->Contains(lease)) {
     return Status::NotHeld("cannot extend " + Subject(lease.lock, service()) +
                            ": this lease was already released; acquire again");
@@ -242,7 +310,10 @@ Result<LockInfo> LockClient::Inspect(std::string_view lock) {
 
 Result<TokenCheck> LockClient::CheckToken(std::string_view lock, FencingToken token) {
   if (auto s = ValidateLockName(lock); !s.ok()) return s;
-  return backend_->CheckToken(lock, token);
+  auto check = backend_->CheckToken(lock, token);
+  (check.ok() ? counters_->checks : counters_->check_failures)
+      .fetch_add(1, std::memory_order_relaxed);
+  return check;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -301,7 +372,9 @@ Status HeldLock::lost_reason() const {
 
 std::uint64_t HeldLock::renewals() const { return state_->renewals.load(); }
 
-void HeldLock::MarkLost(const Status& why) {
+void HeldLock::MarkLost(const Status& why) { Lose(why, Loss::kMarked); }
+
+void HeldLock::Lose(const Status& why, Loss cause) {
   Lease lease;
   {
     std::lock_guard lock(state_->mu);
@@ -310,6 +383,11 @@ void HeldLock::MarkLost(const Status& why) {
     state_->lost_reason = why;
     lease = state_->lease;
   }
+  LockClient::Counters& c = *state_->client->counters_;
+  (cause == Loss::kRefused    ? c.lost_refused
+   : cause == Loss::kValidity ? c.lost_validity
+                              : c.lost_marked)
+      .fetch_add(1, std::memory_order_relaxed);
   state_->cv.notify_all();
   if (state_->options.on_lost) state_->options.on_lost(lease, why);
 }
@@ -331,7 +409,7 @@ Status HeldLock::Extend() {
     }
     state_->cv.notify_all();  // the watchdog's deadline moved
   } else if (s.IsNotHeld()) {
-    MarkLost(s);
+    Lose(s, Loss::kRefused);
   }
   return s;
 }
@@ -361,8 +439,9 @@ void HeldLock::RenewLoop() {
     retry = std::clamp(retry * 2, std::chrono::milliseconds(20),
                        std::max(std::chrono::milliseconds(20), lease().ttl / 6));
   }
-  MarkLost(Status::NotHeld("could not renew " + Subject(lease().lock, state_->client->service()) +
-                           " before its validity ran out; the lease is lost"));
+  Lose(Status::NotHeld("could not renew " + Subject(lease().lock, state_->client->service()) +
+                       " before its validity ran out; the lease is lost"),
+       Loss::kValidity);
 }
 
 void HeldLock::WatchValidity() {
@@ -378,8 +457,9 @@ void HeldLock::WatchValidity() {
   }
   std::string lock_name = state_->lease.lock;
   lock.unlock();
-  MarkLost(Status::NotHeld("could not renew " + Subject(lock_name, state_->client->service()) +
-                           " before its validity ran out; the lease is lost"));
+  Lose(Status::NotHeld("could not renew " + Subject(lock_name, state_->client->service()) +
+                       " before its validity ran out; the lease is lost"),
+       Loss::kValidity);
 }
 
 Status HeldLock::Release() {

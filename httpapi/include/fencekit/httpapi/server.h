@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,6 +52,10 @@ struct ServerOptions {
   // fails on an unreadable or mismatched pair.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // More metrics for GET /metrics, in Prometheus' text format, appended to the server's own
+  // (fenced: its verifying lock client's, RenderPrometheus in lock_client.h). Called on an I/O
+  // thread for each scrape; must be quick and thread-safe. Null: none.
+  std::function<std::string()> extra_metrics;
 };
 
 // Thread safety: Start/Stop/Wait may be called from any thread; Stop is also safe from a

@@ -69,6 +69,35 @@ struct NodeMetrics {
   std::uint64_t timed_out = 0;  // no reply within redlock_node_timeout
 };
 
+// What one LockClient has done since Open (LockClient::metrics()). Counters only grow.
+struct LockMetrics {
+  std::uint64_t acquire_attempts = 0;  // grant attempts: each TryAcquire try, each Acquire
+  std::uint64_t grants = 0;            // leases granted
+  std::uint64_t busy = 0;              // attempts answered: held by another owner
+  std::uint64_t timeouts = 0;          // Acquire calls that gave up at their deadline
+  std::uint64_t renewals = 0;          // extends that succeeded (HeldLock's and by hand)
+  std::uint64_t renewal_failures = 0;  // extends that failed: refused, or the service unreachable
+  // HeldLock leases lost, by cause.
+  std::uint64_t lost_refused = 0;   // an extend was refused (expired, deleted, another owner)
+  std::uint64_t lost_validity = 0;  // validity ran out before an extend succeeded
+  std::uint64_t lost_marked = 0;    // MarkLost: a store refused the token, or the caller said so
+  std::uint64_t counter_resets = 0;  // counter_resets_detected()
+  std::uint64_t token_checks = 0;         // CheckToken calls answered
+  std::uint64_t token_check_failures = 0;  // CheckToken calls that could not ask the service
+  // Time from the start of each Acquire to its grant or its giving up: wait_buckets[i] counts
+  // the calls that took at most kWaitBounds[i] seconds; the last bucket, the rest.
+  static constexpr double kWaitBounds[] = {0.001, 0.005, 0.025, 0.1, 0.5, 2.5, 10, 60};
+  std::vector<std::uint64_t> wait_buckets;
+  double wait_seconds_sum = 0;
+  std::uint64_t wait_count = 0;
+  std::vector<NodeMetrics> nodes;  // Redlock: per node (node_metrics())
+};
+
+// `m` in Prometheus' text format, each metric named `prefix` + "_" + what it counts
+// (fencekit_lock_grants_total, fencekit_lock_acquire_wait_seconds, ...), for a user's own
+// /metrics page. `prefix` must be a valid metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*).
+std::string RenderPrometheus(const LockMetrics& m, std::string_view prefix = "fencekit_lock");
+
 struct LockOptions {
   // --- Affects behaviour ---
   // Lease length asked of the service.
@@ -161,6 +190,9 @@ class LockClient {
   std::uint64_t counter_resets_detected() const;
   // One entry per node for Redlock; empty for single-node services.
   std::vector<NodeMetrics> node_metrics() const;
+  // A snapshot of this client's counters (RenderPrometheus renders it). Safe to call from any
+  // thread, at any time.
+  LockMetrics metrics() const;
   const LockOptions& options() const { return options_; }
   Clock* clock() const { return clock_; }
 
@@ -176,8 +208,13 @@ class LockClient {
   std::chrono::steady_clock::duration Drift(std::chrono::milliseconds ttl) const;
   std::chrono::milliseconds Backoff(int attempt);
 
+  friend class HeldLock;  // counts the leases it loses
+  struct Counters;
+  void CountWait(std::chrono::steady_clock::time_point began);
+
   std::unique_ptr<LockBackend> backend_;
   std::unique_ptr<ReleasedLeases> released_;
+  std::unique_ptr<Counters> counters_;
   LockOptions options_;
   Clock* clock_;
 };
@@ -226,8 +263,10 @@ class HeldLock {
 
  private:
   struct State;
+  enum class Loss { kRefused, kValidity, kMarked };
   void RenewLoop();
   void WatchValidity();
+  void Lose(const Status& why, Loss cause);
   std::shared_ptr<State> state_;
 };
 
