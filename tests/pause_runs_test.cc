@@ -85,8 +85,13 @@ TEST(PauseRunsTest, EtcdLeaderKilledAndRestartedMidRunStaysSafe) {
       "--runs", "10", "--seed", "19", "--start-etcd", "3", "--kill-etcd-leader"};
   args.insert(args.end(), kEtcdRuns.begin(), kEtcdRuns.end());
   Summary s = RunPauseTest(args);
-  ExpectSafe(s, 10);
+  EXPECT_EQ(s.runs, 10);
+  EXPECT_EQ(s.stale, 0);
+  EXPECT_EQ(s.lost, 0);
   EXPECT_EQ(s.etcd_leader_kills, 10);
+  // The election and the clients' failover take part of each run: a lease expired in use in
+  // about 2 runs of 3 (docs/testing-with-pauses.md), so at least 3 of these 10.
+  EXPECT_GE(s.runs_with_expired, 3);
 }
 
 TEST(PauseRunsTest, KillEtcdLeaderWithoutAnOwnedClusterIsRefused) {
