@@ -90,8 +90,8 @@ TEST(PauseRunsTest, EtcdLeaderKilledAndRestartedMidRunStaysSafe) {
   EXPECT_EQ(s.lost, 0);
   EXPECT_EQ(s.etcd_leader_kills, 10);
   // The election and the clients' failover take part of each run: a lease expired in use in
-  // about 2 runs of 3 (docs/testing-with-pauses.md), so at least 3 of these 10.
-  EXPECT_GE(s.runs_with_expired, 3);
+  // about 2 runs of 3 (64 of 100 in docs/testing-with-pauses.md); at least 2 of these 10.
+  EXPECT_GE(s.runs_with_expired, 2);
 }
 
 TEST(PauseRunsTest, KillEtcdLeaderWithoutAnOwnedClusterIsRefused) {

@@ -284,7 +284,19 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
     ClientPlan base;
     base.locks_uri = options.locks_uri;
     if (options.start_redis) base.locks_uri = redis.uri();
-    if (options.start_etcd > 0) base.locks_uri = etcd_cluster.uri();
+    std::string faults;  // what was done to the lock service, for report.txt
+    if (options.start_etcd > 0) {
+      // Clients try the members in this order: from a seeded one on, so that the leader killed
+      // is in some runs the member they talk to and in others one behind it.
+      const int first = static_cast<int>(run_seed % static_cast<std::uint64_t>(options.start_etcd));
+      base.locks_uri = "etcd://";
+      for (int i = 0; i < options.start_etcd; ++i) {
+        int m = (first + i) % options.start_etcd;
+        base.locks_uri +=
+            (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(etcd_cluster.client_port(m));
+      }
+      faults += "clients' first etcd endpoint: m" + std::to_string(first) + "\n";
+    }
     if (base.locks_uri.empty()) base.locks_uri = "sqlite://" + dir + "/locks.db";
     base.lock = "pause-test-" + std::to_string(options.seed) + "-" + std::to_string(run);
     base.key = base.lock + "/counter";
@@ -347,7 +359,6 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
     Status harness = Status::Ok();
     int killed_leader = -1;
     bool leader_killed_and_back = false;
-    std::string faults;  // what was done to the lock service, for report.txt
     const auto start = SteadyClock::now();
     auto since_start = [&] {
       return std::to_string(

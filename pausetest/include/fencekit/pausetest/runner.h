@@ -29,7 +29,8 @@ struct PauseTestOptions {
   // counter is lost, so only the clients' memory of tokens and the store's fence remain.
   bool restart_locks = false;
   // > 0: each run starts an etcd cluster of this many members (loopback, data in the run's
-  // folder) as the lock service. etcd's leases are whole seconds: ttl must be >= 1s.
+  // folder) as the lock service; the clients' URI lists every member, from a seeded one on.
+  // etcd's leases are whole seconds: ttl must be >= 1s.
   int start_etcd = 0;
   // Once per run, at a seeded moment in the run's second quarter, SIGKILL the member the
   // cluster names as leader; restart it (same data and ports) 1/8 to 3/8 of the run later, so
