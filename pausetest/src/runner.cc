@@ -209,21 +209,7 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
   auto fenced = FindFenced(options.fenced_path);
   if (!fenced.ok()) return fenced.status();
 
-  PauseTestSummary summary;
-  std::string work = options.work_dir;
-  if (work.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/fencekit-pause-test-XXXXXX";
-    if (::mkdtemp(templ.data()) == nullptr) {
-      return Status::Unavailable("cannot create a work directory under " + templ);
-    }
-    work = templ;
-  }
-  std::error_code ec;
-  fs::create_directories(work, ec);
-  if (ec) return Status::Unavailable("cannot create " + work + ": " + ec.message());
-  summary.work_dir = work;
-
+  // Every refusal comes before the work directory is made, so that none is left behind.
   if (options.start_redis && !options.locks_uri.empty()) {
     return Status::InvalidArgument(
         "--start-redis and --locks both name the lock service; "
@@ -255,6 +241,21 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
     auto info = (*probe)->Inspect("pause-test-probe");
     if (!info.ok()) return info.status();
   }
+
+  PauseTestSummary summary;
+  std::string work = options.work_dir;
+  if (work.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/fencekit-pause-test-XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) {
+      return Status::Unavailable("cannot create a work directory under " + templ);
+    }
+    work = templ;
+  }
+  std::error_code ec;
+  fs::create_directories(work, ec);
+  if (ec) return Status::Unavailable("cannot create " + work + ": " + ec.message());
+  summary.work_dir = work;
 
   for (int run = 0; run < options.runs; ++run) {
     const std::uint64_t run_seed = options.seed * 1'000'003ULL + static_cast<std::uint64_t>(run);
