@@ -1,11 +1,16 @@
 // procutil: child processes and servers started for real on loopback.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "fencekit/procutil/child_process.h"
+#include "fencekit/procutil/etcd_cluster.h"
 #include "fencekit/procutil/fenced_server.h"
 #include "fencekit/procutil/redis_server.h"
 #include "support/test_support.h"
@@ -126,6 +131,73 @@ TEST(RedisServerTest, AnotherServerOnThePortIsNotTakenForTheOneStarted) {
   s = second.Start({.port = first.port(), .log_path = dir.File("redis.log")});
   EXPECT_TRUE(s.IsUnavailable()) << s.ToString();
   EXPECT_NE(s.message().find("exited at start"), std::string::npos) << s.message();
+}
+
+// Puts key "fencekit/restart" (base64 below) = `value_b64` through `port`; the HTTP status.
+int EtcdPut(std::uint16_t port, const std::string& value_b64) {
+  RawConnection conn(port);
+  conn.Send(Request("POST", "/v3/kv/put", {{"Content-Type", "application/json"}},
+                    R"({"key":"ZmVuY2VraXQvcmVzdGFydA==","value":")" + value_b64 + R"("})"));
+  return conn.Read().status;
+}
+
+// A linearizable read of that key through `port` alone: the member must be in the cluster and
+// caught up with its leader to answer. The reply body.
+std::string EtcdGet(std::uint16_t port) {
+  RawConnection conn(port);
+  conn.Send(Request("POST", "/v3/kv/range", {{"Content-Type", "application/json"}},
+                    R"({"key":"ZmVuY2VraXQvcmVzdGFydA=="})"));
+  return conn.Read().body;
+}
+
+TEST(EtcdClusterTest, KilledLeaderRestartsWithItsDataRejoinsAndCatchesUp) {
+  TempDir dir;
+  EtcdCluster etcd;
+  Status s = etcd.Start({.members = 3, .dir = dir.path()});
+  ASSERT_TRUE(s.ok()) << s.message();
+  int leader = etcd.Leader();
+  ASSERT_GE(leader, 0);
+  int other = (leader + 1) % 3;
+  ASSERT_EQ(EtcdPut(etcd.client_port(other), "YmVmb3Jl"), 200);  // "before"
+  etcd.Kill(leader);
+  int next = etcd.Leader();
+  ASSERT_GE(next, 0);
+  EXPECT_NE(next, leader);
+  // Written while it is down: it can only learn this from the cluster after its restart.
+  ASSERT_EQ(EtcdPut(etcd.client_port(next), "d2hpbGUtZG93bg=="), 200);  // "while-down"
+
+  s = etcd.Restart(leader);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_NE(EtcdGet(etcd.client_port(leader)).find("d2hpbGUtZG93bg=="), std::string::npos);
+  EXPECT_GE(etcd.Leader(), 0);
+  // Its data folder was kept: the restarted process is the same member, not a new one.
+  EXPECT_TRUE(std::filesystem::exists(dir.File("m" + std::to_string(leader) + ".data/member")));
+  EXPECT_TRUE(etcd.Restart(3).IsInvalidArgument());
+}
+
+TEST(EtcdClusterTest, RestartOfAMemberWhosePortWasTakenFailsWithItsLogAndLeavesItDown) {
+  EtcdCluster etcd;
+  ASSERT_TRUE(etcd.Start({.members = 3}).ok());
+  etcd.Kill(2);
+  // Someone else listens on member 2's client port while it is down.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  int on = 1;  // the port has connections in TIME_WAIT, from the member's clients
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(etcd.client_port(2));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  Status s = etcd.Restart(2);
+  EXPECT_TRUE(s.IsUnavailable()) << s.ToString();
+  EXPECT_NE(s.message().find("etcd member m2"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("address already in use"), std::string::npos) << s.message();
+  ::close(fd);
+  // The port is free again: the member comes back.
+  s = etcd.Restart(2);
+  EXPECT_TRUE(s.ok()) << s.message();
 }
 
 }  // namespace

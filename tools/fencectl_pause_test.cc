@@ -25,8 +25,12 @@ int PauseTest(const std::vector<std::string>& args) {
       "start a redis-server per run (loopback, no persistence) as the lock service")(
       "restart-locks", po::bool_switch(),
       "with --start-redis: SIGKILL it once per run and restart it empty")(
-      "fenced", po::value<std::string>()->default_value(""),
-      "the fenced binary (default: next to fencectl, or on PATH)")(
+      "start-etcd", po::value<int>()->default_value(0),
+      "start an etcd cluster of N members per run (loopback) as the lock service")(
+      "kill-etcd-leader", po::bool_switch(),
+      "with --start-etcd 3 or more: SIGKILL the etcd leader once per run and restart it later "
+      "in the run")("fenced", po::value<std::string>()->default_value(""),
+                    "the fenced binary (default: next to fencectl, or on PATH)")(
       "work-dir", po::value<std::string>()->default_value(""),
       "where histories go (default: a new temp directory; failing runs are kept)")(
       "keep", po::bool_switch(), "keep every run's files, not only failing runs'")(
@@ -45,6 +49,8 @@ int PauseTest(const std::vector<std::string>& args) {
   o.kill_store = vm["kill-store"].as<bool>();
   o.start_redis = vm["start-redis"].as<bool>();
   o.restart_locks = vm["restart-locks"].as<bool>();
+  o.start_etcd = vm["start-etcd"].as<int>();
+  o.kill_etcd_leader = vm["kill-etcd-leader"].as<bool>();
   o.fenced_path = vm["fenced"].as<std::string>();
   o.work_dir = vm["work-dir"].as<std::string>();
   o.keep_all = vm["keep"].as<bool>();
@@ -54,7 +60,7 @@ int PauseTest(const std::vector<std::string>& args) {
     if (!d.ok()) return Fail(kExitError, std::string("--") + name + ": " + d.status().message());
     *out = *d;
   }
-  if (o.locks_uri.starts_with("etcd://")) {
+  if (o.locks_uri.starts_with("etcd://") || o.start_etcd > 0) {
     // etcd leases are whole seconds; holders hold a while, so that pauses land on them rather
     // than on waiters (a paused waiter holds up etcd's line). See docs/testing-with-pauses.md.
     if (vm["ttl"].defaulted()) o.ttl = std::chrono::seconds(1);
@@ -74,10 +80,16 @@ int PauseTest(const std::vector<std::string>& args) {
   const auto& s = *summary;
   std::cerr << "pause-test: " << s.runs << " runs (" << (o.fencing ? "fencing on" : "no fencing")
             << ", locks "
-            << (o.start_redis         ? "own redis-server"
+            << (o.start_redis      ? "own redis-server"
+                : o.start_etcd > 0 ? "own etcd cluster of " + std::to_string(o.start_etcd) +
+                                         (o.start_etcd == 1 ? " member" : " members")
                 : o.locks_uri.empty() ? "embedded sqlite"
                                       : o.locks_uri)
             << (o.restart_locks ? ", restarted empty each run" : "") << "); "
+            << (o.kill_etcd_leader ? "etcd leader SIGKILLed and restarted in " +
+                                         std::to_string(s.etcd_leader_kills) + " of " +
+                                         std::to_string(s.runs) + " runs; "
+                                   : "")
             << s.runs_with_expired_leases << " with a lease that expired while in use; "
             << s.acknowledged_writes
             << " acknowledged writes; missing_acknowledged=" << s.missing_acknowledged

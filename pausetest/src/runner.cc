@@ -16,6 +16,7 @@
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/pausetest/pauser.h"
+#include "fencekit/procutil/etcd_cluster.h"
 #include "fencekit/procutil/fenced_server.h"
 #include "fencekit/procutil/redis_server.h"
 
@@ -52,8 +53,7 @@ Result<std::string> FindFenced(const std::string& given) {
 }
 
 // fenced for one run, keeping every decision of the run in its history.
-procutil::FencedOptions FencedFor(const std::string& binary, const std::string& dir,
-                                  bool fencing) {
+procutil::FencedOptions FencedFor(const std::string& binary, const std::string& dir, bool fencing) {
   procutil::FencedOptions o{.binary = binary,
                             .db = dir + "/store.db",
                             .log_path = dir + "/fenced.log",
@@ -167,7 +167,14 @@ int ClientMain(const ClientPlan& plan) {
 
 struct Event {
   milliseconds at;
-  enum Kind { kPause, kResume, kKillStore, kRestartLocks } kind;
+  enum Kind {
+    kPause,
+    kResume,
+    kKillStore,
+    kRestartLocks,
+    kKillEtcdLeader,
+    kRestartEtcdMember
+  } kind;
   int target = 0;
 };
 
@@ -188,7 +195,8 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
         "another client can take the lock");
   }
   if (options.ttl < milliseconds(10)) return Status::InvalidArgument("ttl must be >= 10ms");
-  if (options.locks_uri.starts_with("etcd://") && options.ttl < milliseconds(1'000)) {
+  const bool etcd = options.locks_uri.starts_with("etcd://") || options.start_etcd > 0;
+  if (etcd && options.ttl < milliseconds(1'000)) {
     return Status::InvalidArgument(
         "ttl " + std::to_string(options.ttl.count()) +
         "ms is too short for etcd: its leases are whole seconds, so etcd would keep each lock "
@@ -200,6 +208,39 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
   }
   auto fenced = FindFenced(options.fenced_path);
   if (!fenced.ok()) return fenced.status();
+
+  // Every refusal comes before the work directory is made, so that none is left behind.
+  if (options.start_redis && !options.locks_uri.empty()) {
+    return Status::InvalidArgument(
+        "--start-redis and --locks both name the lock service; "
+        "give one");
+  }
+  if (options.restart_locks && !options.start_redis) {
+    return Status::InvalidArgument(
+        "--restart-locks needs a lock service this command owns: add "
+        "--start-redis");
+  }
+  if (options.start_etcd < 0) return Status::InvalidArgument("--start-etcd must be >= 0");
+  if (options.start_etcd > 0 && (options.start_redis || !options.locks_uri.empty())) {
+    return Status::InvalidArgument(std::string("--start-etcd and ") +
+                                   (options.start_redis ? "--start-redis" : "--locks") +
+                                   " both name the lock service; give one");
+  }
+  if (options.kill_etcd_leader && options.start_etcd < 3) {
+    return Status::InvalidArgument(
+        options.start_etcd == 0
+            ? "--kill-etcd-leader needs an etcd cluster this command owns: add --start-etcd 3"
+            : "--kill-etcd-leader needs --start-etcd 3 or more: with " +
+                  std::to_string(options.start_etcd) +
+                  " members the others have no majority without the leader, and the runs "
+                  "would test an outage, not a leader change");
+  }
+  if (!options.locks_uri.empty()) {  // fail fast, before forking, if the service is unusable
+    auto probe = LockClient::Open(options.locks_uri);
+    if (!probe.ok()) return probe.status();
+    auto info = (*probe)->Inspect("pause-test-probe");
+    if (!info.ok()) return info.status();
+  }
 
   PauseTestSummary summary;
   std::string work = options.work_dir;
@@ -215,23 +256,6 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
   fs::create_directories(work, ec);
   if (ec) return Status::Unavailable("cannot create " + work + ": " + ec.message());
   summary.work_dir = work;
-
-  if (options.start_redis && !options.locks_uri.empty()) {
-    return Status::InvalidArgument(
-        "--start-redis and --locks both name the lock service; "
-        "give one");
-  }
-  if (options.restart_locks && !options.start_redis) {
-    return Status::InvalidArgument(
-        "--restart-locks needs a lock service this command owns: add "
-        "--start-redis");
-  }
-  if (!options.locks_uri.empty()) {  // fail fast, before forking, if the service is unusable
-    auto probe = LockClient::Open(options.locks_uri);
-    if (!probe.ok()) return probe.status();
-    auto info = (*probe)->Inspect("pause-test-probe");
-    if (!info.ok()) return info.status();
-  }
 
   for (int run = 0; run < options.runs; ++run) {
     const std::uint64_t run_seed = options.seed * 1'000'003ULL + static_cast<std::uint64_t>(run);
@@ -250,9 +274,30 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
       if (Status s = redis.Start({.log_path = dir + "/redis.log"}); !s.ok()) return s;
     }
 
+    procutil::EtcdCluster etcd_cluster;
+    if (options.start_etcd > 0) {
+      if (Status s = etcd_cluster.Start({.members = options.start_etcd, .dir = dir + "/etcd"});
+          !s.ok()) {
+        return s;
+      }
+    }
+
     ClientPlan base;
     base.locks_uri = options.locks_uri;
     if (options.start_redis) base.locks_uri = redis.uri();
+    std::string faults;  // what was done to the lock service, for report.txt
+    if (options.start_etcd > 0) {
+      // Clients try the members in this order: from a seeded one on, so that the leader killed
+      // is in some runs the member they talk to and in others one behind it.
+      const int first = static_cast<int>(run_seed % static_cast<std::uint64_t>(options.start_etcd));
+      base.locks_uri = "etcd://";
+      for (int i = 0; i < options.start_etcd; ++i) {
+        int m = (first + i) % options.start_etcd;
+        base.locks_uri +=
+            (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(etcd_cluster.client_port(m));
+      }
+      faults += "clients' first etcd endpoint: m" + std::to_string(first) + "\n";
+    }
     if (base.locks_uri.empty()) base.locks_uri = "sqlite://" + dir + "/locks.db";
     base.lock = "pause-test-" + std::to_string(options.seed) + "-" + std::to_string(run);
     base.key = base.lock + "/counter";
@@ -299,13 +344,28 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
       events.push_back({milliseconds(quarter + static_cast<long long>(rng() % (2 * quarter + 1))),
                         Event::kRestartLocks, 0});
     }
+    if (options.kill_etcd_leader) {
+      std::mt19937_64 rng(run_seed ^ 0x165667b1);
+      const long long eighth = options.run_length.count() / 8;
+      const long long kill = 2 * eighth + static_cast<long long>(rng() % (2 * eighth + 1));
+      const long long down = eighth + static_cast<long long>(rng() % (2 * eighth + 1));
+      events.push_back({milliseconds(kill), Event::kKillEtcdLeader, 0});
+      events.push_back({milliseconds(kill + down), Event::kRestartEtcdMember, 0});
+    }
     std::stable_sort(events.begin(), events.end(),
                      [](const Event& a, const Event& b) { return a.at < b.at; });
 
     ProcessPauser pauser;
     std::vector<int> depth(clients.size(), 0);  // overlapping pauses of one client nest
     Status harness = Status::Ok();
+    int killed_leader = -1;
+    bool leader_killed_and_back = false;
     const auto start = SteadyClock::now();
+    auto since_start = [&] {
+      return std::to_string(
+                 std::chrono::duration_cast<milliseconds>(SteadyClock::now() - start).count()) +
+             "ms";
+    };
     for (const Event& e : events) {
       if (e.at >= options.run_length) break;  // ResumeAll below ends the pauses still on
       std::this_thread::sleep_until(start + e.at);
@@ -322,6 +382,38 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
         case Event::kRestartLocks:
           if (Status s = redis.Restart(); !s.ok()) harness = s;
           break;
+        case Event::kKillEtcdLeader:
+          killed_leader = etcd_cluster.Leader();
+          if (killed_leader < 0) {
+            harness = Status::Unavailable("the etcd cluster had no leader to kill for 10s; see " +
+                                          dir + "/etcd/*.log");
+          } else {
+            etcd_cluster.Kill(killed_leader);
+            faults += "etcd leader m" + std::to_string(killed_leader) + " SIGKILLed at " +
+                      since_start() + "\n";
+          }
+          break;
+        case Event::kRestartEtcdMember: {
+          if (killed_leader < 0) break;
+          // The survivors must have elected another leader meanwhile.
+          int next = etcd_cluster.Leader();
+          if (next < 0 || next == killed_leader) {
+            harness = Status::Unavailable(
+                "after the etcd leader was killed, the other members elected no leader within "
+                "10s; see " +
+                dir + "/etcd/*.log");
+          } else {
+            faults += "m" + std::to_string(next) + " leader meanwhile; m" +
+                      std::to_string(killed_leader) + " restarted at " + since_start();
+            if (Status s = etcd_cluster.Restart(killed_leader); !s.ok()) {
+              harness = s;
+            } else {
+              leader_killed_and_back = true;
+              faults += ", back with a leader at " + since_start() + "\n";
+            }
+          }
+          break;
+        }
       }
     }
     std::this_thread::sleep_until(start + options.run_length);
@@ -372,7 +464,7 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
     CheckReport report = CheckHistory(input);
     {
       std::ofstream out(dir + "/report.txt");
-      out << "seed " << run_seed << "\n";
+      out << "seed " << run_seed << "\n" << faults;
       for (const auto& v : report.violations) out << v << "\n";
     }
     summary.runs += 1;
@@ -382,6 +474,7 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
     summary.expired_leases += report.expired_leases;
     summary.runs_with_expired_leases += report.expired_leases > 0;
     summary.acknowledged_writes += report.acknowledged_writes;
+    summary.etcd_leader_kills += leader_killed_and_back;
     if (options.on_run) options.on_run(run, run_seed, report);
     if (report.ok() && !options.keep_all) fs::remove_all(dir, ec);
   }

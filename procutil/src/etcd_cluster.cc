@@ -55,6 +55,12 @@ Status EtcdCluster::Start(EtcdOptions options) {
     }
     options_.dir = made_dir_;
   }
+  std::error_code made;
+  std::filesystem::create_directories(options_.dir, made);
+  if (made) {
+    return Status::Unavailable("cannot create the etcd folder " + options_.dir + ": " +
+                               made.message());
+  }
   // Ports can be taken between FreeLoopbackPort() and etcd's bind: retry with new ones.
   Status last = Status::Ok();
   for (int attempt = 0; attempt < 5; ++attempt) {
@@ -93,13 +99,13 @@ std::string EtcdCluster::member_uri(int member) const {
 }
 
 Status EtcdCluster::StartOnce(bool* port_taken) {
-  std::string initial;
+  initial_cluster_.clear();
   for (const Member& m : members_) {
-    initial +=
-        (initial.empty() ? "" : ",") + m.name + "=http://127.0.0.1:" + std::to_string(m.peer_port);
+    initial_cluster_ += (initial_cluster_.empty() ? "" : ",") + m.name +
+                        "=http://127.0.0.1:" + std::to_string(m.peer_port);
   }
   // Unique per cluster, so a member can never join another cluster.
-  std::string token =
+  cluster_token_ =
       "fencekit-" + std::to_string(::getpid()) + "-" + std::to_string(members_[0].client_port);
   auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
   // Before joining a new cluster, a 3.4 member asks each peer whether it is already a member;
@@ -107,30 +113,13 @@ Status EtcdCluster::StartOnce(bool* port_taken) {
   // listening yet refuses at once. Started together, 3 members take 0.2s to 2.2s depending on
   // that race; started one by one, each once the previous one serves its peers, 0.2s.
   for (Member& m : members_) {
-    std::string client = "http://127.0.0.1:" + std::to_string(m.client_port);
-    std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
-    std::string data = options_.dir + "/" + m.name + ".data";
     // A data folder left by a failed attempt holds the old membership, and etcd would then
     // ignore --initial-cluster: start from nothing.
     std::error_code ec;
-    std::filesystem::remove_all(data, ec);
-    // Each flag beside its value.
-    // clang-format off
-    Status started = m.process.Start({.argv = {
-        options_.binary, "--name", m.name, "--data-dir", data,
-        "--listen-client-urls", client, "--advertise-client-urls", client,
-        "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-        "--initial-cluster", initial, "--initial-cluster-state", "new",
-        "--initial-cluster-token", token,
-        "--heartbeat-interval", "10", "--election-timeout", "100",
-        // 3.4 accepts --log-level with its default logger (capnslog) but ignores it: only zap
-        // honours it. Explicit stderr keeps zap off journald under systemd.
-        "--logger", "zap", "--log-outputs", "stderr", "--log-level", "error"},
-        .output_path = m.log});
-    // clang-format on
-    if (!started.ok()) {
+    std::filesystem::remove_all(options_.dir + "/" + m.name + ".data", ec);
+    if (Status started = Launch(m); !started.ok()) {
       StopAll();
-      return Status::Unavailable(started.message() + " (install etcd-server)");
+      return started;
     }
     while (HttpCall(m.peer_port, "GET", "/members", "", kCallTimeout).empty()) {
       if (auto done = ReapEarlyExit(port_taken)) return *done;
@@ -152,6 +141,59 @@ Status EtcdCluster::StartOnce(bool* port_taken) {
     std::this_thread::sleep_for(10ms);
   }
   return FailWithLogs("the cluster had no leader in time");
+}
+
+Status EtcdCluster::Launch(Member& m) {
+  std::string client = "http://127.0.0.1:" + std::to_string(m.client_port);
+  std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
+  std::string data = options_.dir + "/" + m.name + ".data";
+  m.paused = false;
+  m.ready = false;
+  // With a data folder from an earlier start, etcd ignores the --initial-cluster flags and
+  // rejoins with the membership on disk. Each flag beside its value.
+  // clang-format off
+  Status started = m.process.Start({.argv = {
+      options_.binary, "--name", m.name, "--data-dir", data,
+      "--listen-client-urls", client, "--advertise-client-urls", client,
+      "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+      "--initial-cluster", initial_cluster_, "--initial-cluster-state", "new",
+      "--initial-cluster-token", cluster_token_,
+      "--heartbeat-interval", "10", "--election-timeout", "100",
+      // 3.4 accepts --log-level with its default logger (capnslog) but ignores it: only zap
+      // honours it. Explicit stderr keeps zap off journald under systemd.
+      "--logger", "zap", "--log-outputs", "stderr", "--log-level", "error"},
+      .output_path = m.log});
+  // clang-format on
+  if (!started.ok()) return Status::Unavailable(started.message() + " (install etcd-server)");
+  return Status::Ok();
+}
+
+Status EtcdCluster::Restart(int member) {
+  if (member < 0 || member >= size()) {
+    return Status::InvalidArgument("no etcd member " + std::to_string(member) + " to restart (" +
+                                   std::to_string(size()) + " members)");
+  }
+  Member& m = members_[member];
+  m.process.Kill();
+  if (Status s = Launch(m); !s.ok()) return s;
+  auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
+  std::string why = "did not answer with a leader within " +
+                    std::to_string(options_.start_timeout.count()) + "ms of its restart";
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (m.process.Exited()) {
+      why = "exited after its restart (its ports may have been taken while it was down)";
+      break;
+    }
+    if (Ready(member)) {
+      m.ready = true;
+      return Status::Ok();
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  std::string log = m.process.OutputTail();
+  m.process.Kill();
+  return Status::Unavailable("etcd member " + m.name + " (client port " +
+                             std::to_string(m.client_port) + ") " + why + ". Its log:\n" + log);
 }
 
 std::optional<Status> EtcdCluster::ReapEarlyExit(bool* port_taken) {

@@ -6,8 +6,8 @@
 //   acquire -> claim (a fenced write that raises the lock's fence to this token)
 //   -> read the counter -> write counter + 1 with the token -> release
 // while this process stops and continues them on a seeded schedule (and optionally kills the
-// store with SIGKILL and restarts it); then stop the clients, read the store's log and final
-// counter, and check.
+// store, the lock service or the etcd leader with SIGKILL and restarts it); then stop the clients,
+// read the store's log and final counter, and check.
 #pragma once
 
 #include <chrono>
@@ -22,12 +22,21 @@ namespace fencekit::pausetest {
 
 struct PauseTestOptions {
   // Lock service URI; empty means a fresh embedded SQLite file per run in `work_dir`, or, with
-  // start_redis, a redis-server started for each run.
+  // start_redis, a redis-server started for each run, or, with start_etcd, an etcd cluster.
   std::string locks_uri;
   bool start_redis = false;
   // SIGKILL the lock service once per run and restart it empty (needs start_redis): the
   // counter is lost, so only the clients' memory of tokens and the store's fence remain.
   bool restart_locks = false;
+  // > 0: each run starts an etcd cluster of this many members (loopback, data in the run's
+  // folder) as the lock service; the clients' URI lists every member, from a seeded one on.
+  // etcd's leases are whole seconds: ttl must be >= 1s.
+  int start_etcd = 0;
+  // Once per run, at a seeded moment in the run's second quarter, SIGKILL the member the
+  // cluster names as leader; restart it (same data and ports) 1/8 to 3/8 of the run later, so
+  // that it rejoins before the run ends. Needs start_etcd >= 3, so that the others keep a
+  // majority and elect a new leader meanwhile.
+  bool kill_etcd_leader = false;
   int runs = 50;
   int clients = 3;
   std::uint64_t seed = 1;
@@ -58,6 +67,9 @@ struct PauseTestSummary {
   int expired_leases = 0;
   int runs_with_expired_leases = 0;
   int acknowledged_writes = 0;
+  // With kill_etcd_leader: runs in which the leader was SIGKILLed, the others elected another,
+  // and the killed member was restarted and rejoined.
+  int etcd_leader_kills = 0;
   std::string work_dir;
   // "pause-runs: runs=R stale_accepted=S lost_updates=L expired_leases=E"
   std::string Line() const;

@@ -18,8 +18,8 @@ namespace fencekit::procutil {
 
 struct EtcdOptions {
   int members = 1;
-  // Data folders and logs go here. Empty: a new folder under $TMPDIR (or /tmp), removed by
-  // the destructor.
+  // Data folders and logs go here (created if missing). Empty: a new folder under $TMPDIR (or
+  // /tmp), removed by the destructor.
   std::string dir;
   std::string binary = "etcd";
   std::chrono::milliseconds start_timeout{15'000};
@@ -48,8 +48,14 @@ class EtcdCluster {
   // they disagree, the one reported with the highest raft term. Waits up to 10s for a leader
   // that is itself running; -1 when there is none.
   int Leader();
-  // SIGKILL; the member stays down.
+  // SIGKILL; the member stays down until Restart().
   void Kill(int member);
+  // SIGKILLs the member if it runs, then starts it again as it was: same name, data folder,
+  // ports and peer URLs, so it rejoins the cluster with what it had on disk. Waits (up to the
+  // start timeout) until it answers and knows a leader. kInvalidArgument for a member that does
+  // not exist; kUnavailable with its log tail when it exits or does not get there in time, and
+  // it is then down.
+  Status Restart(int member);
   // SIGSTOP / SIGCONT: the member hangs with its sockets open, as a paused process would.
   void Pause(int member);
   void Resume(int member);
@@ -63,12 +69,14 @@ class EtcdCluster {
     std::uint16_t client_port = 0, peer_port = 0;
     ChildProcess process;
     bool paused = false;
-    bool ready = false;  // answered once with a leader, during Start()
+    bool ready = false;  // answered once with a leader, since it was last started
     std::string log;     // its stdout and stderr
   };
   // One attempt with fresh ports; sets `*port_taken` when a member exited because a port was
   // taken since FreeLoopbackPort(), so that another attempt may succeed.
   Status StartOnce(bool* port_taken);
+  // Starts the member's process with its flags (data folder kept).
+  Status Launch(Member& m);
   // When a member has exited: kills the others and says why.
   std::optional<Status> ReapEarlyExit(bool* port_taken);
   // kUnavailable with `what` and every member's log tail; kills the members.
@@ -82,6 +90,8 @@ class EtcdCluster {
   EtcdOptions options_;
   std::string made_dir_;  // removed by the destructor
   std::vector<Member> members_;
+  std::string initial_cluster_;  // --initial-cluster, "m0=http://127.0.0.1:p,..."
+  std::string cluster_token_;    // --initial-cluster-token
 };
 
 }  // namespace fencekit::procutil
