@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include "fencekit/fencedstore/store.h"
+#include "support/store_engines.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -23,7 +24,7 @@ WriteRequest Put(std::string lock, std::int64_t token, std::string key, std::str
 class StoreRulesTest : public ::testing::Test {
  protected:
   std::unique_ptr<FencedStore> Open(StoreOptions o = {}) {
-    if (o.path.empty()) o.path = dir_.File("store.db");
+    if (o.path.empty()) o.path = Db();
     auto s = FencedStore::Open(o);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? std::move(s).value() : nullptr;
@@ -33,10 +34,31 @@ class StoreRulesTest : public ::testing::Test {
     EXPECT_TRUE(h.ok()) << h.status().ToString();
     return h.ok() ? *h : std::vector<Decision>{};
   }
+  // The test's database on engine_, the same for every call in one test.
+  const std::string& Db() {
+    if (db_.empty()) db_ = testing::StoreDatabase(engine_, dir_);
+    return db_;
+  }
+
+  testing::StoreEngine engine_ = testing::StoreEngine::kSqlite;
+  std::string db_;
   TempDir dir_;
 };
 
-TEST_F(StoreRulesTest, KeyBelongsToTheLockThatCreatedIt) {
+// The same tests on a SQLite file and on a PostgreSQL database.
+class StoreRulesEngineTest : public StoreRulesTest, public ::testing::WithParamInterface<testing::StoreEngine> {
+ protected:
+  void SetUp() override {
+    engine_ = GetParam();
+    StoreRulesTest::SetUp();
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Engines, StoreRulesEngineTest,
+                         ::testing::Values(testing::StoreEngine::kSqlite,
+                                           testing::StoreEngine::kPostgres),
+                         testing::StoreEngineName);
+
+TEST_P(StoreRulesEngineTest, KeyBelongsToTheLockThatCreatedIt) {
   auto store = Open();
   ASSERT_TRUE(store->Put("a", T(5), "k", "first").ok());
   for (auto r : {store->Put("b", T(9), "k", "x"), store->Put("k", T(9), "k", "x"),
@@ -61,7 +83,7 @@ TEST_F(StoreRulesTest, KeyBelongsToTheLockThatCreatedIt) {
   EXPECT_EQ(h[0].reason, "");
 }
 
-TEST_F(StoreRulesTest, DeletingUnderItsLockFreesTheKey) {
+TEST_P(StoreRulesEngineTest, DeletingUnderItsLockFreesTheKey) {
   auto store = Open();
   ASSERT_TRUE(store->Put("a", T(5), "k", "v").ok());
   ASSERT_TRUE(store->Delete("a", T(5), "k").ok());
@@ -72,7 +94,7 @@ TEST_F(StoreRulesTest, DeletingUnderItsLockFreesTheKey) {
   EXPECT_TRUE(store->Put("a", T(6), "k", "x").status().IsWrongLock());
 }
 
-TEST_F(StoreRulesTest, LockForBindsPrefixesBeforeAnyWriteLongestFirst) {
+TEST_P(StoreRulesEngineTest, LockForBindsPrefixesBeforeAnyWriteLongestFirst) {
   auto store = Open({.lock_for = {{"orders/", "orders"}, {"orders/vip/", "vip"}}});
   auto r = store->Put("orders/1", T(1), "orders/1", "v");
   ASSERT_TRUE(r.status().IsWrongLock()) << r.status().ToString();
@@ -93,7 +115,7 @@ TEST_F(StoreRulesTest, LockForWithAnInvalidLockFailsToOpen) {
   EXPECT_NE(s.status().message().find("lock_for"), std::string::npos) << s.status().ToString();
 }
 
-TEST_F(StoreRulesTest, FenceBelongsToTheServiceOfItsFirstToken) {
+TEST_P(StoreRulesEngineTest, FenceBelongsToTheServiceOfItsFirstToken) {
   auto store = Open();
   ASSERT_TRUE(store->Write(Put("lock", 5, "k", "redis:aaaa")).ok());
   auto r = store->Write(Put("lock", 900, "k", "etcd:bbbb"));
@@ -114,7 +136,7 @@ TEST_F(StoreRulesTest, FenceBelongsToTheServiceOfItsFirstToken) {
   EXPECT_EQ(store->Highest("lock")->value(), T(7));
 }
 
-TEST_F(StoreRulesTest, UnboundFenceIsBoundByTheFirstAcceptedWriteNamingAService) {
+TEST_P(StoreRulesEngineTest, UnboundFenceIsBoundByTheFirstAcceptedWriteNamingAService) {
   auto store = Open();
   ASSERT_TRUE(store->Write(Put("lock", 5, "k")).ok());
   EXPECT_EQ((*store->Fence("lock"))->service, "");
@@ -126,7 +148,7 @@ TEST_F(StoreRulesTest, UnboundFenceIsBoundByTheFirstAcceptedWriteNamingAService)
   EXPECT_TRUE(store->Write(Put("lock", 6, "k", "sqlite:1111")).status().IsWrongService());
 }
 
-TEST_F(StoreRulesTest, RequireServiceRefusesWritesWithoutOne) {
+TEST_P(StoreRulesEngineTest, RequireServiceRefusesWritesWithoutOne) {
   auto store = Open({.require_service = true});
   EXPECT_TRUE(store->requires_service());
   auto r = store->Write(Put("lock", 1, "k"));
@@ -137,7 +159,7 @@ TEST_F(StoreRulesTest, RequireServiceRefusesWritesWithoutOne) {
   EXPECT_TRUE(store->Write(Put("lock", 1, "k", "etcd:abc")).ok());
 }
 
-TEST_F(StoreRulesTest, MalformedServiceIdIsRefused) {
+TEST_P(StoreRulesEngineTest, MalformedServiceIdIsRefused) {
   auto store = Open();
   for (const std::string& bad :
        std::vector<std::string>{"a b", "x\r\ny", std::string(129, 'a'), "caf\xc3\xa9"}) {
@@ -146,7 +168,7 @@ TEST_F(StoreRulesTest, MalformedServiceIdIsRefused) {
   EXPECT_FALSE(store->Highest("lock")->has_value());
 }
 
-TEST_F(StoreRulesTest, HistoryCarriesReasonsAndPrincipals) {
+TEST_P(StoreRulesEngineTest, HistoryCarriesReasonsAndPrincipals) {
   auto store = Open();
   ASSERT_TRUE(store->Write(Put("lock", 5, "k", "", "alice")).ok());
   ASSERT_FALSE(store->Write(Put("lock", 4, "k", "", "mallory")).ok());
@@ -159,7 +181,7 @@ TEST_F(StoreRulesTest, HistoryCarriesReasonsAndPrincipals) {
   EXPECT_EQ(h[1].highest, 5);
 }
 
-TEST_F(StoreRulesTest, SetFenceMovesTheFenceDownAndUpAndIsRecorded) {
+TEST_P(StoreRulesEngineTest, SetFenceMovesTheFenceDownAndUpAndIsRecorded) {
   auto store = Open();
   ASSERT_TRUE(store->Write(Put("lock", 1000, "k", "redis:aaaa")).ok());
   // Down: a fence poisoned by a token far ahead is recovered.

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "support/fault_vfs.h"
+#include "support/store_engines.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -25,15 +26,36 @@ FencingToken T(std::int64_t v) { return FencingToken::FromInt(v).value(); }
 class FencedStoreTest : public ::testing::Test {
  protected:
   std::unique_ptr<FencedStore> Open(StoreOptions o = {}) {
-    if (o.path.empty()) o.path = dir_.File("store.db");
+    if (o.path.empty()) o.path = Db();
     auto s = FencedStore::Open(o);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? std::move(s).value() : nullptr;
   }
+  // The test's database on engine_, the same for every call in one test.
+  const std::string& Db() {
+    if (db_.empty()) db_ = testing::StoreDatabase(engine_, dir_);
+    return db_;
+  }
+
+  testing::StoreEngine engine_ = testing::StoreEngine::kSqlite;
+  std::string db_;
   TempDir dir_;
 };
 
-TEST_F(FencedStoreTest, AcceptsFirstWriteAndCreatesKey) {
+// The same tests on a SQLite file and on a PostgreSQL database.
+class FencedStoreEngineTest : public FencedStoreTest, public ::testing::WithParamInterface<testing::StoreEngine> {
+ protected:
+  void SetUp() override {
+    engine_ = GetParam();
+    FencedStoreTest::SetUp();
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Engines, FencedStoreEngineTest,
+                         ::testing::Values(testing::StoreEngine::kSqlite,
+                                           testing::StoreEngine::kPostgres),
+                         testing::StoreEngineName);
+
+TEST_P(FencedStoreEngineTest, AcceptsFirstWriteAndCreatesKey) {
   auto store = Open();
   auto r = store->Put("lock", T(5), "k", "v1");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -46,7 +68,7 @@ TEST_F(FencedStoreTest, AcceptsFirstWriteAndCreatesKey) {
   EXPECT_EQ(got->lock, "lock");
 }
 
-TEST_F(FencedStoreTest, RefusesStaleTokenAndNamesHighest) {
+TEST_P(FencedStoreEngineTest, RefusesStaleTokenAndNamesHighest) {
   auto store = Open();
   ASSERT_TRUE(store->Put("lock", T(5), "k", "new").ok());
   auto r = store->Put("lock", T(4), "k", "stale");
@@ -57,7 +79,7 @@ TEST_F(FencedStoreTest, RefusesStaleTokenAndNamesHighest) {
   EXPECT_EQ(store->Get("k")->value, "new");
 }
 
-TEST_F(FencedStoreTest, RefusedWriteChangesNothing) {
+TEST_P(FencedStoreEngineTest, RefusedWriteChangesNothing) {
   auto store = Open();
   ASSERT_TRUE(store->Put("lock", T(9), "a", "kept").ok());
   ASSERT_FALSE(store->Put("lock", T(3), "a", "x").ok());
@@ -69,7 +91,7 @@ TEST_F(FencedStoreTest, RefusedWriteChangesNothing) {
   EXPECT_EQ(store->Highest("lock")->value(), T(9));
 }
 
-TEST_F(FencedStoreTest, AcceptsEqualTokenSoOneHolderWritesManyTimes) {
+TEST_P(FencedStoreEngineTest, AcceptsEqualTokenSoOneHolderWritesManyTimes) {
   auto store = Open();
   ASSERT_TRUE(store->Put("lock", T(7), "k", "1").ok());
   auto r = store->Put("lock", T(7), "k", "2");
@@ -78,7 +100,7 @@ TEST_F(FencedStoreTest, AcceptsEqualTokenSoOneHolderWritesManyTimes) {
   EXPECT_EQ(r->version, 2);
 }
 
-TEST_F(FencedStoreTest, StrictModeRefusesEqualToken) {
+TEST_P(FencedStoreEngineTest, StrictModeRefusesEqualToken) {
   auto store = Open({.strict = true});
   ASSERT_TRUE(store->Put("lock", T(7), "k", "1").ok());
   auto r = store->Put("lock", T(7), "k", "2");
@@ -87,7 +109,7 @@ TEST_F(FencedStoreTest, StrictModeRefusesEqualToken) {
   EXPECT_TRUE(store->Put("lock", T(8), "k", "3").ok());
 }
 
-TEST_F(FencedStoreTest, UnguardedDemoModeAcceptsStaleWrites) {
+TEST_P(FencedStoreEngineTest, UnguardedDemoModeAcceptsStaleWrites) {
   auto store = Open({.unguarded = true});
   ASSERT_TRUE(store->Put("lock", T(34), "k", "new").ok());
   auto stale = store->Put("lock", T(33), "k", "stale");
@@ -96,14 +118,14 @@ TEST_F(FencedStoreTest, UnguardedDemoModeAcceptsStaleWrites) {
   EXPECT_EQ(store->Highest("lock")->value(), T(34));
 }
 
-TEST_F(FencedStoreTest, FencesAreIndependentPerLock) {
+TEST_P(FencedStoreEngineTest, FencesAreIndependentPerLock) {
   auto store = Open();
   ASSERT_TRUE(store->Put("a", T(100), "x", "1").ok());
   EXPECT_TRUE(store->Put("b", T(1), "y", "1").ok());
   EXPECT_FALSE(store->Highest("c")->has_value());
 }
 
-TEST_F(FencedStoreTest, DeleteIsFencedLikeAWrite) {
+TEST_P(FencedStoreEngineTest, DeleteIsFencedLikeAWrite) {
   auto store = Open();
   ASSERT_TRUE(store->Put("lock", T(5), "k", "v").ok());
   EXPECT_TRUE(store->Delete("lock", T(4), "k").status().IsStaleToken());
@@ -118,7 +140,7 @@ TEST_F(FencedStoreTest, DeleteIsFencedLikeAWrite) {
   EXPECT_EQ(again->version, 0);  // absent: accepted, nothing deleted
 }
 
-TEST_F(FencedStoreTest, KeysRoundTripAnyBytesButControlCharacters) {
+TEST_P(FencedStoreEngineTest, KeysRoundTripAnyBytesButControlCharacters) {
   auto store = Open();
   std::string key("k\xff\x80/\xc3\xa9 ?%", 9);
   std::string value("\0\x01\xfe", 3);
@@ -127,7 +149,7 @@ TEST_F(FencedStoreTest, KeysRoundTripAnyBytesButControlCharacters) {
   EXPECT_EQ(store->Get(key)->lock, key);
 }
 
-TEST_F(FencedStoreTest, RejectsBadKeysWithClearErrors) {
+TEST_P(FencedStoreEngineTest, RejectsBadKeysWithClearErrors) {
   auto store = Open();
   for (const std::string& key : {std::string(), std::string(1025, 'k'), std::string("a\0b", 3),
                                  std::string("a\r\nb"), std::string("a\x1b[2J")}) {
@@ -140,7 +162,7 @@ TEST_F(FencedStoreTest, RejectsBadKeysWithClearErrors) {
   EXPECT_EQ(store->Highest("lock")->value(), T(1));
 }
 
-TEST_F(FencedStoreTest, RestartKeepsHighestToken) {
+TEST_P(FencedStoreEngineTest, RestartKeepsHighestToken) {
   {
     auto store = Open();
     ASSERT_TRUE(store->Put("lock", T(41), "k", "v").ok());
@@ -174,7 +196,7 @@ TEST_F(FencedStoreTest, RefusesSchemaFromNewerVersion) {
   EXPECT_NE(s.status().message().find("newer fencekit"), std::string::npos);
 }
 
-TEST_F(FencedStoreTest, HistoryRecordsDecisionsAndStaysBounded) {
+TEST_P(FencedStoreEngineTest, HistoryRecordsDecisionsAndStaysBounded) {
   FakeClock clock;
   auto store = Open({.history_limit = 100, .clock = &clock});
   ASSERT_TRUE(store->Put("lock", T(2), "k", "v").ok());
@@ -197,7 +219,7 @@ TEST_F(FencedStoreTest, HistoryRecordsDecisionsAndStaysBounded) {
 // Many threads submit writes with random tokens through group commit. The history (in commit
 // order) must never show an accepted token below an earlier accepted one for its lock, every
 // acknowledged outcome must match the history, and batches must really form.
-TEST_F(FencedStoreTest, ConcurrentRandomTokensKeepFenceInvariant) {
+TEST_P(FencedStoreEngineTest, ConcurrentRandomTokensKeepFenceInvariant) {
   auto store = Open({.history_limit = 1'000'000});
   constexpr int kThreads = 8, kWrites = 400;
   std::atomic<int> accepted{0}, refused{0};
@@ -302,7 +324,7 @@ TEST_F(FencedStoreTest, OpenFailsWithClearErrorWhenFolderIsMissing) {
   EXPECT_NE(s.status().message().find("missing-dir"), std::string::npos);
 }
 
-TEST_F(FencedStoreTest, WritesAfterCloseFailAsUnavailable) {
+TEST_P(FencedStoreEngineTest, WritesAfterCloseFailAsUnavailable) {
   auto store = Open();
   ASSERT_TRUE(store->Close().ok());
   EXPECT_TRUE(store->Put("lock", T(1), "k", "v").status().IsUnavailable());

@@ -12,6 +12,7 @@
 #include "fencekit/fencedstore/store.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "support/lock_services.h"
+#include "support/store_engines.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -63,7 +64,7 @@ class VerifyTest : public ::testing::Test {
   }
 
   std::unique_ptr<FencedStore> Open(StoreOptions o = {}) {
-    o.path = dir_.File("store.db");
+    o.path = Db();
     o.verify = Verifier();
     auto s = FencedStore::Open(o);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -81,6 +82,14 @@ class VerifyTest : public ::testing::Test {
     return {WriteRequest::Kind::kPut, lock, token, std::move(key), "v", std::move(service)};
   }
 
+  // The test's database on engine_, the same for every call in one test.
+  const std::string& Db() {
+    if (db_.empty()) db_ = testing::StoreDatabase(engine_, dir_);
+    return db_;
+  }
+
+  testing::StoreEngine engine_ = testing::StoreEngine::kSqlite;
+  std::string db_;
   TempDir dir_;
   std::unique_ptr<LockClient> locks_;
   std::string service_ = kService;
@@ -90,7 +99,20 @@ class VerifyTest : public ::testing::Test {
   bool failing_ = false;
 };
 
-TEST_F(VerifyTest, ForgedHigherTokenIsRefusedAndRecordedAndChangesNothing) {
+// The same tests on a SQLite file and on a PostgreSQL database.
+class VerifyEngineTest : public VerifyTest, public ::testing::WithParamInterface<testing::StoreEngine> {
+ protected:
+  void SetUp() override {
+    engine_ = GetParam();
+    VerifyTest::SetUp();
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Engines, VerifyEngineTest,
+                         ::testing::Values(testing::StoreEngine::kSqlite,
+                                           testing::StoreEngine::kPostgres),
+                         testing::StoreEngineName);
+
+TEST_P(VerifyEngineTest, ForgedHigherTokenIsRefusedAndRecordedAndChangesNothing) {
   auto store = Open();
   Lease lease = Acquire("lock");
   ASSERT_TRUE(store->Put("lock", lease.token, "k", "real").ok());
@@ -113,7 +135,7 @@ TEST_F(VerifyTest, ForgedHigherTokenIsRefusedAndRecordedAndChangesNothing) {
   EXPECT_FALSE(store->Highest("free")->has_value());
 }
 
-TEST_F(VerifyTest, HolderWritesManyTimesWithOneCall) {
+TEST_P(VerifyEngineTest, HolderWritesManyTimesWithOneCall) {
   auto store = Open();
   Lease lease = Acquire("lock");
   for (int i = 0; i < 20; ++i) {
@@ -125,7 +147,7 @@ TEST_F(VerifyTest, HolderWritesManyTimesWithOneCall) {
   EXPECT_EQ(stats.verifications, 1u);
 }
 
-TEST_F(VerifyTest, ConcurrentFirstWritesOfOneHolderShareOneCall) {
+TEST_P(VerifyEngineTest, ConcurrentFirstWritesOfOneHolderShareOneCall) {
   auto store = Open();
   Lease lease = Acquire("lock");
   CloseGate();  // every write reaches the store before the lock service answers
@@ -147,7 +169,7 @@ TEST_F(VerifyTest, ConcurrentFirstWritesOfOneHolderShareOneCall) {
   EXPECT_EQ(store->Stats().accepted, static_cast<std::uint64_t>(kWrites));
 }
 
-TEST_F(VerifyTest, NextHolderIsVerifiedAndTheOldTokenIsStale) {
+TEST_P(VerifyEngineTest, NextHolderIsVerifiedAndTheOldTokenIsStale) {
   auto store = Open();
   Lease first = Acquire("lock");
   ASSERT_TRUE(store->Put("lock", first.token, "k", "1").ok());
@@ -159,7 +181,7 @@ TEST_F(VerifyTest, NextHolderIsVerifiedAndTheOldTokenIsStale) {
   EXPECT_EQ(store->Stats().verifications, 2u);
 }
 
-TEST_F(VerifyTest, LockServiceDownFailsClosedAndRecordsNothing) {
+TEST_P(VerifyEngineTest, LockServiceDownFailsClosedAndRecordsNothing) {
   auto store = Open();
   Lease lease = Acquire("lock");
   SetFailing(true);
@@ -175,7 +197,7 @@ TEST_F(VerifyTest, LockServiceDownFailsClosedAndRecordsNothing) {
   EXPECT_TRUE(store->Put("lock", lease.token, "k", "v").ok());
 }
 
-TEST_F(VerifyTest, TooManyWaitingVerificationsAreRefusedAtOnce) {
+TEST_P(VerifyEngineTest, TooManyWaitingVerificationsAreRefusedAtOnce) {
   auto store = Open({.verify_threads = 1, .max_queued_verifications = 1});
   CloseGate();
   auto submit = [&](std::int64_t token) {
@@ -195,7 +217,7 @@ TEST_F(VerifyTest, TooManyWaitingVerificationsAreRefusedAtOnce) {
   EXPECT_TRUE(queued.get().status().IsUnverifiedToken());
 }
 
-TEST_F(VerifyTest, VerifiedTokenBindsTheFenceToTheConfirmingService) {
+TEST_P(VerifyEngineTest, VerifiedTokenBindsTheFenceToTheConfirmingService) {
   auto store = Open();
   Lease lease = Acquire("lock");
   ASSERT_TRUE(store->Write(Put("lock", lease.token, "k")).ok());
@@ -209,7 +231,7 @@ TEST_F(VerifyTest, VerifiedTokenBindsTheFenceToTheConfirmingService) {
   EXPECT_TRUE(store->Write(Put("lock", next.token, "k", kService)).ok());
 }
 
-TEST_F(VerifyTest, OnlyAConfirmedWriteBindsTheFenceToAService) {
+TEST_P(VerifyEngineTest, OnlyAConfirmedWriteBindsTheFenceToAService) {
   service_ = "";  // a lock service that does not name itself
   auto store = Open();
   Lease lease = Acquire("lock");
@@ -226,7 +248,7 @@ TEST_F(VerifyTest, OnlyAConfirmedWriteBindsTheFenceToAService) {
 
 // A fence set by hand is not confirmed: a write at its token is checked with the lock service
 // once, so an administrator who picks an old holder's token does not let that holder back in.
-TEST_F(VerifyTest, AFenceSetByHandIsConfirmedBeforeWritesAtItsTokenPass) {
+TEST_P(VerifyEngineTest, AFenceSetByHandIsConfirmedBeforeWritesAtItsTokenPass) {
   auto store = Open();
   Lease old = Acquire("lock");
   ASSERT_TRUE(store->Put("lock", old.token, "k", "old").ok());
@@ -247,10 +269,10 @@ TEST_F(VerifyTest, AFenceSetByHandIsConfirmedBeforeWritesAtItsTokenPass) {
 
 // A fence made before verification was on was never confirmed: a write at its token is
 // checked, so a token that poisoned the fence then cannot keep writing once verify is on.
-TEST_F(VerifyTest, AFenceMadeWithoutVerificationIsCheckedAtItsToken) {
+TEST_P(VerifyEngineTest, AFenceMadeWithoutVerificationIsCheckedAtItsToken) {
   Lease gone = Acquire("lock");
   {
-    auto plain = FencedStore::Open({.path = dir_.File("store.db")});
+    auto plain = FencedStore::Open({.path = Db()});
     ASSERT_TRUE(plain.ok());
     ASSERT_TRUE((*plain)->Put("lock", gone.token, "k", "v").ok());
   }
@@ -266,7 +288,7 @@ TEST_F(VerifyTest, AFenceMadeWithoutVerificationIsCheckedAtItsToken) {
 }
 
 // Closing does not make writes queued behind a slow lock service wait for it.
-TEST_F(VerifyTest, CloseFailsWritesWhoseVerificationHasNotStarted) {
+TEST_P(VerifyEngineTest, CloseFailsWritesWhoseVerificationHasNotStarted) {
   auto store = Open({.verify_threads = 1});
   Lease a = Acquire("a");
   Lease b = Acquire("b");
@@ -294,7 +316,7 @@ TEST_F(VerifyTest, CloseFailsWritesWhoseVerificationHasNotStarted) {
   EXPECT_TRUE(running.get().ok());
 }
 
-TEST_F(VerifyTest, LoweredFenceVerifiesAnOldTokenAgain) {
+TEST_P(VerifyEngineTest, LoweredFenceVerifiesAnOldTokenAgain) {
   auto store = Open();
   std::vector<Lease> leases;
   for (int i = 0; i < 3; ++i) {
@@ -314,7 +336,7 @@ TEST_F(VerifyTest, LoweredFenceVerifiesAnOldTokenAgain) {
   EXPECT_EQ(store->Highest("lock")->value(), leases[2].token);
 }
 
-TEST_F(VerifyTest, CloseWaitsForWritesUnderVerification) {
+TEST_P(VerifyEngineTest, CloseWaitsForWritesUnderVerification) {
   auto store = Open();
   Lease lease = Acquire("lock");
   CloseGate();

@@ -100,7 +100,9 @@ int main(int argc, char** argv) {
       ("listen", po::value(&listen)->default_value("127.0.0.1:8080"),
        "address to serve on, HOST:PORT (port 0 picks a free port)")
       ("db", po::value(&db)->default_value("./fenced.db"),
-       "SQLite database file (created if missing)")
+       "the database: a SQLite file (created if missing), or a PostgreSQL database's URI, "
+       "postgresql://USER@HOST:PORT/DBNAME (libpq's form: several hosts, "
+       "?target_session_attrs=read-write; the store lives in its schema fencekit)")
       ("durability", po::value(&durability)->default_value("full"),
        "full: a write is acknowledged only once fsynced (WAL, synchronous=FULL); normal: "
        "synchronous=NORMAL, which may lose the last acknowledged writes on power loss")
@@ -249,7 +251,7 @@ int main(int argc, char** argv) {
                                : server_options.host;
   const bool tls = !tls_cert.empty();
   std::cout << "fenced: listening on " << (tls ? "https://" : "http://") << shown_host << ":"
-            << (*server)->port() << " (db " << db << ", durability " << durability
+            << (*server)->port() << " (db " << DescribeDatabase(db) << ", durability " << durability
             << (auth_file.empty() ? ", no authentication" : ", authentication " + auth_file)
             << (store_options.strict ? ", strict" : "")
             << (store_options.unguarded ? ", UNGUARDED: NO FENCING" : "")

@@ -1,30 +1,29 @@
-// The SQLite implementation of FencedStore: it opens the database, migrates its schema, and
-// routes writes to the single writer (writer.h) and reads to the reader pool (reader_pool.h).
+// FencedStore on either engine: it opens the database (a SQLite file, or a PostgreSQL database
+// for a postgresql:// path), and routes writes to the single writer (writer.h) and reads to the
+// engine's reads (engine.h).
 #include "fencekit/fencedstore/store.h"
 
 #include <future>
 #include <utility>
 
-#include "connection.h"
+#include "engine.h"
 #include "fencekit/common/names.h"
-#include "reader_pool.h"
-#include "schema.h"
-#include "sqlite/sqlite_util.h"
-#include "sqlite/transaction.h"
+#include "pg_conn.h"
 #include "writer.h"
 
 namespace fencekit {
 namespace {
 
-class SqliteStore final : public FencedStore {
+using fencedstore::Storage;
+
+class Store final : public FencedStore {
  public:
-  explicit SqliteStore(StoreOptions o)
+  explicit Store(StoreOptions o)
       : options_(std::move(o)),
         clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
-        writer_(options_, clock_),
-        readers_(options_) {}
+        writer_(options_, clock_) {}
 
-  ~SqliteStore() override { (void)Close(); }
+  ~Store() override { (void)Close(); }
 
   Status Init() {
     if (options_.max_batch == 0) options_.max_batch = 1;
@@ -35,28 +34,36 @@ class SqliteStore final : public FencedStore {
         return s;
       }
     }
-    auto db = fencedstore::OpenConnection(options_, false);
-    if (!db.ok()) return db.status();
-    sqlite3* w = db->get();
-    auto txn = sqlite::TxnStatements::Prepare(w, sqlite::TxnMode::kImmediate,
-                                              "the store database \"" + options_.path + "\"");
-    if (!txn.ok()) return txn.status();
-    if (auto s = fencedstore::Migrate(w, *txn, options_.path); !s.ok()) return s;
-    return writer_.Start(std::move(db).value(), std::move(txn).value());
+    auto storage = fencedstore::IsPostgresUri(options_.path)
+                       ? fencedstore::OpenPostgresStorage(options_)
+                       : fencedstore::OpenSqliteStorage(options_);
+    if (!storage.ok()) return storage.status();
+    reads_ = std::move(storage->reads);
+    writer_.Start(std::move(storage->engine));
+    return Status::Ok();
   }
 
   void Submit(WriteRequest request, WriteCallback done) override {
     writer_.Submit(std::move(request), std::move(done));
   }
 
-  Result<StoredObject> Get(std::string_view key) override { return readers_.Get(key); }
+  Result<StoredObject> Get(std::string_view key) override {
+    if (auto s = CheckName("key", key, options_.max_key_bytes); !s.ok()) return s;
+    if (reads_ == nullptr) return Status::Unavailable("the store is closed");
+    return reads_->Get(key);
+  }
 
   Result<std::optional<FencingToken>> Highest(std::string_view lock) override {
-    return readers_.Highest(lock);
+    auto fence = Fence(lock);
+    if (!fence.ok()) return fence.status();
+    if (!fence->has_value()) return std::optional<FencingToken>();
+    return std::optional<FencingToken>((*fence)->highest);
   }
 
   Result<std::optional<FenceState>> Fence(std::string_view lock) override {
-    return readers_.Fence(lock);
+    if (auto s = CheckName("lock name", lock, options_.max_key_bytes); !s.ok()) return s;
+    if (reads_ == nullptr) return Status::Unavailable("the store is closed");
+    return reads_->Fence(lock);
   }
 
   bool requires_service() const override { return options_.require_service; }
@@ -72,15 +79,15 @@ class SqliteStore final : public FencedStore {
   }
 
   Result<std::vector<Decision>> History(std::size_t limit) override {
-    return readers_.History(limit);
+    if (reads_ == nullptr) return Status::Unavailable("the store is closed");
+    return reads_->History(limit);
   }
 
   StoreStats Stats() const override { return writer_.Stats(); }
 
   Status Close() override {
     if (!writer_.Stop()) return Status::Ok();
-    readers_.Close();
-    writer_.CloseDatabase();
+    if (reads_ != nullptr) reads_->Close();
     return Status::Ok();
   }
 
@@ -88,18 +95,23 @@ class SqliteStore final : public FencedStore {
   StoreOptions options_;
   Clock* clock_;
   fencedstore::Writer writer_;
-  fencedstore::ReaderPool readers_;
+  // Set by Init; reads after Close fail in it with kUnavailable.
+  std::unique_ptr<fencedstore::Reads> reads_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<FencedStore>> FencedStore::Open(StoreOptions options) {
   if (options.path.empty()) {
-    return Status::InvalidArgument("no database path given; set StoreOptions::path");
+    return Status::InvalidArgument(
+        "no database given; set StoreOptions::path to a SQLite file or a postgresql:// URI");
   }
-  auto store = std::make_unique<SqliteStore>(std::move(options));
+  auto store = std::make_unique<Store>(std::move(options));
   if (auto s = store->Init(); !s.ok()) return s;
   return std::unique_ptr<FencedStore>(std::move(store));
+}
+std::string DescribeDatabase(std::string_view path) {
+  return fencedstore::IsPostgresUri(path) ? fencedstore::pg::RedactUri(path) : std::string(path);
 }
 
 Result<WriteReceipt> FencedStore::Write(WriteRequest request) {

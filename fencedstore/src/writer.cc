@@ -1,7 +1,5 @@
 #include "writer.h"
 
-#include <sqlite3.h>
-
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -11,78 +9,16 @@
 
 namespace fencekit::fencedstore {
 
-using sqlite::Stmt;
-
 Writer::Writer(const StoreOptions& options, Clock* clock)
     : options_(options), clock_(clock), batch_buckets_(10) {}
 
-Status Writer::Start(sqlite::Db db, sqlite::TxnStatements txn) {
-  writer_db_ = std::move(db);
-  txn_ = std::move(txn);
-  sqlite3* w = writer_db_.get();
-  // One statement checks the token, the service binding and (under verify) that a token moving
-  // the fence up was confirmed, and moves the fence: ?1 lock, ?2 token, ?3 the write's service
-  // (NULL when none: judged by its token alone; else it binds an unbound fence and must match a
-  // bound one), ?4 whether the lock service confirmed the token.
-  // No RETURNING on the hot path: SQLite materialises RETURNING rows in a temporary table
-  // on every execution, which costs more than a second point lookup.
-  const std::string service_ok = " AND (?3 IS NULL OR service IS NULL OR service = ?3)";
-  std::string fence_sql;
-  if (options_.unguarded) {
-    fence_sql =
-        "UPDATE fences SET highest = max(highest, ?2), service = coalesce(service, ?3) "
-        "WHERE lock = ?1" +
-        service_ok;
-  } else {
-    // Under verify only a confirmed write binds the fence to a service: anyone may send the
-    // fence's current token (GET /v1/fences shows it), and must not bind the fence with it.
-    // `confirmed` says the lock service confirmed the fence's current token: under verify a
-    // write at the fence needs no call only then. Any unconfirmed move (a write without verify,
-    // fence administration) clears it, so a token set by hand or before verify was on is checked
-    // once more.
-    fence_sql = std::string("UPDATE fences SET highest = ?2, service = coalesce(service, ") +
-                (options_.verify ? "CASE WHEN ?4 THEN ?3 END" : "?3") + "), confirmed = CASE " +
-                (options_.verify ? "WHEN ?4 THEN 1 " : "") +
-                "WHEN ?2 = highest THEN confirmed ELSE 0 END WHERE lock = ?1 AND ?2 " +
-                (options_.strict ? ">" : ">=") + " highest" + service_ok;
-    if (options_.verify) {
-      fence_sql += options_.strict ? " AND ?4" : " AND ((?2 = highest AND confirmed) OR ?4)";
-    }
-  }
-  struct {
-    Stmt* stmt;
-    std::string sql;
-  } stmts[] = {
-      {&advance_fence_, fence_sql},
-      {&read_fence_, "SELECT highest, service FROM fences WHERE lock = ?1"},
-      {&insert_fence_,
-       "INSERT INTO fences(lock, highest, service, confirmed) VALUES(?1, ?2, ?3, ?4)"},
-      {&read_object_, "SELECT version, lock FROM objects WHERE key = ?1"},
-      {&upsert_object_,
-       "INSERT INTO objects(key, value, lock, token, version) VALUES(?1, ?2, ?3, ?4, ?5) "
-       "ON CONFLICT(key) DO UPDATE SET value = excluded.value, lock = excluded.lock, "
-       "token = excluded.token, version = excluded.version"},
-      {&delete_object_, "DELETE FROM objects WHERE key = ?1"},
-      {&insert_history_,
-       "INSERT INTO history(time_ms, op, lock, token, key, accepted, highest, reason, principal) "
-       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
-      {&trim_history_, "DELETE FROM history WHERE seq <= ?1"},
-      {&set_fence_,
-       "INSERT INTO fences(lock, highest, service, confirmed) VALUES(?1, ?2, NULL, 0) "
-       "ON CONFLICT(lock) DO UPDATE SET highest = excluded.highest, confirmed = 0, "
-       "service = CASE WHEN ?3 THEN NULL ELSE service END"},
-  };
-  for (auto& [stmt, sql] : stmts) {
-    auto st = Stmt::Prepare(w, sql);
-    if (!st.ok()) return st.status();
-    *stmt = std::move(st).value();
-  }
+void Writer::Start(std::unique_ptr<Engine> engine) {
+  engine_ = std::move(engine);
   if (options_.verify) {
     verifier_ = std::make_unique<Verifier>(options_.verify, options_.verify_threads,
                                            options_.max_queued_verifications);
   }
   writer_ = std::thread([this] { WriterLoop(); });
-  return Status::Ok();
 }
 
 void Writer::Submit(WriteRequest request, FencedStore::WriteCallback done) {
@@ -188,16 +124,14 @@ bool Writer::Stop() {
   if (verifier_ != nullptr) verifier_->BeginStop();
   if (writer_.joinable()) writer_.join();
   if (verifier_ != nullptr) verifier_->Stop();
-  // Statements must be finalized before their connection closes.
-  txn_ = sqlite::TxnStatements();
-  for (Stmt* st : {&advance_fence_, &read_fence_, &insert_fence_, &read_object_, &upsert_object_,
-                   &delete_object_, &insert_history_, &trim_history_, &set_fence_}) {
-    *st = Stmt();
-  }
+  if (engine_ != nullptr) engine_->Close();
   return true;
 }
 
-void Writer::CloseDatabase() { writer_db_ = sqlite::Db(); }
+std::int64_t Writer::NowMs() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(clock_->WallNow().time_since_epoch())
+      .count();
+}
 
 void Writer::WriterLoop() {
   std::vector<Pending> batch;
@@ -217,7 +151,7 @@ void Writer::WriterLoop() {
         queue_.pop_front();
       }
     }
-    for (auto& op : admin) op.done(RunSetFence(op));
+    for (auto& op : admin) op.done(engine_->SetFence(op, NowMs()));
     admin.clear();
     if (batch.empty()) continue;
     CommitBatch(batch);
@@ -233,36 +167,13 @@ void Writer::WriterLoop() {
   }
 }
 
-// Decides and applies every write of `batch` in one transaction. On any storage error the
-// transaction is rolled back and every write of the batch fails: nothing is acknowledged.
+// Decides and applies every write of `batch` in one transaction. On any storage error every
+// write of the batch fails: nothing is acknowledged.
 void Writer::CommitBatch(std::vector<Pending>& batch) {
-  Status failure = Status::Ok();
-  auto txn = sqlite::Transaction::Begin(txn_);
-  if (!txn.ok()) failure = txn.status();
-  std::int64_t now_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(clock_->WallNow().time_since_epoch())
-          .count();
-  std::int64_t last_seq = 0;
-  for (auto& p : batch) {
-    if (!failure.ok()) break;
-    failure = Apply(p, now_ms, last_seq);
-  }
-  if (failure.ok() && last_seq > static_cast<std::int64_t>(options_.history_limit) &&
-      last_seq % 64 < static_cast<std::int64_t>(batch.size())) {
-    // Trimming every ~64 records keeps the history bounded without a delete per commit.
-    trim_history_.BindInt(1, last_seq - static_cast<std::int64_t>(options_.history_limit));
-    int rc = trim_history_.Step();
-    if (rc != SQLITE_DONE) failure = sqlite::Error(writer_db_.get(), rc, "trimming the history");
-    trim_history_.Reset();
-  }
-  if (failure.ok()) failure = txn->Commit();
+  Status failure = engine_->CommitBatch(batch, NowMs(), verifier_.get());
   if (!failure.ok()) {
-    if (txn.ok()) txn->Rollback();
-    Status s = Status::IoError("the write was not stored: " + failure.message() +
-                               ". Nothing in this batch was acknowledged; retry the write");
-    if (failure.IsUnavailable()) s = Status::Unavailable(s.message());
     for (auto& p : batch) {
-      p.result = s;
+      p.result = failure;
       p.outcome = Outcome::kFailed;
     }
     failed_.fetch_add(batch.size(), std::memory_order_relaxed);

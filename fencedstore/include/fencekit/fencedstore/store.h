@@ -3,8 +3,9 @@
 // Per lock name (a "fence") the store keeps the highest token it has accepted. A write (put or
 // delete) names (lock, token, key) and is accepted iff token >= highest for that lock
 // (token > highest in strict mode); then highest := token. The check, the write, the fence
-// advance and the history record happen in one SQLite transaction, and a write is acknowledged
-// only once that transaction is durable.
+// advance and the history record happen in one transaction (SQLite, or PostgreSQL where several
+// stores may share one database), and a write is acknowledged only once that transaction is
+// durable.
 //
 // Three more rules make the store trust no client (docs/architecture.md):
 // - a key belongs to the lock of the write that created it (or to StoreOptions::lock_for); a
@@ -52,9 +53,14 @@ using TokenVerifier =
 
 struct StoreOptions {
   // --- Affects behaviour ---
-  // Path of the SQLite database file. Created if missing.
+  // The database: a SQLite file's path (created if missing), or a PostgreSQL database's URI
+  // ("postgresql://user@host:port/dbname", libpq's form: several hosts and
+  // target_session_attrs=read-write work), where the store lives in the schema `fencekit`,
+  // created if missing (docs/operations-postgresql.md).
   std::string path;
-  // Default kFull. See Durability.
+  // Default kFull. See Durability. On PostgreSQL, kFull refuses a server with fsync off and
+  // raises a session's synchronous_commit=off to on; kNormal sets it off (a crash of the server
+  // may then lose the last acknowledged writes).
   Durability durability = Durability::kFull;
   // When true, a write needs token > highest (exactly one write per grant). Default false:
   // token >= highest, so one holder may write many times under one grant.
@@ -69,6 +75,9 @@ struct StoreOptions {
   std::size_t max_key_bytes = 1024;
   // Time source for history records. Null means Clock::Real(). Not owned.
   Clock* clock = nullptr;
+  // PostgreSQL: the longest wait for the database in one exchange (a batch's commit, a read).
+  // Past it the connection is dropped and the writes fail with kUnavailable, unacknowledged.
+  std::chrono::milliseconds database_timeout{30'000};
   // SQLite VFS name; empty for the default. Used by tests to inject I/O faults.
   std::string sqlite_vfs;
   // Keys bound to a lock before any write: (key prefix, lock). A write of a key under one of
@@ -174,5 +183,9 @@ class FencedStore {
   // Finishes queued writes and closes the database; later writes fail with kUnavailable.
   virtual Status Close() = 0;
 };
+
+// StoreOptions::path as it may be shown in messages and logs: a PostgreSQL URI loses its
+// password.
+std::string DescribeDatabase(std::string_view path);
 
 }  // namespace fencekit

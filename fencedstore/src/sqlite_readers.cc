@@ -1,4 +1,4 @@
-#include "reader_pool.h"
+#include "sqlite_readers.h"
 
 #include <sqlite3.h>
 
@@ -6,25 +6,24 @@
 #include <chrono>
 #include <cstdint>
 
-#include "connection.h"
-#include "fencekit/common/names.h"
 #include "sqlite/sqlite_util.h"
+#include "sqlite_connection.h"
 
 namespace fencekit::fencedstore {
 
 using sqlite::Stmt;
 
-struct ReaderPool::Reader {
+struct SqliteReads::Reader {
   sqlite::Db db;
   Stmt get, fence, history;
 };
 
-ReaderPool::ReaderPool(const StoreOptions& options) : options_(options) {}
+SqliteReads::SqliteReads(const StoreOptions& options) : options_(options) {}
 
-ReaderPool::~ReaderPool() = default;
+SqliteReads::~SqliteReads() = default;
 
 template <typename F>
-auto ReaderPool::WithReader(F&& f) -> decltype(f(std::declval<Reader&>())) {
+auto SqliteReads::WithReader(F&& f) -> decltype(f(std::declval<Reader&>())) {
   std::unique_ptr<Reader> r;
   {
     std::lock_guard lock(mu_);
@@ -45,8 +44,7 @@ auto ReaderPool::WithReader(F&& f) -> decltype(f(std::declval<Reader&>())) {
   return result;
 }
 
-Result<StoredObject> ReaderPool::Get(std::string_view key) {
-  if (auto s = CheckName("key", key, options_.max_key_bytes); !s.ok()) return s;
+Result<StoredObject> SqliteReads::Get(std::string_view key) {
   return WithReader([&](Reader& r) -> Result<StoredObject> {
     sqlite::ResetOnExit reset(r.get);
     r.get.BindBlob(1, key);
@@ -60,15 +58,7 @@ Result<StoredObject> ReaderPool::Get(std::string_view key) {
   });
 }
 
-Result<std::optional<FencingToken>> ReaderPool::Highest(std::string_view lock) {
-  auto fence = Fence(lock);
-  if (!fence.ok()) return fence.status();
-  if (!fence->has_value()) return std::optional<FencingToken>();
-  return std::optional<FencingToken>((*fence)->highest);
-}
-
-Result<std::optional<FenceState>> ReaderPool::Fence(std::string_view lock) {
-  if (auto s = CheckName("lock name", lock, options_.max_key_bytes); !s.ok()) return s;
+Result<std::optional<FenceState>> SqliteReads::Fence(std::string_view lock) {
   return WithReader([&](Reader& r) -> Result<std::optional<FenceState>> {
     sqlite::ResetOnExit reset(r.fence);
     r.fence.BindBlob(1, lock);
@@ -81,7 +71,7 @@ Result<std::optional<FenceState>> ReaderPool::Fence(std::string_view lock) {
   });
 }
 
-Result<std::vector<Decision>> ReaderPool::History(std::size_t limit) {
+Result<std::vector<Decision>> SqliteReads::History(std::size_t limit) {
   return WithReader([&](Reader& r) -> Result<std::vector<Decision>> {
     sqlite::ResetOnExit reset(r.history);
     r.history.BindInt(1, static_cast<sqlite3_int64>(std::min<std::size_t>(limit, INT64_MAX)));
@@ -108,13 +98,13 @@ Result<std::vector<Decision>> ReaderPool::History(std::size_t limit) {
   });
 }
 
-void ReaderPool::Close() {
+void SqliteReads::Close() {
   std::lock_guard lock(mu_);
   closed_ = true;
   readers_.clear();
 }
 
-Result<std::unique_ptr<ReaderPool::Reader>> ReaderPool::MakeReader() {
+Result<std::unique_ptr<SqliteReads::Reader>> SqliteReads::MakeReader() {
   auto db = OpenConnection(options_, true);
   if (!db.ok()) return db.status();
   auto r = std::make_unique<Reader>();

@@ -1,4 +1,4 @@
-#include "schema.h"
+#include "sqlite_schema.h"
 
 #include "sqlite/sqlite_util.h"
 

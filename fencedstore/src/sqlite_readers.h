@@ -1,5 +1,5 @@
-// The store's reads (Get, Highest, Fence, History) on a pool of read-only connections, which in WAL
-// mode run beside the writer and never wait for it. Private to fencedstore.
+// The SQLite store's reads on a pool of read-only connections, which in WAL mode run beside the
+// writer and never wait for it. Private to fencedstore.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine.h"
 #include "fencekit/common/status.h"
 #include "fencekit/common/store_types.h"
 #include "fencekit/common/token.h"
@@ -19,20 +20,17 @@ namespace fencekit::fencedstore {
 
 // A read borrows an idle connection, or opens one, and gives it back afterwards; at most 16
 // stay open. Thread safety: safe for concurrent use; each read has a connection to itself.
-class ReaderPool {
+class SqliteReads final : public Reads {
  public:
   // REQUIRES: `options` outlives the pool.
-  explicit ReaderPool(const StoreOptions& options);
-  ~ReaderPool();
+  explicit SqliteReads(const StoreOptions& options);
+  ~SqliteReads() override;
 
-  // As FencedStore's, plus kUnavailable once the pool is closed.
-  Result<StoredObject> Get(std::string_view key);
-  Result<std::optional<FencingToken>> Highest(std::string_view lock);
-  Result<std::optional<FenceState>> Fence(std::string_view lock);
-  Result<std::vector<Decision>> History(std::size_t limit);
-
-  // Closes the idle connections; later reads fail with kUnavailable.
-  void Close();
+  Result<StoredObject> Get(std::string_view key) override;
+  Result<std::optional<FenceState>> Fence(std::string_view lock) override;
+  Result<std::vector<Decision>> History(std::size_t limit) override;
+  // Closes the idle connections.
+  void Close() override;
 
  private:
   struct Reader;  // a connection and its prepared statements

@@ -1,8 +1,13 @@
-#include "connection.h"
+#include "sqlite_connection.h"
 
 #include <sqlite3.h>
 
 #include <string>
+
+#include "sqlite/transaction.h"
+#include "sqlite_engine.h"
+#include "sqlite_readers.h"
+#include "sqlite_schema.h"
 
 namespace fencekit::fencedstore {
 
@@ -23,6 +28,19 @@ Result<sqlite::Db> OpenConnection(const StoreOptions& o, bool read_only) {
   if (read_only) pragmas += "PRAGMA query_only=1;";
   if (auto s = sqlite::Exec(raw, pragmas); !s.ok()) return s;
   return db;
+}
+
+Result<Storage> OpenSqliteStorage(const StoreOptions& options) {
+  auto db = OpenConnection(options, false);
+  if (!db.ok()) return db.status();
+  sqlite3* w = db->get();
+  auto txn = sqlite::TxnStatements::Prepare(w, sqlite::TxnMode::kImmediate,
+                                            "the store database \"" + options.path + "\"");
+  if (!txn.ok()) return txn.status();
+  if (auto s = Migrate(w, *txn, options.path); !s.ok()) return s;
+  auto engine = SqliteEngine::Make(options, std::move(db).value(), std::move(txn).value());
+  if (!engine.ok()) return engine.status();
+  return Storage{std::move(engine).value(), std::make_unique<SqliteReads>(options)};
 }
 
 }  // namespace fencekit::fencedstore

@@ -1,0 +1,96 @@
+// The storage side of the store, for one kind of database (sqlite_*.h, pg_*.h): how a batch of
+// writes is decided and made durable in one transaction (Engine), and how reads are answered
+// (Reads). The writer (writer.h) owns the queue, the thread, the batches and verification; an
+// engine owns the writer's connection. Private to fencedstore.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fencekit/common/status.h"
+#include "fencekit/common/store_types.h"
+#include "fencekit/fencedstore/store.h"
+#include "verifier.h"
+
+namespace fencekit::fencedstore {
+
+enum class Outcome { kAccepted, kRefused, kFailed, kDeferred };
+enum class Refusal { kNone, kStale, kWrongLock, kWrongService, kUnverified };
+
+// The history's name of a refusal ("stale_token", ...; empty for kNone).
+std::string_view RefusalName(Refusal r);
+
+// One write on its way through the writer, and the decision an engine leaves in it.
+struct Pending {
+  WriteRequest request;
+  FencedStore::WriteCallback done;
+  // lock_for's lock for the key (the longest matching prefix), or null. Set by Submit.
+  const std::string* prefix_lock = nullptr;
+  // The lock service's answer on (lock, token), once asked; `resumed` when it came back from
+  // a flight of the verifier (which is told once the write is processed).
+  SharedVerdict verdict;
+  bool resumed = false;
+  // Set by the engine.
+  Result<WriteReceipt> result = Status::Internal("write not processed");
+  Outcome outcome = Outcome::kFailed;
+  std::int64_t highest = 0;
+  Refusal refusal = Refusal::kNone;
+};
+
+// A fence administration (FencedStore::SetFence).
+struct AdminOp {
+  std::string lock;
+  FencingToken highest;
+  std::string principal;
+  bool unbind = false;
+  std::function<void(Result<Decision>)> done;
+};
+
+// Thread safety: used by the writer thread only (and by Start/Stop when it is not running).
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  // Decides every write of `batch` and applies the accepted ones in one transaction, with one
+  // record per decision in the history; returns once that transaction is durable. A write the
+  // engine cannot decide before the lock service answers is left kDeferred, unrecorded and
+  // unchanged (`verifier` may hold the answer already; null without verification). On a storage
+  // error nothing of the batch may be acknowledged: returns the status every write of the batch
+  // fails with, worded for the client (and saying whether the batch may have been stored).
+  virtual Status CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms,
+                             Verifier* verifier) = 0;
+  // As FencedStore::SetFence, in a transaction of its own.
+  virtual Result<Decision> SetFence(const AdminOp& op, std::int64_t now_ms) = 0;
+  // Releases the connection; the last call.
+  virtual void Close() = 0;
+};
+
+// The store's reads. Names are checked by the caller. Thread safety: safe for concurrent use.
+class Reads {
+ public:
+  virtual ~Reads() = default;
+  virtual Result<StoredObject> Get(std::string_view key) = 0;
+  virtual Result<std::optional<FenceState>> Fence(std::string_view lock) = 0;
+  virtual Result<std::vector<Decision>> History(std::size_t limit) = 0;
+  // Later reads fail with kUnavailable.
+  virtual void Close() = 0;
+};
+
+// The engine and the reads of one database.
+struct Storage {
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Reads> reads;
+};
+
+// Whether StoreOptions::path names a PostgreSQL database ("postgresql://" or "postgres://").
+bool IsPostgresUri(std::string_view path);
+// Open options.path, creating or migrating its schema. REQUIRES: `options` outlives the result.
+Result<Storage> OpenSqliteStorage(const StoreOptions& options);    // sqlite_connection.cc
+Result<Storage> OpenPostgresStorage(const StoreOptions& options);  // pg_storage.cc
+
+}  // namespace fencekit::fencedstore

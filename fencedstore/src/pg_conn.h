@@ -1,0 +1,92 @@
+// One libpq connection with a deadline on every wait: the connection is non-blocking and every
+// exchange polls its socket, so a stopped or unreachable server costs at most the timeout, never
+// a hung thread. Commands go one by one (Exec) or together in one pipeline (Pipeline: one round
+// trip for many statements). Private to fencedstore.
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fencekit/common/status.h"
+
+namespace fencekit::fencedstore::pg {
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using ResultPtr = std::unique_ptr<PGresult, ResultDeleter>;
+
+// One statement of a pipeline: a prepared statement's name, or SQL with at most one statement.
+// Parameters are text, or binary for bytea (`Bytes`); results come in binary format.
+struct Command {
+  std::string sql;        // SQL, or the name of a statement prepared with Prepare
+  bool prepared = false;  // `sql` names a prepared statement
+  std::vector<std::optional<std::string>> values;  // nullopt is NULL
+  std::vector<int> formats;                        // 1: binary, 0: text
+
+  Command& Text(std::string_view v);
+  Command& Int(std::int64_t v);
+  Command& Bool(bool v);
+  Command& Bytes(std::string_view v);
+  Command& Null();
+};
+
+// Reading binary result columns.
+std::int64_t GetInt(const PGresult* r, int row, int col);
+bool GetBool(const PGresult* r, int row, int col);
+std::string GetBytes(const PGresult* r, int row, int col);  // bytea or text; "" for NULL
+
+// The SQLSTATE of a failed result ("" when none), and its message.
+std::string SqlState(const PGresult* r);
+std::string ErrorText(const PGresult* r);
+
+// The URI without its password, to name the database in messages and logs.
+std::string RedactUri(std::string_view uri);
+
+// Thread safety: not safe for concurrent use.
+class Conn {
+ public:
+  // Connects to `uri` (libpq's URI form, several hosts allowed); each host is tried for at most
+  // connect_timeout (default 5 s; the URI may set it). kUnavailable with libpq's reason.
+  static Result<std::unique_ptr<Conn>> Connect(const std::string& uri);
+  ~Conn();
+
+  // False once the connection is lost, or after an exchange that failed midway (the
+  // connection's state is then unknown): make a new one.
+  bool usable() const;
+
+  // Runs `sql` (one or more statements, simple protocol, no parameters) and returns the last
+  // result. A failed statement gives its error (kIoError with the SQLSTATE in the message).
+  Result<ResultPtr> Exec(const std::string& sql, std::chrono::milliseconds timeout);
+  // Prepares `sql` under `name`.
+  Status Prepare(const std::string& name, const std::string& sql,
+                 std::chrono::milliseconds timeout);
+  // Sends every command in one pipeline, then waits for all their results: one per command, in
+  // order; the commands after a failed one get PGRES_PIPELINE_ABORTED. kUnavailable when the
+  // connection is lost or `timeout` passes (the connection is then unusable).
+  Result<std::vector<ResultPtr>> Pipeline(const std::vector<Command>& commands,
+                                          std::chrono::milliseconds timeout);
+  // Whether the server sent a WARNING since the last call (e.g. a commit that stopped waiting
+  // for its synchronous standby), then forgets it.
+  bool TakeWarning();
+
+ private:
+  explicit Conn(PGconn* c);
+  // Sends what is buffered and reads until `done` is true, within `deadline`.
+  template <typename Done>
+  Status Wait(Done done, std::chrono::steady_clock::time_point deadline);
+  Status Lost(std::string_view doing);
+
+  PGconn* conn_;
+  bool broken_ = false;
+  bool warned_ = false;
+};
+
+}  // namespace fencekit::fencedstore::pg

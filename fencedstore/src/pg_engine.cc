@@ -1,0 +1,269 @@
+#include "pg_engine.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "refusals.h"
+
+namespace fencekit::fencedstore {
+
+using pg::Command;
+
+namespace {
+
+constexpr const char* kWrite = "fencekit_write";
+// Deadlocks between the batches of several fenced are resolved by PostgreSQL aborting one; the
+// aborted batch stored nothing and runs again, up to this many times in all.
+constexpr int kAttempts = 5;
+
+Status FailedResult(const PGresult* r, std::string_view doing) {
+  return Status::IoError(std::string(doing) + ": " + pg::ErrorText(r));
+}
+
+}  // namespace
+
+PostgresEngine::PostgresEngine(const StoreOptions& options, std::unique_ptr<pg::Conn> conn)
+    : options_(options), conn_(std::move(conn)) {}
+
+Status PostgresEngine::Configure(pg::Conn& conn, const StoreOptions& options) {
+  auto t = options.database_timeout;
+  auto settings =
+      conn.Exec("SELECT current_setting('fsync'), current_setting('synchronous_commit')", t);
+  if (!settings.ok()) return settings.status();
+  std::string fsync = PQgetvalue(settings->get(), 0, 0);
+  std::string sync = PQgetvalue(settings->get(), 0, 1);
+  std::string set;
+  if (options.durability == Durability::kFull) {
+    if (fsync != "on") {
+      return Status::InvalidArgument(
+          "PostgreSQL runs with fsync=" + fsync +
+          ": an acknowledged write would not survive a crash of its machine. Turn fsync on in "
+          "the server's configuration (or open the store with durability normal)");
+    }
+    // A commit is acknowledged once durable (and, with a synchronous standby, replicated as the
+    // server's synchronous_commit says): never with synchronous_commit=off.
+    if (sync == "off") set = "SET synchronous_commit = on";
+  } else {
+    set = "SET synchronous_commit = off";
+  }
+  if (!set.empty()) {
+    if (auto r = conn.Exec(set, t); !r.ok()) return r.status();
+  }
+  return conn.Prepare(kWrite,
+                      "SELECT * FROM fencekit.write($1::boolean, $2::bytea, $3::int8, $4::bytea, "
+                      "$5::bytea, $6::text, $7::bytea, $8::int4, $9::text, $10::boolean, "
+                      "$11::boolean, $12::int8, $13::bytea, $14::boolean)",
+                      t);
+}
+
+Status PostgresEngine::Connected() {
+  if (conn_ != nullptr && conn_->usable()) return Status::Ok();
+  conn_.reset();
+  auto c = pg::Conn::Connect(options_.path);
+  if (!c.ok()) return c.status();
+  if (auto s = Configure(**c, options_); !s.ok()) return s;
+  conn_ = std::move(c).value();
+  return Status::Ok();
+}
+
+Status PostgresEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms,
+                                   Verifier* verifier) {
+  // Each write locks its lock's fence until the commit. Taking them in one order (by lock, the
+  // writes of one lock keeping theirs) keeps the batches of several fenced from deadlocking in
+  // most cases; the rest are retried.
+  std::vector<std::size_t> order(batch.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return batch[a].request.lock < batch[b].request.lock;
+  });
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    bool retry = false;
+    Status s = Attempt(batch, order, now_ms, &retry);
+    if (!retry) {
+      if (!s.ok()) return s;
+      break;
+    }
+    if (attempt + 1 == kAttempts) {
+      return BatchFailure(
+          Status::Unavailable("PostgreSQL aborted the batch " + std::to_string(kAttempts) +
+                              " times to resolve deadlocks with other writers"),
+          false);
+    }
+  }
+  for (auto& p : batch) {
+    if (p.outcome != Outcome::kDeferred) continue;
+    // The lock service must be asked; a verdict that could not be had fails the write closed.
+    if (p.verdict != nullptr && !p.verdict->ok()) {
+      p.outcome = Outcome::kFailed;
+      p.result = p.verdict->status();
+    } else if (verifier == nullptr) {
+      p.outcome = Outcome::kFailed;
+      p.result = Status::Internal("the fence refused a token above it; nothing was written");
+    }
+  }
+  return Status::Ok();
+}
+
+Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<std::size_t>& order,
+                               std::int64_t now_ms, bool* retry) {
+  if (auto s = Connected(); !s.ok()) return BatchFailure(s, false);
+  std::vector<Status> mismatch(batch.size());
+  commands_.clear();
+  commands_.push_back(Command{"BEGIN"});
+  for (std::size_t i : order) {
+    const Pending& p = batch[i];
+    const WriteRequest& w = p.request;
+    std::string_view service;
+    mismatch[i] = ResolveService(p, &service);
+    int verify = 0;
+    if (options_.verify) {
+      verify = p.verdict == nullptr || !p.verdict->ok() ? 1 : (Verified(p) ? 3 : 2);
+    }
+    Command c{kWrite, true};
+    c.Bool(w.kind == WriteRequest::Kind::kDelete).Bytes(w.lock).Int(w.token.value()).Bytes(w.key);
+    c.Bytes(w.kind == WriteRequest::Kind::kPut ? std::string_view(w.value) : std::string_view());
+    service.empty() ? c.Null() : c.Text(service);
+    p.prefix_lock == nullptr ? c.Null() : c.Bytes(*p.prefix_lock);
+    c.Int(verify);
+    mismatch[i].ok() ? c.Null() : c.Text(RefusalName(Refusal::kWrongService));
+    c.Bool(options_.strict).Bool(options_.unguarded).Int(now_ms);
+    w.principal.empty() ? c.Null() : c.Bytes(w.principal);
+    c.Bool(options_.history_limit > 0);
+    commands_.push_back(std::move(c));
+  }
+  if (options_.history_limit > 0 && ++commits_ % 64 == 0) {
+    // Trimming every 64 commits keeps the history bounded without a delete per commit.
+    commands_.push_back(
+        Command{"DELETE FROM fencekit.history WHERE seq <= "
+                "(SELECT max(seq) FROM fencekit.history) - $1::int8"}
+            .Int(static_cast<std::int64_t>(options_.history_limit)));
+  }
+  commands_.push_back(Command{"COMMIT"});
+  (void)conn_->TakeWarning();
+  auto results = conn_->Pipeline(commands_, options_.database_timeout);
+  // Lost midway, the COMMIT may or may not have been done.
+  if (!results.ok()) return BatchFailure(results.status(), true);
+  for (const auto& r : *results) {
+    ExecStatusType st = PQresultStatus(r.get());
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) continue;
+    std::string state = pg::SqlState(r.get());
+    Status failure = FailedResult(r.get(), "PostgreSQL refused the batch");
+    if (conn_->usable()) (void)conn_->Exec("ROLLBACK", options_.database_timeout);
+    if (state == "40P01" || state == "40001") {
+      *retry = true;
+      return Status::Ok();
+    }
+    return BatchFailure(failure, false);
+  }
+  if (conn_->TakeWarning()) {
+    // E.g. a commit that stopped waiting for its synchronous standby: it is only local, and a
+    // failover could lose it.
+    return BatchFailure(Status::Unavailable("PostgreSQL warned while committing the batch (see "
+                                            "its log); it is not known to be replicated"),
+                        true);
+  }
+  for (std::size_t j = 0; j < order.size(); ++j) {
+    Pending& p = batch[order[j]];
+    const WriteRequest& w = p.request;
+    const PGresult* r = (*results)[1 + j].get();
+    if (PQntuples(r) != 1 || PQnfields(r) != 6) {
+      return BatchFailure(Status::Internal("fencekit.write returned an unexpected row"), false);
+    }
+    std::string outcome = pg::GetBytes(r, 0, 0);
+    p.highest = pg::GetInt(r, 0, 1);
+    p.refusal = Refusal::kNone;
+    Status refusal = Status::Ok();
+    if (outcome == "accepted") {
+      std::int64_t version = pg::GetInt(r, 0, 2);
+      p.outcome = Outcome::kAccepted;
+      p.result = WriteReceipt{w.key, w.lock, w.token, version,
+                              w.kind == WriteRequest::Kind::kPut && version == 1};
+      continue;
+    }
+    if (outcome == "verify") {
+      p.outcome = Outcome::kDeferred;
+      continue;
+    }
+    if (outcome == "stale_token") {
+      p.refusal = Refusal::kStale;
+      refusal = StaleTokenStatus(w, p.highest, options_.strict);
+    } else if (outcome == "wrong_lock") {
+      p.refusal = Refusal::kWrongLock;
+      refusal = WrongLockStatus(w, pg::GetBytes(r, 0, 3), p.prefix_lock != nullptr);
+    } else if (outcome == "wrong_service") {
+      p.refusal = Refusal::kWrongService;
+      std::string_view service;
+      Status early = ResolveService(p, &service);
+      refusal = !early.ok() ? early : FenceServiceStatus(w, pg::GetBytes(r, 0, 4), service);
+    } else if (outcome == "unverified_token") {
+      p.refusal = Refusal::kUnverified;
+      refusal = UnverifiedStatus(w);
+    } else {
+      return BatchFailure(Status::Internal("fencekit.write returned an unknown outcome"), false);
+    }
+    p.outcome = Outcome::kRefused;
+    p.result = std::move(refusal);
+  }
+  return Status::Ok();
+}
+
+Result<Decision> PostgresEngine::SetFence(const AdminOp& op, std::int64_t now_ms) {
+  Decision d;
+  d.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(now_ms));
+  d.op = "set_fence";
+  d.lock = op.lock;
+  d.token = op.highest.value();
+  d.accepted = true;
+  d.highest = op.highest.value();
+  d.principal = op.principal;
+  Status failure = Connected();
+  bool maybe_stored = false;
+  if (failure.ok()) {
+    std::vector<Command> commands;
+    commands.push_back(Command{"BEGIN"});
+    commands.push_back(
+        Command{"INSERT INTO fencekit.fences(lock, highest, service, confirmed) "
+                "VALUES ($1::bytea, $2::int8, NULL, false) ON CONFLICT (lock) DO UPDATE SET "
+                "highest = excluded.highest, confirmed = false, "
+                "service = CASE WHEN $3::boolean THEN NULL ELSE fencekit.fences.service END"}
+            .Bytes(op.lock)
+            .Int(op.highest.value())
+            .Bool(op.unbind));
+    if (options_.history_limit > 0) {
+      Command record{
+          "INSERT INTO fencekit.history(time_ms, op, lock, token, key, accepted, highest, "
+          "reason, principal) VALUES ($1::int8, 'set_fence', $2::bytea, $3::int8, ''::bytea, "
+          "true, $3::int8, NULL, $4::bytea) RETURNING seq"};
+      record.Int(now_ms).Bytes(op.lock).Int(op.highest.value());
+      op.principal.empty() ? record.Null() : record.Bytes(op.principal);
+      commands.push_back(std::move(record));
+    }
+    commands.push_back(Command{"COMMIT"});
+    auto results = conn_->Pipeline(commands, options_.database_timeout);
+    if (!results.ok()) {
+      failure = results.status();
+      maybe_stored = true;
+    } else {
+      for (const auto& r : *results) {
+        ExecStatusType st = PQresultStatus(r.get());
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+          failure = FailedResult(r.get(), "setting the fence");
+          if (conn_->usable()) (void)conn_->Exec("ROLLBACK", options_.database_timeout);
+          break;
+        }
+      }
+      if (failure.ok() && options_.history_limit > 0) d.seq = pg::GetInt((*results)[2].get(), 0, 0);
+    }
+  }
+  if (failure.ok()) return d;
+  std::string message = std::string(maybe_stored ? "the fence may or may not have been set: "
+                                                 : "the fence was not set: ") +
+                        failure.message() + ". Read it, or set it again";
+  return failure.IsUnavailable() ? Status::Unavailable(message) : Status::IoError(message);
+}
+
+void PostgresEngine::Close() { conn_.reset(); }
+
+}  // namespace fencekit::fencedstore

@@ -1,0 +1,47 @@
+// The PostgreSQL engine: a batch of writes sent as one pipeline (BEGIN, one call of
+// fencekit.write per write, COMMIT), so that a batch costs one round trip and one commit
+// however many writes it holds. The connection is remade after it is lost (libpq picks a
+// read-write host of the URI's list), so fenced rides out a failover. Private to fencedstore.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine.h"
+#include "pg_conn.h"
+
+namespace fencekit::fencedstore {
+
+// Thread safety: as Engine.
+class PostgresEngine final : public Engine {
+ public:
+  // REQUIRES: `options` outlives the engine; the schema is current. `conn` may be null (the
+  // first batch connects).
+  PostgresEngine(const StoreOptions& options, std::unique_ptr<pg::Conn> conn);
+
+  Status CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms, Verifier* verifier) override;
+  Result<Decision> SetFence(const AdminOp& op, std::int64_t now_ms) override;
+  void Close() override;
+
+  // Makes a connection ready for the engine: the session's durability, prepared statements.
+  // kInvalidArgument when the server cannot keep StoreOptions::durability's promise (fsync off).
+  static Status Configure(pg::Conn& conn, const StoreOptions& options);
+
+ private:
+  // A usable connection, remade when lost.
+  Status Connected();
+  // One attempt at the batch; `retry` is set when PostgreSQL aborted it for a deadlock or a
+  // serialization failure (nothing was stored; it may simply run again).
+  Status Attempt(std::vector<Pending>& batch, const std::vector<std::size_t>& order,
+                 std::int64_t now_ms, bool* retry);
+
+  const StoreOptions& options_;
+  std::unique_ptr<pg::Conn> conn_;
+  std::uint64_t commits_ = 0;
+  std::vector<pg::Command> commands_;  // reused across batches
+};
+
+}  // namespace fencekit::fencedstore

@@ -1,0 +1,39 @@
+// The PostgreSQL store's reads, on a pool of connections of their own (READ COMMITTED: a read
+// sees every committed write). Private to fencedstore.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "engine.h"
+#include "pg_conn.h"
+
+namespace fencekit::fencedstore {
+
+// A read borrows an idle connection, or makes one, and gives it back afterwards; at most 8 stay
+// open. A pooled connection found lost (after a failover, say) is replaced once.
+// Thread safety: safe for concurrent use; each read has a connection to itself.
+class PostgresReads final : public Reads {
+ public:
+  // REQUIRES: `options` outlives this.
+  explicit PostgresReads(const StoreOptions& options) : options_(options) {}
+
+  Result<StoredObject> Get(std::string_view key) override;
+  Result<std::optional<FenceState>> Fence(std::string_view lock) override;
+  Result<std::vector<Decision>> History(std::size_t limit) override;
+  void Close() override;
+
+ private:
+  // Runs `command` on a borrowed connection; its one result.
+  Result<pg::ResultPtr> Run(const pg::Command& command);
+
+  const StoreOptions& options_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<pg::Conn>> idle_;  // GUARDED_BY(mu_)
+  bool closed_ = false;                          // GUARDED_BY(mu_)
+};
+
+}  // namespace fencekit::fencedstore

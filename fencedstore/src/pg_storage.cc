@@ -1,0 +1,30 @@
+// Opening the PostgreSQL storage (engine.h): connect, migrate, configure.
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "engine.h"
+#include "pg_conn.h"
+#include "pg_engine.h"
+#include "pg_reads.h"
+#include "pg_schema.h"
+
+namespace fencekit::fencedstore {
+
+bool IsPostgresUri(std::string_view path) {
+  return path.starts_with("postgresql://") || path.starts_with("postgres://");
+}
+
+Result<Storage> OpenPostgresStorage(const StoreOptions& options) {
+  auto conn = pg::Conn::Connect(options.path);
+  if (!conn.ok()) return conn.status();
+  if (auto s = pg::Migrate(**conn, pg::RedactUri(options.path), options.database_timeout);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = PostgresEngine::Configure(**conn, options); !s.ok()) return s;
+  return Storage{std::make_unique<PostgresEngine>(options, std::move(conn).value()),
+                 std::make_unique<PostgresReads>(options)};
+}
+
+}  // namespace fencekit::fencedstore

@@ -1,0 +1,86 @@
+#include "refusals.h"
+
+#include <string>
+
+namespace fencekit::fencedstore {
+namespace {
+
+std::string Quoted(std::string_view name) { return "\"" + std::string(name) + "\""; }
+
+}  // namespace
+
+std::string_view RefusalName(Refusal r) {
+  static constexpr std::string_view kNames[] = {"", "stale_token", "wrong_lock", "wrong_service",
+                                                "unverified_token"};
+  return kNames[static_cast<int>(r)];
+}
+
+bool Verified(const Pending& p) {
+  return p.verdict != nullptr && p.verdict->ok() && (*p.verdict)->current;
+}
+
+Status ResolveService(const Pending& p, std::string_view* service) {
+  *service = p.request.service;
+  if (!Verified(p)) return Status::Ok();
+  // Under verify only the lock service names the service a fence binds to: a verdict without
+  // one binds none, whatever the write claims.
+  const std::string& confirmed = (*p.verdict)->service;
+  if (confirmed.empty()) {
+    *service = {};
+    return Status::Ok();
+  }
+  if (!service->empty() && *service != confirmed) {
+    return Status::WrongService("the token was confirmed by lock service " + Quoted(confirmed) +
+                                ", but the write names " + Quoted(*service) +
+                                "; send the service of the lease that holds the token");
+  }
+  *service = confirmed;
+  return Status::Ok();
+}
+
+Status StaleTokenStatus(const WriteRequest& w, std::int64_t highest, bool strict) {
+  return Status::StaleToken(
+      "fencing token " + w.token.ToString() + " for lock " + Quoted(w.lock) +
+          " is stale: the store has already accepted token " + std::to_string(highest) +
+          (strict && highest == w.token.value() ? " (strict mode allows one write per token)"
+                                                : "") +
+          ". Your lease was lost; acquire the lock again to get a newer token",
+      highest);
+}
+
+Status WrongLockStatus(const WriteRequest& w, const std::string& key_lock, bool by_prefix) {
+  std::string why =
+      by_prefix ? "bound to lock " + Quoted(key_lock) + " by the store's configuration (lock_for)"
+                : "bound to lock " + Quoted(key_lock) + ", the lock of the write that created it";
+  return Status::WrongLock("the key is " + why + "; this write names lock " + Quoted(w.lock) +
+                               ". Write it under lock " + Quoted(key_lock) +
+                               (by_prefix ? "" : ", or delete it under that lock to free it"),
+                           key_lock);
+}
+
+Status FenceServiceStatus(const WriteRequest& w, std::string_view fence_service,
+                          std::string_view service) {
+  return Status::WrongService("lock " + Quoted(w.lock) + " is fenced by tokens of lock service " +
+                              Quoted(fence_service) + "; this token comes from " + Quoted(service) +
+                              ", whose tokens cannot be compared with them. Use a lease of that "
+                              "service (or have an administrator unbind the fence)");
+}
+
+Status UnverifiedStatus(const WriteRequest& w) {
+  return Status::UnverifiedToken("the lock service does not confirm fencing token " +
+                                 w.token.ToString() + " as the current holder's token of lock " +
+                                 Quoted(w.lock) +
+                                 "; nothing was written. Acquire the lock to get a current token");
+}
+
+Status BatchFailure(const Status& failure, bool maybe_stored) {
+  std::string message =
+      maybe_stored
+          ? "the write may or may not have been stored: " + failure.message() +
+                ". It was not acknowledged; read the key to see whether it was, or retry the write"
+          : "the write was not stored: " + failure.message() +
+                ". Nothing in this batch was acknowledged; retry the write";
+  return failure.IsUnavailable() ? Status::Unavailable(message) : Status::IoError(message);
+}
+
+}  // namespace fencekit::fencedstore

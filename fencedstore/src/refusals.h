@@ -1,0 +1,35 @@
+// The words of the store's decisions, the same on every engine: each refusal's status (with
+// what the client should do) and the failure of a batch. Private to fencedstore.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "engine.h"
+#include "fencekit/common/status.h"
+#include "fencekit/fencedstore/store.h"
+
+namespace fencekit::fencedstore {
+
+// Whether the lock service confirmed the token of `p` as its lock's current holder's.
+bool Verified(const Pending& p);
+
+// The service a write of `p` binds or must match: under verify, the confirming service's (none
+// when it names none), else the write's own. kWrongService when the write claims another
+// service than the one that confirmed the token.
+Status ResolveService(const Pending& p, std::string_view* service);
+
+Status StaleTokenStatus(const WriteRequest& w, std::int64_t highest, bool strict);
+// `by_prefix`: the key is bound by StoreOptions::lock_for rather than by its first write.
+Status WrongLockStatus(const WriteRequest& w, const std::string& key_lock, bool by_prefix);
+// The fence of w.lock is bound to `fence_service`; the write's token comes from `service`.
+Status FenceServiceStatus(const WriteRequest& w, std::string_view fence_service,
+                          std::string_view service);
+Status UnverifiedStatus(const WriteRequest& w);
+
+// What every write of a failed batch is answered: kIoError, or kUnavailable when `failure` is.
+// `maybe_stored`: the commit's outcome is unknown (the connection was lost while committing).
+Status BatchFailure(const Status& failure, bool maybe_stored);
+
+}  // namespace fencekit::fencedstore

@@ -1,0 +1,335 @@
+// The SQLite engine (sqlite_engine.h): how one write, or one fence administration, is decided
+// and recorded inside the writer's transaction: the key's lock, the fence (token, service,
+// confirmation), the object, the history.
+#include "sqlite_engine.h"
+
+#include <sqlite3.h>
+
+#include <string>
+#include <utility>
+
+#include "refusals.h"
+
+namespace fencekit::fencedstore {
+
+using sqlite::Stmt;
+
+namespace {
+
+// SQL NULL for an empty text: a write without a service or a principal stores NULL.
+void BindTextOrNull(Stmt& st, int i, std::string_view text) {
+  st.BindText(i, text.empty() ? std::string_view() : text);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> SqliteEngine::Make(const StoreOptions& options, sqlite::Db db,
+                                                   sqlite::TxnStatements txn) {
+  std::unique_ptr<SqliteEngine> e(new SqliteEngine(options));
+  e->db_ = std::move(db);
+  e->txn_ = std::move(txn);
+  sqlite3* w = e->db_.get();
+  // One statement checks the token, the service binding and (under verify) that a token moving
+  // the fence up was confirmed, and moves the fence: ?1 lock, ?2 token, ?3 the write's service
+  // (NULL when none: judged by its token alone; else it binds an unbound fence and must match a
+  // bound one), ?4 whether the lock service confirmed the token.
+  // No RETURNING on the hot path: SQLite materialises RETURNING rows in a temporary table
+  // on every execution, which costs more than a second point lookup.
+  const std::string service_ok = " AND (?3 IS NULL OR service IS NULL OR service = ?3)";
+  std::string fence_sql;
+  if (options.unguarded) {
+    fence_sql =
+        "UPDATE fences SET highest = max(highest, ?2), service = coalesce(service, ?3) "
+        "WHERE lock = ?1" +
+        service_ok;
+  } else {
+    // Under verify only a confirmed write binds the fence to a service: anyone may send the
+    // fence's current token (GET /v1/fences shows it), and must not bind the fence with it.
+    // `confirmed` says the lock service confirmed the fence's current token: under verify a
+    // write at the fence needs no call only then. Any unconfirmed move (a write without verify,
+    // fence administration) clears it, so a token set by hand or before verify was on is checked
+    // once more.
+    fence_sql = std::string("UPDATE fences SET highest = ?2, service = coalesce(service, ") +
+                (options.verify ? "CASE WHEN ?4 THEN ?3 END" : "?3") + "), confirmed = CASE " +
+                (options.verify ? "WHEN ?4 THEN 1 " : "") +
+                "WHEN ?2 = highest THEN confirmed ELSE 0 END WHERE lock = ?1 AND ?2 " +
+                (options.strict ? ">" : ">=") + " highest" + service_ok;
+    if (options.verify) {
+      fence_sql += options.strict ? " AND ?4" : " AND ((?2 = highest AND confirmed) OR ?4)";
+    }
+  }
+  struct {
+    Stmt* stmt;
+    std::string sql;
+  } stmts[] = {
+      {&e->advance_fence_, fence_sql},
+      {&e->read_fence_, "SELECT highest, service FROM fences WHERE lock = ?1"},
+      {&e->insert_fence_,
+       "INSERT INTO fences(lock, highest, service, confirmed) VALUES(?1, ?2, ?3, ?4)"},
+      {&e->read_object_, "SELECT version, lock FROM objects WHERE key = ?1"},
+      {&e->upsert_object_,
+       "INSERT INTO objects(key, value, lock, token, version) VALUES(?1, ?2, ?3, ?4, ?5) "
+       "ON CONFLICT(key) DO UPDATE SET value = excluded.value, lock = excluded.lock, "
+       "token = excluded.token, version = excluded.version"},
+      {&e->delete_object_, "DELETE FROM objects WHERE key = ?1"},
+      {&e->insert_history_,
+       "INSERT INTO history(time_ms, op, lock, token, key, accepted, highest, reason, principal) "
+       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
+      {&e->trim_history_, "DELETE FROM history WHERE seq <= ?1"},
+      {&e->set_fence_,
+       "INSERT INTO fences(lock, highest, service, confirmed) VALUES(?1, ?2, NULL, 0) "
+       "ON CONFLICT(lock) DO UPDATE SET highest = excluded.highest, confirmed = 0, "
+       "service = CASE WHEN ?3 THEN NULL ELSE service END"},
+  };
+  for (auto& [stmt, sql] : stmts) {
+    auto st = Stmt::Prepare(w, sql);
+    if (!st.ok()) return st.status();
+    *stmt = std::move(st).value();
+  }
+  return std::unique_ptr<Engine>(std::move(e));
+}
+
+// Decides and applies every write of `batch` in one transaction. On any storage error the
+// transaction is rolled back and every write of the batch fails: nothing is acknowledged.
+Status SqliteEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms,
+                                 Verifier* verifier) {
+  Status failure = Status::Ok();
+  auto txn = sqlite::Transaction::Begin(txn_);
+  if (!txn.ok()) failure = txn.status();
+  std::int64_t last_seq = 0;
+  for (auto& p : batch) {
+    if (!failure.ok()) break;
+    failure = Apply(p, now_ms, verifier, last_seq);
+  }
+  if (failure.ok() && last_seq > static_cast<std::int64_t>(options_.history_limit) &&
+      last_seq % 64 < static_cast<std::int64_t>(batch.size())) {
+    // Trimming every ~64 records keeps the history bounded without a delete per commit.
+    trim_history_.BindInt(1, last_seq - static_cast<std::int64_t>(options_.history_limit));
+    int rc = trim_history_.Step();
+    if (rc != SQLITE_DONE) failure = sqlite::Error(db_.get(), rc, "trimming the history");
+    trim_history_.Reset();
+  }
+  if (failure.ok()) failure = txn->Commit();
+  if (failure.ok()) return Status::Ok();
+  if (txn.ok()) txn->Rollback();
+  return BatchFailure(failure, false);
+}
+
+Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
+                           std::int64_t& last_seq) {
+  sqlite3* db = db_.get();
+  const WriteRequest& w = p.request;
+  const bool verified = Verified(p);
+  std::string_view service;
+  if (Status mismatch = ResolveService(p, &service); !mismatch.ok()) {
+    return Refuse(p, Refusal::kWrongService, std::move(mismatch), now_ms, last_seq);
+  }
+
+  // 1. The key's lock: lock_for's for its prefix, else the lock of the write that created it.
+  std::int64_t version = 0;
+  std::string key_lock;
+  read_object_.BindBlob(1, w.key);
+  int rc = read_object_.Step();
+  if (rc == SQLITE_ROW) {
+    version = read_object_.ColumnInt(0);
+    if (p.prefix_lock == nullptr) key_lock = read_object_.ColumnBytes(1);
+  }
+  read_object_.Reset();
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    return sqlite::Error(db, rc, "reading the object");
+  }
+  if (p.prefix_lock != nullptr) key_lock = *p.prefix_lock;
+  if (!key_lock.empty() && key_lock != w.lock) {
+    return Refuse(p, Refusal::kWrongLock, WrongLockStatus(w, key_lock, p.prefix_lock != nullptr),
+                  now_ms, last_seq);
+  }
+
+  // 2. The fence: advance it iff the token is new enough, of the fence's service, and (under
+  // verify) confirmed when it moves the fence up; or create it.
+  advance_fence_.BindBlob(1, w.lock);
+  advance_fence_.BindInt(2, w.token.value());
+  BindTextOrNull(advance_fence_, 3, service);
+  if (options_.verify && !options_.unguarded) advance_fence_.BindInt(4, verified ? 1 : 0);
+  rc = advance_fence_.Step();
+  advance_fence_.Reset();
+  if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "checking the fence");
+  bool accepted = sqlite3_changes(db) == 1;
+  p.highest = w.token.value();
+  if (!accepted || options_.unguarded) {
+    bool exists = false;
+    std::string fence_service;
+    if (auto s = ReadFence(w.lock, &exists, &p.highest, &fence_service); !s.ok()) return s;
+    if (!accepted && exists) {
+      if (!service.empty() && !fence_service.empty() && fence_service != service) {
+        return Refuse(p, Refusal::kWrongService, FenceServiceStatus(w, fence_service, service),
+                      now_ms, last_seq);
+      }
+      if (w.token.value() < p.highest || (options_.strict && w.token.value() == p.highest) ||
+          options_.unguarded) {
+        return Refuse(p, Refusal::kStale, StaleTokenStatus(w, p.highest, options_.strict), now_ms,
+                      last_seq);
+      }
+    }
+    if (!accepted && (exists || (verifier != nullptr && !verified && !options_.unguarded))) {
+      // The token would move the fence up (or create it) and the lock service has not confirmed
+      // it yet.
+      p.highest = exists ? p.highest : 0;
+      if (verifier == nullptr) {  // unreachable: without verify the fence takes such a token
+        p.outcome = Outcome::kFailed;
+        p.result = Status::Internal("the fence refused a token above it; nothing was written");
+        return Status::Ok();
+      }
+      if (p.verdict == nullptr) {
+        p.verdict = verifier->Answer(w.lock, w.token);
+        if (p.verdict != nullptr) return Apply(p, now_ms, verifier, last_seq);
+        p.outcome = Outcome::kDeferred;  // not recorded: it comes back with the answer
+        return Status::Ok();
+      }
+      if (!p.verdict->ok()) {  // fail closed: nothing changed, nothing recorded
+        p.outcome = Outcome::kFailed;
+        p.result = p.verdict->status();
+        return Status::Ok();
+      }
+      return Refuse(p, Refusal::kUnverified, UnverifiedStatus(w), now_ms, last_seq);
+    }
+    if (!accepted) {  // the lock's first write
+      insert_fence_.BindBlob(1, w.lock);
+      insert_fence_.BindInt(2, w.token.value());
+      BindTextOrNull(insert_fence_, 3, service);
+      insert_fence_.BindInt(4, verified ? 1 : 0);
+      rc = insert_fence_.Step();
+      insert_fence_.Reset();
+      if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "creating the fence");
+      p.highest = w.token.value();
+    }
+  }
+
+  // 3. The write itself.
+  bool created = false;
+  if (w.kind == WriteRequest::Kind::kPut) {
+    created = version == 0;
+    ++version;
+    upsert_object_.BindBlob(1, w.key);
+    upsert_object_.BindBlob(2, w.value);
+    upsert_object_.BindBlob(3, w.lock);
+    upsert_object_.BindInt(4, w.token.value());
+    upsert_object_.BindInt(5, version);
+    rc = upsert_object_.Step();
+    upsert_object_.Reset();
+    if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "writing the object");
+  } else if (version != 0) {
+    delete_object_.BindBlob(1, w.key);
+    rc = delete_object_.Step();
+    delete_object_.Reset();
+    if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "deleting the object");
+  }
+  p.outcome = Outcome::kAccepted;
+  p.result = WriteReceipt{w.key, w.lock, w.token, version, created};
+  // 4. The record of the decision.
+  return Record(p, now_ms, last_seq);
+}
+
+Status SqliteEngine::Refuse(Pending& p, Refusal why, Status status, std::int64_t now_ms,
+                            std::int64_t& last_seq) {
+  if (why != Refusal::kStale && why != Refusal::kUnverified) {
+    // Refused before the fence was read: record the fence as it stands.
+    bool exists = false;
+    std::string service;
+    p.highest = 0;
+    if (auto s = ReadFence(p.request.lock, &exists, &p.highest, &service); !s.ok()) return s;
+  }
+  p.outcome = Outcome::kRefused;
+  p.refusal = why;
+  p.result = std::move(status);
+  return Record(p, now_ms, last_seq);
+}
+
+Status SqliteEngine::ReadFence(const std::string& lock, bool* exists, std::int64_t* highest,
+                               std::string* service) {
+  sqlite::ResetOnExit reset(read_fence_);
+  read_fence_.BindBlob(1, lock);
+  int rc = read_fence_.Step();
+  *exists = rc == SQLITE_ROW;
+  if (rc == SQLITE_ROW) {
+    *highest = read_fence_.ColumnInt(0);
+    *service = read_fence_.ColumnBytes(1);
+  } else if (rc != SQLITE_DONE) {
+    return sqlite::Error(db_.get(), rc, "reading the fence");
+  }
+  return Status::Ok();
+}
+
+Status SqliteEngine::Record(const Pending& p, std::int64_t now_ms, std::int64_t& last_seq) {
+  if (options_.history_limit == 0) return Status::Ok();
+  const WriteRequest& w = p.request;
+  sqlite::ResetOnExit reset(insert_history_);
+  insert_history_.BindInt(1, now_ms);
+  insert_history_.BindText(2, w.kind == WriteRequest::Kind::kPut ? "put" : "delete");
+  insert_history_.BindBlob(3, w.lock);
+  insert_history_.BindInt(4, w.token.value());
+  insert_history_.BindBlob(5, w.key);
+  insert_history_.BindInt(6, p.outcome == Outcome::kAccepted ? 1 : 0);
+  insert_history_.BindInt(7, p.highest);
+  BindTextOrNull(insert_history_, 8, RefusalName(p.refusal));
+  BindTextOrNull(insert_history_, 9, w.principal);
+  int rc = insert_history_.Step();
+  if (rc != SQLITE_DONE) return sqlite::Error(db_.get(), rc, "recording the decision");
+  last_seq = sqlite3_last_insert_rowid(db_.get());
+  return Status::Ok();
+}
+
+Result<Decision> SqliteEngine::SetFence(const AdminOp& op, std::int64_t now_ms) {
+  sqlite3* db = db_.get();
+  Decision d;
+  d.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(now_ms));
+  d.op = "set_fence";
+  d.lock = op.lock;
+  d.token = op.highest.value();
+  d.accepted = true;
+  d.highest = op.highest.value();
+  d.principal = op.principal;
+  auto txn = sqlite::Transaction::Begin(txn_);
+  Status failure = txn.status();
+  if (failure.ok()) {
+    sqlite::ResetOnExit reset(set_fence_);
+    set_fence_.BindBlob(1, op.lock);
+    set_fence_.BindInt(2, op.highest.value());
+    set_fence_.BindInt(3, op.unbind ? 1 : 0);
+    int rc = set_fence_.Step();
+    if (rc != SQLITE_DONE) failure = sqlite::Error(db, rc, "setting the fence");
+  }
+  if (failure.ok() && options_.history_limit > 0) {
+    sqlite::ResetOnExit reset(insert_history_);
+    insert_history_.BindInt(1, now_ms);
+    insert_history_.BindText(2, d.op);
+    insert_history_.BindBlob(3, op.lock);
+    insert_history_.BindInt(4, d.token);
+    insert_history_.BindBlob(5, "");
+    insert_history_.BindInt(6, 1);
+    insert_history_.BindInt(7, d.highest);
+    BindTextOrNull(insert_history_, 8, "");
+    BindTextOrNull(insert_history_, 9, op.principal);
+    int rc = insert_history_.Step();
+    if (rc != SQLITE_DONE) failure = sqlite::Error(db, rc, "recording the decision");
+    d.seq = sqlite3_last_insert_rowid(db);
+  }
+  if (failure.ok()) failure = txn->Commit();
+  if (!failure.ok()) {
+    if (txn.ok()) txn->Rollback();
+    Status s = Status::IoError("the fence was not set: " + failure.message() + ". Retry");
+    return failure.IsUnavailable() ? Status::Unavailable(s.message()) : s;
+  }
+  return d;
+}
+
+void SqliteEngine::Close() {
+  // Statements must be finalized before their connection closes.
+  txn_ = sqlite::TxnStatements();
+  for (Stmt* st : {&advance_fence_, &read_fence_, &insert_fence_, &read_object_, &upsert_object_,
+                   &delete_object_, &insert_history_, &trim_history_, &set_fence_}) {
+    *st = Stmt();
+  }
+  db_ = sqlite::Db();
+}
+
+}  // namespace fencekit::fencedstore
