@@ -6,7 +6,9 @@
 #   a. pgbench -M prepared -c64 -j2, bench/guarded_upsert.sql: one transaction per write that
 #      advances the writer's fence (the guarded upsert of fencekit_advance) and upserts the object
 #   b. fenced on PostgreSQL, wrk -t2 -c64 with bench/put.lua
-#   c. two fenced processes on the same database, one wrk -t2 -c32 each at once (total writes/s)
+#   c. two fenced processes on the same database, one wrk -t2 -c32 each at once (total writes/s),
+#      each wrk with holders (locks) and keys of its own (bench/put_prefixed.lua)
+#   cs. the same, but both wrk with put.lua: the same two holders write through both fenced
 #   d. fenced on SQLite (a file, durability full), wrk -t2 -c64, beside them
 # Loopback only; everything started here is stopped on exit, also on failure or Ctrl-C. Builds
 # nothing: give the fenced binary in $FENCED.
@@ -16,7 +18,7 @@
 #   PG_BIN=dir              PostgreSQL's initdb, postgres, pgbench, psql (default the newest
 #                           /usr/lib/postgresql/*/bin)
 #   FENCED_ARGS="..."       extra options for every fenced, e.g. "--threads 2"
-#   PG_BENCH_ARMS="a b c d" the arms to run (default all; "a" needs no fenced)
+#   PG_BENCH_ARMS="a b c cs d" the arms to run (default all; "a" needs no fenced)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/lib.sh"  # median, free_port
@@ -31,12 +33,12 @@ for b in initdb postgres pg_ctl pgbench psql; do
   [ -x "$pg_bin/$b" ] || { echo "pg_bench: no $b in '$pg_bin'; install postgresql-15 or set PG_BIN" >&2; exit 1; }
 done
 arms=()
-for arm in ${PG_BENCH_ARMS:-a b c d}; do
-  case "$arm" in a | b | c | d) arms+=("$arm") ;; *) echo "pg_bench: unknown arm '$arm' in PG_BENCH_ARMS; use a, b, c, d" >&2; exit 2 ;; esac
+for arm in ${PG_BENCH_ARMS:-a b c cs d}; do
+  case "$arm" in a | b | c | cs | d) arms+=("$arm") ;; *) echo "pg_bench: unknown arm '$arm' in PG_BENCH_ARMS; use a, b, c, cs, d" >&2; exit 2 ;; esac
 done
 [ "${#arms[@]}" -gt 0 ] || { echo "pg_bench: PG_BENCH_ARMS names no arm" >&2; exit 2; }
 wants() { [[ " ${arms[*]} " == *" $1 "* ]]; }
-if wants b || wants c || wants d; then
+if wants b || wants c || wants cs || wants d; then
   [ -x "$fenced" ] || { echo "pg_bench: no fenced binary at $fenced; build it or set FENCED" >&2; exit 1; }
 fi
 
@@ -146,8 +148,8 @@ start_fenced() {
   declare -g "url_$name=$url"
 }
 # One after the other: the first makes the schema.
-if wants b || wants c; then start_fenced pg1 "$pg_url"; fi
-if wants c; then start_fenced pg2 "$pg_url"; fi
+if wants b || wants c || wants cs; then start_fenced pg1 "$pg_url"; fi
+if wants c || wants cs; then start_fenced pg2 "$pg_url"; fi
 if wants d; then start_fenced lite "$work/sqlite.db"; fi
 sleep 0.5
 
@@ -223,15 +225,18 @@ run_wrk() {
     "$(awk -v s="$((after[0] - before[0]))" -v c="$((after[1] - before[1]))" 'BEGIN{print (c > 0 ? sprintf("%.1f", s / c) : "-")}')" "$round"
 }
 
-# run_c: wrk -t2 -c32 against each of the two fenced on the database, at once.
+# run_c ARM: wrk -t2 -c32 against each of the two fenced on the database, at once; for arm c
+# each with holders and keys of its own, for arm cs both with put.lua's (the same holders).
 run_c() {
-  local b1 b2 a1 a2 f1 f2 w1 w2
+  local arm="$1" b1 b2 a1 a2 f1 f2 w1 w2 script1 script2
+  script1="$root/bench/put.lua" script2="$root/bench/put.lua"
+  if [ "$arm" = c ]; then script1="$root/bench/put_prefixed.lua" script2="$root/bench/put_prefixed.lua"; fi
   read -r -a b1 < <(batch_counters "$url_pg1")
   read -r -a b2 < <(batch_counters "$url_pg2")
-  wrk -t2 -c32 -d"${secs}s" --latency -s "$root/bench/put.lua" "$url_pg1" >"$work/c1.round$round.txt" &
+  BENCH_PREFIX=one- wrk -t2 -c32 -d"${secs}s" --latency -s "$script1" "$url_pg1" >"$work/c1.round$round.txt" &
   w1=$!
   pids+=("$w1")
-  wrk -t2 -c32 -d"${secs}s" --latency -s "$root/bench/put.lua" "$url_pg2" >"$work/c2.round$round.txt" &
+  BENCH_PREFIX=two- wrk -t2 -c32 -d"${secs}s" --latency -s "$script2" "$url_pg2" >"$work/c2.round$round.txt" &
   w2=$!
   pids+=("$w2")
   wait "$w1"
@@ -242,8 +247,8 @@ run_c() {
   read -r -a a2 < <(batch_counters "$url_pg2")
   read -r -a f1 < <(wrk_figures "$work/c1.round$round.txt")
   read -r -a f2 < <(wrk_figures "$work/c2.round$round.txt")
-  echo "  (c: ${f1[0]} + ${f2[0]} req/s)" >&2
-  record c "$(awk -v x="${f1[0]}" -v y="${f2[0]}" 'BEGIN{print x + y}')" \
+  echo "  ($arm: ${f1[0]} + ${f2[0]} req/s)" >&2
+  record "$arm" "$(awk -v x="${f1[0]}" -v y="${f2[0]}" 'BEGIN{print x + y}')" \
     "$(awk -v x="${f1[1]}" -v y="${f2[1]}" 'BEGIN{print (x > y ? x : y)}')" "$((f1[2] + f2[2]))" \
     "$(awk -v s="$((a1[0] - b1[0] + a2[0] - b2[0]))" -v c="$((a1[1] - b1[1] + a2[1] - b2[1]))" 'BEGIN{print (c > 0 ? sprintf("%.1f", s / c) : "-")}')" \
     "$round"
@@ -258,7 +263,7 @@ for round in $(seq "$rounds"); do
     case "$arm" in
       a) run_a ;;
       b) run_wrk b pg1 ;;
-      c) run_c ;;
+      c | cs) run_c "$arm" ;;
       d) run_wrk d lite ;;
     esac
   done
@@ -278,10 +283,11 @@ printf "%-62s %10s %9s %9s %13s\n" "run" "writes/s" "p99 ms" "failures" "writes/
 declare -A label=(
   [a]="a. pgbench guarded upsert, -M prepared -c64 -j2"
   [b]="b. fenced --db postgresql://, wrk -t2 -c64"
-  [c]="c. 2 fenced on the same database, 2 wrk -t2 -c32 (total)"
+  [c]="c. 2 fenced on one database, own holders, 2 wrk -t2 -c32"
+  [cs]="cs. 2 fenced on one database, same holders, 2 wrk -t2 -c32"
   [d]="d. fenced --db sqlite file, durability full, wrk -t2 -c64"
 )
-rps_a=0 rps_b=0 rps_c=0 rps_d=0 bad_a=0 bad_b=0 bad_c=0 bad_d=0
+rps_a=0 rps_b=0 rps_c=0 rps_cs=0 rps_d=0 bad_a=0 bad_b=0 bad_c=0 bad_cs=0 bad_d=0
 for arm in "${arms[@]}"; do
   rps="$(col "$arm" 2 | median)"
   p99="$(col "$arm" 3 | median)"
@@ -292,9 +298,10 @@ for arm in "${arms[@]}"; do
   declare "rps_$arm=$rps" "bad_$arm=$bad"
 done
 echo
-awk -v a="$rps_a" -v b="$rps_b" -v c="$rps_c" -v d="$rps_d" \
-    -v rb="$(round_ratio b a)" -v rc="$(round_ratio c a)" -v rcb="$(round_ratio c b)" -v rd="$(round_ratio d a)" \
-    -v bad="$((bad_a + bad_b + bad_c + bad_d))" 'BEGIN{
+awk -v a="$rps_a" -v b="$rps_b" -v c="$rps_c" -v cs="$rps_cs" -v d="$rps_d" \
+    -v rb="$(round_ratio b a)" -v rc="$(round_ratio c a)" -v rcb="$(round_ratio c b)" \
+    -v rcsb="$(round_ratio cs b)" -v rd="$(round_ratio d a)" \
+    -v bad="$((bad_a + bad_b + bad_c + bad_cs + bad_d))" 'BEGIN{
   if (a > 0 && b > 0) {
     ba = b / a
     printf "b/a fenced on PostgreSQL / pgbench:     %.2fx (median of per-round ratios %.2fx; target >= 1.0x: %s; moonshot 1.5x: %s)\n",
@@ -302,6 +309,7 @@ awk -v a="$rps_a" -v b="$rps_b" -v c="$rps_c" -v d="$rps_d" \
   }
   if (a > 0 && c > 0) printf "c/a two fenced on PostgreSQL / pgbench: %.2fx (per-round %.2fx)\n", c / a, rc
   if (b > 0 && c > 0) printf "c/b two fenced / one fenced:            %.2fx (per-round %.2fx)\n", c / b, rcb
+  if (b > 0 && cs > 0) printf "cs/b two fenced, same holders / one:    %.2fx (per-round %.2fx)\n", cs / b, rcsb
   if (a > 0 && d > 0) printf "d/a fenced on SQLite / pgbench:         %.2fx (per-round %.2fx)\n", d / a, rd
   if (b > 0 && d > 0) printf "b/d fenced on PostgreSQL / on SQLite:   %.2fx\n", b / d
   if (bad > 0) printf "WARNING: %d writes failed (non-2xx, socket errors, or pgbench writes not accepted)\n", bad
