@@ -254,6 +254,7 @@ run_c() {
     "$round"
 }
 
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq "$rounds"); do
   # Rotate the order, so no arm always runs first or right after another's WAL/fsync backlog.
   order=()
@@ -278,7 +279,7 @@ round_ratio() {
 
 echo
 echo "PostgreSQL: medians of $rounds rounds of ${secs}s each ($(nproc) CPUs, loopback, one PostgreSQL $(sql -d fencekit -c 'SHOW server_version'),"
-echo "fsync on, synchronous_commit on)"
+echo "fsync on, synchronous_commit on; load average $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after)"
 printf "%-62s %10s %9s %9s %13s\n" "run" "writes/s" "p99 ms" "failures" "writes/commit"
 declare -A label=(
   [a]="a. pgbench guarded upsert, -M prepared -c64 -j2"
