@@ -2,7 +2,9 @@
 # The guard on PostgreSQL: durable fenced writes/s through `fenced --db postgresql://...` beside
 # the same guarded write done directly with pgbench, on one PostgreSQL server this script starts
 # itself (fsync on, synchronous_commit on: the same durability for every arm), in the same run,
-# ROUNDS rounds with the arms' order rotated each round; medians and ratios printed.
+# ROUNDS rounds with the arms' order rotated each round; medians and ratios printed, with the
+# CPU time per write of the PostgreSQL server and of fenced (less moved by a busy machine than
+# writes/s). Arm a is measured over a window in its steady state (see run_a).
 #   a. pgbench -M prepared -c64 -j2, bench/guarded_upsert.sql: one transaction per write that
 #      advances the writer's fence (the guarded upsert of fencekit_advance) and upserts the object
 #   b. fenced on PostgreSQL, wrk -t2 -c64 with bench/put.lua
