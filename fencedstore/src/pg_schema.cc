@@ -107,11 +107,17 @@ BEGIN
       ELSIF NOT (p_verify IN (0, 3) OR (NOT p_strict AND p_token = f_highest AND f_confirmed)) THEN
         o_outcome := CASE p_verify WHEN 1 THEN 'verify' ELSE 'unverified_token' END;
       ELSE
-        UPDATE fencekit.fences SET highest = p_token,
-            service = coalesce(service, CASE WHEN p_verify IN (0, 3) THEN p_service END),
-            confirmed = CASE WHEN p_verify = 3 THEN true
-                             WHEN p_token = highest THEN confirmed ELSE false END
-          WHERE lock = p_lock;
+        -- A write at the fence's own token that binds and confirms nothing new (a holder's
+        -- second write, the common case) leaves the locked row as it is.
+        IF NOT (p_token = f_highest
+                AND (f_service IS NOT NULL OR p_service IS NULL OR p_verify NOT IN (0, 3))
+                AND (p_verify <> 3 OR f_confirmed)) THEN
+          UPDATE fencekit.fences SET highest = p_token,
+              service = coalesce(service, CASE WHEN p_verify IN (0, 3) THEN p_service END),
+              confirmed = CASE WHEN p_verify = 3 THEN true
+                               WHEN p_token = highest THEN confirmed ELSE false END
+            WHERE lock = p_lock;
+        END IF;
         o_highest := p_token;
       END IF;
     END IF;
