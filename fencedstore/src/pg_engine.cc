@@ -210,14 +210,7 @@ Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<st
 }
 
 Result<Decision> PostgresEngine::SetFence(const AdminOp& op, std::int64_t now_ms) {
-  Decision d;
-  d.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(now_ms));
-  d.op = "set_fence";
-  d.lock = op.lock;
-  d.token = op.highest.value();
-  d.accepted = true;
-  d.highest = op.highest.value();
-  d.principal = op.principal;
+  Decision d = SetFenceDecision(op, now_ms);
   Status failure = Connected();
   bool maybe_stored = false;
   if (failure.ok()) {

@@ -1,5 +1,6 @@
 #include "refusals.h"
 
+#include <chrono>
 #include <string>
 
 namespace fencekit::fencedstore {
@@ -71,6 +72,18 @@ Status UnverifiedStatus(const WriteRequest& w) {
                                  w.token.ToString() + " as the current holder's token of lock " +
                                  Quoted(w.lock) +
                                  "; nothing was written. Acquire the lock to get a current token");
+}
+
+Decision SetFenceDecision(const AdminOp& op, std::int64_t now_ms) {
+  Decision d;
+  d.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(now_ms));
+  d.op = "set_fence";
+  d.lock = op.lock;
+  d.token = op.highest.value();
+  d.accepted = true;
+  d.highest = op.highest.value();
+  d.principal = op.principal;
+  return d;
 }
 
 Status BatchFailure(const Status& failure, bool maybe_stored) {

@@ -28,6 +28,9 @@ Status FenceServiceStatus(const WriteRequest& w, std::string_view fence_service,
                           std::string_view service);
 Status UnverifiedStatus(const WriteRequest& w);
 
+// The decision a fence administration records (op "set_fence"); seq is the engine's to set.
+Decision SetFenceDecision(const AdminOp& op, std::int64_t now_ms);
+
 // What every write of a failed batch is answered: kIoError, or kUnavailable when `failure` is.
 // `maybe_stored`: the commit's outcome is unknown (the connection was lost while committing).
 Status BatchFailure(const Status& failure, bool maybe_stored);

@@ -326,14 +326,7 @@ Status SqliteEngine::Record(const Pending& p, std::int64_t now_ms, std::int64_t&
 
 Result<Decision> SqliteEngine::SetFence(const AdminOp& op, std::int64_t now_ms) {
   sqlite3* db = db_.get();
-  Decision d;
-  d.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(now_ms));
-  d.op = "set_fence";
-  d.lock = op.lock;
-  d.token = op.highest.value();
-  d.accepted = true;
-  d.highest = op.highest.value();
-  d.principal = op.principal;
+  Decision d = SetFenceDecision(op, now_ms);
   if (auto s = RecoverIfSuspect(); !s.ok()) return s;
   auto txn = sqlite::Transaction::Begin(txn_);
   Status failure = txn.status();
