@@ -57,9 +57,11 @@ void Interpret(const redisReply* r, std::string_view input) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view input(reinterpret_cast<const char*>(data), size);
-  // The reader a redisContext makes: default reply objects and limits.
+  // The reader as the lock client's connections set it up: hiredis's default reply objects,
+  // arrays bounded.
   redisReader* reader = redisReaderCreate();
   FUZZ_CHECK(reader != nullptr, "redisReaderCreate");
+  rp::BoundReplyArrays(reader);
   if (redisReaderFeed(reader, input.data(), input.size()) == REDIS_OK) {
     // Replies one after another, as on a connection; a protocol error ends the stream.
     for (int n = 0; n < 64; ++n) {

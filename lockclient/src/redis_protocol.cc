@@ -125,6 +125,15 @@ milliseconds Remaining(long long pttl) {
   return milliseconds(std::clamp<long long>(pttl, 0, kMaxRemaining.count()));
 }
 
+// hiredis's own array constructor, which CreateBoundedArray calls for arrays within the bound.
+// Set once, before any reader uses CreateBoundedArray.
+void* (*default_create_array)(const redisReadTask*, int) = nullptr;
+
+void* CreateBoundedArray(const redisReadTask* task, int elements) {
+  if (elements < 0 || elements > kMaxReplyElements) return nullptr;  // hiredis: out of memory
+  return default_create_array(task, elements);
+}
+
 Status BadReply(std::string_view service, std::string_view lock) {
   return Status::Unavailable("unexpected reply from " + std::string(service) + " for lock \"" +
                              std::string(lock) + "\"");
@@ -133,6 +142,17 @@ Status BadReply(std::string_view service, std::string_view lock) {
 }  // namespace
 
 std::span<const char* const> Scripts() { return kScripts; }
+
+void BoundReplyArrays(redisReader* reader) {
+  // Every reader starts with hiredis's default functions: copied once, with arrays bounded.
+  static redisReplyObjectFunctions bounded = [reader] {
+    redisReplyObjectFunctions f = *reader->fn;
+    default_create_array = f.createArray;
+    f.createArray = CreateBoundedArray;
+    return f;
+  }();
+  reader->fn = &bounded;
+}
 
 std::string Key(std::string_view lock, std::string_view kind) {
   std::string k = "fencekit:{";

@@ -25,6 +25,14 @@
 
 namespace fencekit::redis_protocol {
 
+// The most elements a reply's array may declare. The scripts answer at most 4, BLPOP 2.
+inline constexpr int kMaxReplyElements = 64;
+// Makes `reader` refuse an array reply that declares more than kMaxReplyElements elements
+// before allocating anything for it (hiredis 0.14 allocates the declared count at once, so
+// "*372054775" alone would cost 3 GB): the read fails as hiredis's "out of memory" error and
+// the connection is dropped. Called on every connection a RedisNode opens.
+void BoundReplyArrays(redisReader* reader);
+
 // The scripts, by their index in Scripts().
 enum Script { kAcquire, kRelease, kExtend, kInspect, kRaise, kCheck, kServiceId, kScriptCount };
 std::span<const char* const> Scripts();
