@@ -153,10 +153,13 @@ ScriptedGateway& Gateway() {
   return *gateway;
 }
 
+// Times as EtcdProtocol promises them (0 .. kMaxTtlSeconds), which a caller may turn into
+// milliseconds and add to a steady_clock time point.
+static_assert(etcd::kMaxTtlSeconds * 1000 <
+              std::numeric_limits<std::chrono::steady_clock::rep>::max() / 1'000'000 / 2);
+bool UsableTtl(std::int64_t seconds) { return seconds >= 0 && seconds <= etcd::kMaxTtlSeconds; }
 bool UsableWait(milliseconds d) {
-  using Ns = std::chrono::steady_clock::duration;
-  constexpr auto kMax = std::numeric_limits<Ns::rep>::max() / 1'000'000 / 4;
-  return d.count() >= 0 && d.count() <= kMax;
+  return d >= milliseconds(0) && d <= milliseconds(etcd::kMaxTtlSeconds * 1000);
 }
 
 void CheckToken(const etcd::EtcdProtocol& p, std::int64_t revision, std::string_view input) {
@@ -183,10 +186,11 @@ void Run(std::string_view op, etcd::EtcdProtocol& p, const std::deque<Reply>& re
   constexpr std::string_view kOwner = "fuzz-owner";
   if (op == "grant") {
     auto lease = p.GrantLease(milliseconds(5000));
-    if (lease.ok()) FUZZ_CHECK(lease->id != 0, input);
+    if (lease.ok()) FUZZ_CHECK(lease->id != 0 && UsableTtl(lease->ttl_s), input);
     if (!lease.ok()) CheckStatus(lease.status());
   } else if (op == "keepalive") {
     auto left = p.KeepAlive(42);
+    if (left.ok()) FUZZ_CHECK(UsableTtl(*left), input);
     if (!left.ok()) CheckStatus(left.status());
   } else if (op == "revoke") {
     int sends = 0;
@@ -196,11 +200,11 @@ void Run(std::string_view op, etcd::EtcdProtocol& p, const std::deque<Reply>& re
   } else if (op == "remaining") {
     FUZZ_CHECK(UsableWait(p.Remaining(42)), input);
   } else if (op == "granted_ttl") {
-    (void)p.GrantedTtl(42);
+    FUZZ_CHECK(UsableTtl(p.GrantedTtl(42)), input);
   } else if (op == "enqueue") {
     auto place = p.Enqueue(kLock, kOwner, etcd::LeaseRef{42, 5});
     if (place.ok()) {
-      FUZZ_CHECK(place->mine != 0, input);
+      FUZZ_CHECK(place->mine >= 1, input);
       CheckToken(p, place->mine, input);
       CheckToken(p, place->first_rev, input);
     } else {
