@@ -57,3 +57,11 @@ build_preset() {
   [ "$#" -gt 0 ] && targets=(--target "$@")
   nice -n 10 cmake --build --preset "$preset" -j "$(nproc)" "${targets[@]}"
 }
+
+# Sanitizer stacks with function names and lines: clang-16's symbolizer, else the system's.
+use_symbolizer() {
+  local s
+  for s in /usr/lib/llvm-16/bin/llvm-symbolizer /usr/bin/llvm-symbolizer; do
+    if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ] && [ -x "$s" ]; then export ASAN_SYMBOLIZER_PATH="$s"; fi
+  done
+}
