@@ -15,6 +15,8 @@ FENCEKIT_PACKAGES=(
   postgresql-15 libpq-dev  # the guard as SQL, tested on a real PostgreSQL server
   chromium  # the demo's HTML timeline is checked in headless Chromium
 )
+# scripts/fuzz (and scripts/test, which runs it briefly): clang and its libFuzzer runtime.
+FENCEKIT_FUZZ_PACKAGES=(clang-16 libclang-rt-16-dev)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -40,4 +42,26 @@ build() {
     cmake --preset release >/dev/null
   fi
   cmake --build --preset release -j "$(nproc)"
+}
+
+# build_preset PRESET [TARGET...]: configures build/PRESET once, then builds the targets (default:
+# the preset's own) under nice, as the sanitizer builds take long on a shared machine.
+build_preset() {
+  local preset="$1" dir="$FENCEKIT_ROOT/build/$1"
+  shift
+  cd "$FENCEKIT_ROOT"
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake --preset "$preset" >/dev/null
+  fi
+  local targets=()
+  [ "$#" -gt 0 ] && targets=(--target "$@")
+  nice -n 10 cmake --build --preset "$preset" -j "$(nproc)" "${targets[@]}"
+}
+
+# Sanitizer stacks with function names and lines: clang-16's symbolizer, else the system's.
+use_symbolizer() {
+  local s
+  for s in /usr/lib/llvm-16/bin/llvm-symbolizer /usr/bin/llvm-symbolizer; do
+    if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ] && [ -x "$s" ]; then export ASAN_SYMBOLIZER_PATH="$s"; fi
+  done
 }

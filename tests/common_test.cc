@@ -72,6 +72,10 @@ TEST(Base64Test, EncodesWithPaddingAndDecodesBack) {
 TEST(Base64Test, RefusesTextThatIsNotBase64) {
   EXPECT_FALSE(Base64Decode("Zm9v!").has_value());
   EXPECT_FALSE(Base64Decode("not base64").has_value());
+  // Lengths that leave bits over: once read past the end of the text (found by fuzzing).
+  EXPECT_FALSE(Base64Decode("W").has_value());
+  EXPECT_FALSE(Base64Decode("AB=").has_value());
+  EXPECT_EQ(Base64Decode("Zm8"), "fo");
 }
 
 TEST(Utf8Test, AcceptsEveryWellFormedSequence) {

@@ -1,5 +1,6 @@
 #include "etcd_protocol.h"
 
+#include <algorithm>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -77,6 +78,11 @@ bool IsCreated(const std::string& line) {
   return c != nullptr && c->is_bool() && c->as_bool();
 }
 
+// A TTL field in seconds: negative is 0, more than kMaxTtlSeconds is cut.
+std::int64_t Ttl(const json::object& o) {
+  return std::clamp<std::int64_t>(Int(o, "TTL"), 0, kMaxTtlSeconds);
+}
+
 std::int64_t Revision(const json::object& reply) {
   const json::object* header = Object(reply, "header");
   return header != nullptr ? Int(*header, "revision") : 0;
@@ -124,7 +130,7 @@ Result<LeaseRef> EtcdProtocol::GrantLease(milliseconds ttl) {
   if (auto e = String(*reply, "error"); !e.empty()) {
     return Status::Unavailable("etcd at " + service_ + " refused a lease: " + e);
   }
-  LeaseRef lease{Int(*reply, "ID"), Int(*reply, "TTL")};
+  LeaseRef lease{Int(*reply, "ID"), Ttl(*reply)};
   if (lease.id == 0) return Status::Unavailable("etcd at " + service_ + " granted no lease ID");
   return lease;
 }
@@ -142,7 +148,7 @@ Result<std::int64_t> EtcdProtocol::KeepAlive(std::int64_t id) {
     return Status::Unavailable("etcd at " + service_ + " refused a keep-alive: " + m);
   }
   const json::object* result = Object(*reply, "result");
-  return result != nullptr ? Int(*result, "TTL") : std::int64_t{0};
+  return result != nullptr ? Ttl(*result) : std::int64_t{0};
 }
 
 Status EtcdProtocol::Revoke(std::int64_t id, int* sends) {
@@ -155,13 +161,13 @@ milliseconds EtcdProtocol::Remaining(std::int64_t lease_id) {
   auto reply = gateway_.Call("/v3/lease/timetolive", json::object{{"ID", std::to_string(lease_id)}},
                              nullptr);
   if (!reply.ok()) return milliseconds(0);
-  return milliseconds(std::max<std::int64_t>(0, Int(*reply, "TTL")) * 1000);
+  return milliseconds(Ttl(*reply) * 1000);
 }
 
 std::int64_t EtcdProtocol::GrantedTtl(std::int64_t lease_id) {
   auto reply = gateway_.Call("/v3/lease/timetolive", json::object{{"ID", std::to_string(lease_id)}},
                              nullptr);
-  return reply.ok() ? Int(*reply, "grantedTTL") : 0;
+  return reply.ok() ? std::clamp<std::int64_t>(Int(*reply, "grantedTTL"), 0, kMaxTtlSeconds) : 0;
 }
 
 Result<Place> EtcdProtocol::Enqueue(std::string_view lock, std::string_view owner, LeaseRef lease) {
@@ -192,7 +198,7 @@ Result<Place> EtcdProtocol::Enqueue(std::string_view lock, std::string_view owne
     place.existing_lease = Int(*kv, "lease");
     first = FirstKv(TxnResponse(*reply, 1, "response_range"));
   }
-  if (first == nullptr || place.mine == 0) return BadReply(lock);
+  if (first == nullptr || place.mine <= 0) return BadReply(lock);
   place.first_key = String(*first, "key");
   place.first_rev = Int(*first, "create_revision");
   place.first_lease = Int(*first, "lease");

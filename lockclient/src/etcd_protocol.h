@@ -26,10 +26,15 @@
 
 namespace fencekit::etcd {
 
+// The longest TTL, in seconds, the calls below report. A larger one in a reply (no lease lasts
+// a century) is cut to it, so that callers can turn it into milliseconds and add it to a time
+// point without overflow.
+inline constexpr std::int64_t kMaxTtlSeconds = std::int64_t{100} * 365 * 24 * 3600;
+
 // A contender's etcd lease.
 struct LeaseRef {
   std::int64_t id = 0;
-  std::int64_t ttl_s = 0;  // as granted (etcd may raise it to its minimum)
+  std::int64_t ttl_s = 0;  // as granted (etcd may raise it to its minimum); 0 .. kMaxTtlSeconds
 };
 
 // Where a contender stands in a lock's line.
@@ -92,7 +97,8 @@ class EtcdProtocol {
   std::int64_t GrantedTtl(std::int64_t lease_id);
 
   // --- The line ---
-  // Puts `owner`'s key at the end of the line (or finds it, from an earlier attempt).
+  // Puts `owner`'s key at the end of the line (or finds it, from an earlier attempt). The
+  // place's `mine` is >= 1.
   Result<Place> Enqueue(std::string_view lock, std::string_view owner, LeaseRef lease);
   // Reads the line again: the holder, this waiter's key, and the key just before it.
   Result<Place> Look(std::string_view lock, std::string_view owner, std::int64_t mine);

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "redis_protocol.h"
+
 namespace fencekit {
 namespace {
 
@@ -57,6 +59,7 @@ Result<RedisNode::Conn> RedisNode::Take() {
   }
   redisSetTimeout(c.get(), tv);
   redisEnableKeepAlive(c.get());
+  redis_protocol::BoundReplyArrays(c->reader);
   if (!options_.password.empty()) {
     RedisReply r(static_cast<redisReply*>(
         redisCommand(c.get(), "AUTH %b", options_.password.data(), options_.password.size())));

@@ -120,6 +120,20 @@ std::int64_t TokenOf(std::string_view value) {
   return t;
 }
 
+// A PTTL from a reply: -1 (no expiry) and -2 (no key) are 0, and more than kMaxRemaining is cut.
+milliseconds Remaining(long long pttl) {
+  return milliseconds(std::clamp<long long>(pttl, 0, kMaxRemaining.count()));
+}
+
+// hiredis's own array constructor, which CreateBoundedArray calls for arrays within the bound.
+// Set once, before any reader uses CreateBoundedArray.
+void* (*default_create_array)(const redisReadTask*, int) = nullptr;
+
+void* CreateBoundedArray(const redisReadTask* task, int elements) {
+  if (elements < 0 || elements > kMaxReplyElements) return nullptr;  // hiredis: out of memory
+  return default_create_array(task, elements);
+}
+
 Status BadReply(std::string_view service, std::string_view lock) {
   return Status::Unavailable("unexpected reply from " + std::string(service) + " for lock \"" +
                              std::string(lock) + "\"");
@@ -128,6 +142,17 @@ Status BadReply(std::string_view service, std::string_view lock) {
 }  // namespace
 
 std::span<const char* const> Scripts() { return kScripts; }
+
+void BoundReplyArrays(redisReader* reader) {
+  // Every reader starts with hiredis's default functions: copied once, with arrays bounded.
+  static redisReplyObjectFunctions bounded = [reader] {
+    redisReplyObjectFunctions f = *reader->fn;
+    default_create_array = f.createArray;
+    f.createArray = CreateBoundedArray;
+    return f;
+  }();
+  reader->fn = &bounded;
+}
 
 std::string Key(std::string_view lock, std::string_view kind) {
   std::string k = "fencekit:{";
@@ -180,7 +205,7 @@ Result<AcquireReply> ParseAcquire(const redisReply* r, std::string_view service,
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) return BadReply(service, lock);
   AcquireReply out;
   if (r->element[0]->integer == 0) {
-    out.holder_remaining = milliseconds(std::max<long long>(0, r->element[1]->integer));
+    out.holder_remaining = Remaining(r->element[1]->integer);
     return out;
   }
   out.granted = true;
@@ -246,7 +271,7 @@ Result<LockInfo> ParseInspect(const redisReply* r, std::string_view service,
     info.held = true;
     info.owner = std::string(v.substr(0, v.find(':')));
     if (auto t = FencingToken::FromInt(TokenOf(v)); t.ok()) info.token = *t;
-    info.remaining = milliseconds(std::max<long long>(0, r->element[1]->integer));
+    info.remaining = Remaining(r->element[1]->integer);
   }
   if (r->element[2]->type == REDIS_REPLY_STRING) {
     std::int64_t last = std::atoll(std::string(r->element[2]->str, r->element[2]->len).c_str());

@@ -25,6 +25,14 @@
 
 namespace fencekit::redis_protocol {
 
+// The most elements a reply's array may declare. The scripts answer at most 4, BLPOP 2.
+inline constexpr int kMaxReplyElements = 64;
+// Makes `reader` refuse an array reply that declares more than kMaxReplyElements elements
+// before allocating anything for it (hiredis 0.14 allocates the declared count at once, so
+// "*372054775" alone would cost 3 GB): the read fails as hiredis's "out of memory" error and
+// the connection is dropped. Called on every connection a RedisNode opens.
+void BoundReplyArrays(redisReader* reader);
+
 // The scripts, by their index in Scripts().
 enum Script { kAcquire, kRelease, kExtend, kInspect, kRaise, kCheck, kServiceId, kScriptCount };
 std::span<const char* const> Scripts();
@@ -54,13 +62,18 @@ std::vector<std::string> RaiseArgs(std::int64_t token, std::string_view owner,
                                    std::string_view service);
 std::vector<std::string> CheckKeys(std::string_view lock);  // no args
 
+// The longest remaining time the parsers report. A larger one in a reply (no lease lasts a
+// century; Redis reports at most the ttl it was given) is cut to this, so that callers can add it
+// to a steady_clock time point without overflow.
+inline constexpr std::chrono::milliseconds kMaxRemaining = std::chrono::hours(24 * 365 * 100);
+
 // The acquire script's reply.
 struct AcquireReply {
   bool granted = false;
   std::int64_t token = 0;                         // when granted
   bool counter_behind = false;                    // when granted: the counter was below the floor
   std::string service;                            // when granted: the service id
-  std::chrono::milliseconds holder_remaining{0};  // when not granted
+  std::chrono::milliseconds holder_remaining{0};  // when not granted; 0 .. kMaxRemaining
 };
 // kUnavailable (naming `service` and `lock`) for a reply of the wrong shape.
 Result<AcquireReply> ParseAcquire(const redisReply* r, std::string_view service,
@@ -82,7 +95,7 @@ Result<CheckReply> ParseCheck(const redisReply* r, std::string_view service, std
 // The service id script's reply.
 Result<std::string> ParseServiceId(const redisReply* r, std::string_view service);
 
-// The inspect script's reply.
+// The inspect script's reply; `remaining` is 0 .. kMaxRemaining.
 Result<LockInfo> ParseInspect(const redisReply* r, std::string_view service, std::string_view lock);
 
 }  // namespace fencekit::redis_protocol

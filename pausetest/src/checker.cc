@@ -58,7 +58,9 @@ CheckReport CheckHistory(const CheckInput& input) {
     auto it = input.final_counters.find(key);
     std::int64_t final_value = it == input.final_counters.end() ? 0 : it->second;
     if (final_value < increments) {
-      int lost = static_cast<int>(increments - final_value);
+      // At most every increment is lost: a counter below 0 (a corrupt or hostile value) must
+      // not overflow the subtraction.
+      int lost = static_cast<int>(increments - std::max<std::int64_t>(final_value, 0));
       report.lost_updates += lost;
       report.violations.push_back("counter \"" + key + "\" is " + std::to_string(final_value) +
                                   " after " + std::to_string(increments) +

@@ -13,17 +13,20 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/fencekit-consumer.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
+# The build's own compile flags: a program that links a sanitizer build's libraries (the debug
+# preset) needs the same instrumentation and runtime; empty for the release build.
+flags="$(sed -n 's/^CMAKE_CXX_FLAGS:STRING=//p' "$build/CMakeCache.txt")"
 
 cmake -S "$source_dir/tests/consumer" -B "$work/find" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_CXX_FLAGS="$flags" >/dev/null
 cmake --build "$work/find" >/dev/null
 out="$("$work/find/consumer" "sqlite://$work/locks.db")"
 [ "$out" = "token 1" ] || { echo "find_package consumer printed '$out', not 'token 1'" >&2; exit 1; }
 echo "find_package(fencekit): $out"
 
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
-# shellcheck disable=SC2046  # pkg-config's flags are words on purpose
-c++ -O1 -o "$work/pc-consumer" "$source_dir/tests/consumer/main.cc" \
+# shellcheck disable=SC2046,SC2086  # pkg-config's flags and $flags are words on purpose
+c++ -O1 $flags -o "$work/pc-consumer" "$source_dir/tests/consumer/main.cc" \
   $(pkg-config --cflags --libs fencekit)
 out="$("$work/pc-consumer" "sqlite://$work/locks.db")"
 [ "$out" = "token 2" ] || { echo "pkg-config consumer printed '$out', not 'token 2'" >&2; exit 1; }

@@ -28,7 +28,7 @@ struct CheckReport {
   // (b) Writes a client saw acknowledged that the store's log does not hold as accepted.
   int missing_acknowledged = 0;
   // (c) Increments lost: per counter key, the accepted increments (acknowledged, or found in
-  // the store's log) minus the final value.
+  // the store's log) minus the final value (at most all of them, for a counter below 0).
   int lost_updates = 0;
   // Leases that ran out while their holder still used them (a pause outlived the lease).
   int expired_leases = 0;
