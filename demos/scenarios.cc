@@ -7,15 +7,20 @@
 #include <string>
 
 #include "client_role.h"
-#include "delay_proxy.h"
 #include "demo.h"
+#include "fencekit/procutil/delay_proxy.h"
 
 namespace fencekit::demo {
 
 // gc-pause: A is frozen (SIGSTOP) past its lease. slow-network: A's write is delayed in flight.
 std::string Demo::GcPause(bool slow_network) {
-  std::unique_ptr<DelayProxy> proxy;
-  if (slow_network) proxy = std::make_unique<DelayProxy>(store_port_);
+  std::unique_ptr<procutil::DelayProxy> proxy;
+  if (slow_network) {
+    auto started = procutil::DelayProxy::Start(store_port_);
+    if (!started.ok()) return started.status().message();
+    proxy = std::move(started).value();
+    proxy->HoldWhen("");  // A's write, the first thing sent through it
+  }
   auto a = StartClient(
       "A", slow_network ? "http://127.0.0.1:" + std::to_string(proxy->port()) : store_url_);
   auto b = StartClient("B", store_url_);

@@ -5,8 +5,8 @@
 //
 // Input (text, so that seeds can be read and written by hand):
 //   line 1: the operation (grant, keepalive, revoke, remaining, granted_ttl, enqueue, look,
-//           read_key, holder_token, read_head, read_holder, move_key, exists, watch_key,
-//           watch_line, events, all)
+//           read_key, release_key, why_gone, read_head, read_holder, move_key, exists,
+//           watch_key, watch_line, events, all)
 //   each further line: one reply, "<3-digit HTTP status> <body>" (status 000: close the
 //           connection instead of answering); in a body, the byte 0x1e stands for a newline
 //           (watch streams send one JSON object per line).
@@ -174,9 +174,9 @@ void CheckStatus(const fencekit::Status& s) {
 
 const std::vector<std::string_view>& Ops() {
   static const std::vector<std::string_view> ops = {
-      "grant",  "keepalive", "revoke",       "remaining", "granted_ttl", "enqueue",
-      "look",   "read_key",  "holder_token", "read_head", "read_holder", "move_key",
-      "exists", "watch_key", "watch_line",   "events"};
+      "grant",       "keepalive", "revoke",    "remaining",  "granted_ttl", "enqueue",
+      "look",        "read_key",  "why_gone",  "read_head",  "read_holder", "move_key",
+      "release_key", "exists",    "watch_key", "watch_line", "events"};
   return ops;
 }
 
@@ -217,8 +217,18 @@ void Run(std::string_view op, etcd::EtcdProtocol& p, const std::deque<Reply>& re
   } else if (op == "read_key") {
     auto key = p.ReadKey(kLock, kOwner);
     if (!key.ok()) CheckStatus(key.status());
-  } else if (op == "holder_token") {
-    if (auto t = p.HolderToken(kLock)) CheckToken(p, *t, input);
+  } else if (op == "release_key") {
+    int sends = 0;
+    auto released = p.ReleaseKey(kLock, kOwner, fencekit::FencingToken(), &sends);
+    FUZZ_CHECK(sends >= 1 || !released.ok(), input);
+    if (released.ok() && !released->done && released->gone.holder) {
+      CheckToken(p, *released->gone.holder, input);
+    }
+    if (!released.ok()) CheckStatus(released.status());
+  } else if (op == "why_gone") {
+    auto gone = p.WhyGone(kLock, kOwner);
+    if (gone.ok() && gone->holder) CheckToken(p, *gone->holder, input);
+    if (!gone.ok()) CheckStatus(gone.status());
   } else if (op == "read_head") {
     auto head = p.ReadHead(kLock);
     if (head.ok() && head->held) CheckToken(p, head->token, input);

@@ -75,4 +75,8 @@ std::chrono::steady_clock::duration LeaseDrift(const LockOptions& options,
 // "lock \"name\" on SERVICE": how every message names its subject.
 std::string Subject(std::string_view lock, std::string_view service);
 
+// kNotHeld for a `what` ("release" or "extend") of a lease that was already released: the
+// message says so, apart from "expired" and "held by another owner".
+Status AlreadyReleased(std::string_view what, std::string_view lock, std::string_view service);
+
 }  // namespace fencekit

@@ -64,8 +64,14 @@ class EtcdBackend final : public LockBackend {
       auto moved = etcd_.MoveKeyToLease(lock, owner, token, bigger->id);
       if (!moved.ok() || !*moved) {
         (void)etcd_.Revoke(bigger->id, nullptr);
+        if (!moved.ok() && moved.status().IsNotFound()) {
+          // The new lease expired before the move (a pause): the old one still holds the key.
+          return Status::Unavailable("cannot extend " + Subject(lock, service_) +
+                                     ": the new etcd lease expired before the key could move to "
+                                     "it; try again");
+        }
         if (!moved.ok()) return moved.status();
-        return NotHeld(lock, "extend");
+        return NotHeld(lock, owner, "extend");
       }
       (void)etcd_.Revoke(lease.id, nullptr);
       Remember(owner, *bigger);
@@ -75,26 +81,26 @@ class EtcdBackend final : public LockBackend {
     if (!ttl_left.ok()) return ttl_left.status();
     if (*ttl_left <= 0) {
       Forget(owner);
-      return NotHeld(lock, "extend");
+      return NotHeld(lock, owner, "extend");
     }
     return Status::Ok();
   }
 
+  // Deletes the key and records the release in one txn (so that a second release, from any
+  // process, can say "already released"), then revokes the lease, which holds nothing now.
   Status Release(std::string_view lock, std::string_view owner, FencingToken token) override {
-    std::optional<LeaseRef> lease = Forget(owner);
-    if (!lease) {
-      auto held = Held(lock, owner, token, "release");
-      if (!held.ok()) return held.status();
-      lease = *held;
-    }
-    // Revoking the lease deletes the key with it, in one Raft entry.
     int sends = 0;
-    Status s = etcd_.Revoke(lease->id, &sends);
-    if (s.IsNotFound()) {
-      if (sends > 1) return Status::Ok();  // a retry found our own earlier revoke done
-      return NotHeld(lock, "release");
-    }
-    return s;
+    auto released = etcd_.ReleaseKey(lock, owner, token, &sends);
+    if (!released.ok()) return released.status();
+    // Revoked at once rather than left to expire (each lease costs etcd until it does).
+    std::optional<LeaseRef> known = Forget(owner);
+    if (released->lease != 0) (void)etcd_.Revoke(released->lease, nullptr);
+    if (known && known->id != released->lease) (void)etcd_.Revoke(known->id, nullptr);
+    if (released->done) return Status::Ok();
+    // A txn sent again after its connection broke finds its own first one done. (Had that
+    // first one found the lease already released, this says released, not "already".)
+    if (released->gone.released && sends > 1) return Status::Ok();
+    return NotHeldBecause(lock, "release", released->gone);
   }
 
   Result<LockInfo> Inspect(std::string_view lock) override {
@@ -199,6 +205,14 @@ class EtcdBackend final : public LockBackend {
     auto place = etcd_.Enqueue(lock, owner, *lease);
     if (!place.ok()) {
       Forget(owner);
+      if (place.status().IsNotFound()) {
+        // etcd: "requested lease not found". The lease expired between its grant and the
+        // enqueue (this process was paused, or the request was held up): retryable, and the
+        // next attempt takes a new lease.
+        return Status::Unavailable(Subject(lock, service_) +
+                                   ": the etcd lease of this attempt expired before it could "
+                                   "join the line; try again");
+      }
       return place.status();
     }
     // The key was already there, from an earlier attempt: its lease is the one to keep alive.
@@ -215,7 +229,7 @@ class EtcdBackend final : public LockBackend {
     if (!key.ok()) return key.status();
     if (!*key || (*key)->create_revision != token.value()) {
       Forget(owner);
-      return NotHeld(lock, what);
+      return NotHeld(lock, owner, what);
     }
     std::optional<LeaseRef> known;
     {
@@ -227,12 +241,18 @@ class EtcdBackend final : public LockBackend {
     return LeaseRef{id, etcd_.GrantedTtl(id)};
   }
 
-  // kNotHeld saying whether another owner holds the lock or it is free (the lease expired).
-  Status NotHeld(std::string_view lock, std::string_view what) {
+  // kNotHeld saying whether `owner`'s lease was already released, another owner holds the
+  // lock, or it is free (the lease expired).
+  Status NotHeld(std::string_view lock, std::string_view owner, std::string_view what) {
+    auto gone = etcd_.WhyGone(lock, owner);
+    return NotHeldBecause(lock, what, gone.ok() ? *gone : etcd::Gone{});
+  }
+  Status NotHeldBecause(std::string_view lock, std::string_view what, const etcd::Gone& gone) {
+    if (gone.released) return AlreadyReleased(what, lock, service_);
     std::string start = "cannot " + std::string(what) + " " + Subject(lock, service_) + ": ";
-    if (auto holder = etcd_.HolderToken(lock)) {
+    if (gone.holder) {
       return Status::NotHeld(start + "it is held by another owner (token " +
-                             std::to_string(*holder) + "); this lease is lost");
+                             std::to_string(*gone.holder) + "); this lease is lost");
     }
     return Status::NotHeld(start + "the lease expired (the key is gone); acquire again");
   }

@@ -28,6 +28,10 @@ std::string LastKey(std::string_view lock) {
   return Base64Encode("fencekit/last/" + std::to_string(lock.size()) + ":" + std::string(lock));
 }
 
+std::string ReleasedKeyName(std::string_view lock) {
+  return Base64Encode("fencekit/released/" + std::to_string(lock.size()) + ":" + std::string(lock));
+}
+
 json::object Range(std::string key) {
   return json::object{{"request_range", json::object{{"key", std::move(key)}}}};
 }
@@ -107,6 +111,23 @@ std::string ServiceId(const json::object& reply) {
   char hex[17];
   auto [end, ec] = std::to_chars(hex, hex + sizeof hex, value, 16);
   return "etcd:" + std::string(hex, end);
+}
+
+// The reads of WhyGone: the lock's last release, then the holder.
+json::array WhyGoneReads(std::string_view lock) {
+  return json::array{Range(ReleasedKeyName(lock)), RangeFirst(lock)};
+}
+
+// WhyGone's reads, answered as responses `at` and `at + 1` of a txn reply.
+Gone ParseWhyGone(const json::object& reply, std::size_t at, std::string_view owner) {
+  Gone gone;
+  if (const json::object* last = FirstKv(TxnResponse(reply, at, "response_range"))) {
+    gone.released = Base64Decode(String(*last, "value")).value_or("") == owner;
+  }
+  if (const json::object* first = FirstKv(TxnResponse(reply, at + 1, "response_range"))) {
+    gone.holder = Int(*first, "create_revision");
+  }
+  return gone;
 }
 
 }  // namespace
@@ -243,13 +264,37 @@ Result<std::optional<ContenderKey>> EtcdProtocol::ReadKey(std::string_view lock,
   return std::optional<ContenderKey>(ContenderKey{Int(*kv, "create_revision"), Int(*kv, "lease")});
 }
 
-std::optional<std::int64_t> EtcdProtocol::HolderToken(std::string_view lock) {
-  auto reply = gateway_.Call("/v3/kv/txn", json::object{{"success", json::array{RangeFirst(lock)}}},
-                             nullptr);
-  if (!reply.ok()) return std::nullopt;
-  const json::object* first = FirstKv(TxnResponse(*reply, 0, "response_range"));
-  if (first == nullptr) return std::nullopt;
-  return Int(*first, "create_revision");
+Result<ReleasedKey> EtcdProtocol::ReleaseKey(std::string_view lock, std::string_view owner,
+                                             FencingToken token, int* sends) {
+  const std::string my_key = Key(lock, owner);
+  json::object txn{
+      {"compare",
+       json::array{json::object{
+           {"target", "CREATE"}, {"key", my_key}, {"create_revision", token.ToString()}}}},
+      {"success",
+       json::array{Range(my_key),
+                   json::object{{"request_delete_range", json::object{{"key", my_key}}}},
+                   json::object{{"request_put", json::object{{"key", ReleasedKeyName(lock)},
+                                                             {"value", Base64Encode(owner)}}}}}},
+      {"failure", WhyGoneReads(lock)}};
+  auto reply = gateway_.Call("/v3/kv/txn", txn, sends);
+  if (!reply.ok()) return reply.status();
+  ReleasedKey out;
+  if (!Succeeded(*reply)) {
+    out.gone = ParseWhyGone(*reply, 0, owner);
+    return out;
+  }
+  out.done = true;
+  if (const json::object* kv = FirstKv(TxnResponse(*reply, 0, "response_range"))) {
+    out.lease = Int(*kv, "lease");
+  }
+  return out;
+}
+
+Result<Gone> EtcdProtocol::WhyGone(std::string_view lock, std::string_view owner) {
+  auto reply = gateway_.Call("/v3/kv/txn", json::object{{"success", WhyGoneReads(lock)}}, nullptr);
+  if (!reply.ok()) return reply.status();
+  return ParseWhyGone(*reply, 0, owner);
 }
 
 Result<LineHead> EtcdProtocol::ReadHead(std::string_view lock) {

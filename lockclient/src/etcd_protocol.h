@@ -5,7 +5,9 @@
 // A lock is a line of keys under fencekit/lock/<length>:<name>/, one per contender, each
 // attached to that contender's etcd lease. The key with the lowest create_revision holds the
 // lock, and that revision is the fencing token. fencekit/last/<length>:<name> is written by
-// every enqueue: its mod_revision is the last token issued.
+// every enqueue: its mod_revision is the last token issued. fencekit/released/<length>:<name>
+// holds the owner of the lock's last release (without a lease: it stays, as the last key does),
+// so that a second release of that lease can say so.
 //
 // Gateway quirks (etcd 3.4): int64 fields are JSON strings, keys and values are base64, default
 // values are omitted (a failed txn has no "succeeded", a PUT event has no "type", an expired
@@ -67,6 +69,19 @@ struct LineHead {
   std::string service;  // "etcd:<cluster id hex>"
 };
 
+// Why a contender's key is not (or no longer) its grant, for a kNotHeld message.
+struct Gone {
+  bool released = false;               // the lock's last release was this owner's
+  std::optional<std::int64_t> holder;  // the holder's token, when the lock is held
+};
+
+// What ReleaseKey did.
+struct ReleasedKey {
+  bool done = false;       // the key was the grant's, and is deleted
+  std::int64_t lease = 0;  // when done: the lease the key was attached to
+  Gone gone;               // when not done: why
+};
+
 // The holder of a lock as one linearizable read saw it, for CheckToken.
 struct Holder {
   std::optional<std::int64_t> token;  // the first key's create_revision, when held
@@ -104,8 +119,13 @@ class EtcdProtocol {
   Result<Place> Look(std::string_view lock, std::string_view owner, std::int64_t mine);
   // `owner`'s key in the line, if there.
   Result<std::optional<ContenderKey>> ReadKey(std::string_view lock, std::string_view owner);
-  // The holder's token, if the line can be read and is not empty.
-  std::optional<std::int64_t> HolderToken(std::string_view lock);
+  // Deletes `owner`'s key if it is still `token`'s grant and records `owner` as the lock's last
+  // release, in one txn; else reads why it is not (one round trip either way). *sends as
+  // Gateway::Call: above 1, the txn may have run before the one that answered.
+  Result<ReleasedKey> ReleaseKey(std::string_view lock, std::string_view owner, FencingToken token,
+                                 int* sends);
+  // Why `owner`'s key is not its grant: one read of the last release and the holder.
+  Result<Gone> WhyGone(std::string_view lock, std::string_view owner);
   Result<LineHead> ReadHead(std::string_view lock);
   // The first key of the line: one range read.
   Result<Holder> ReadHolder(std::string_view lock);

@@ -55,6 +55,12 @@ std::string Subject(std::string_view lock, std::string_view service) {
   return "lock \"" + std::string(lock) + "\" on " + std::string(service);
 }
 
+Status AlreadyReleased(std::string_view what, std::string_view lock, std::string_view service) {
+  return Status::NotHeld("cannot " + std::string(what) + " " + Subject(lock, service) +
+                         ": this lease was already released; " +
+                         (what == "release" ? "nothing was done" : "acquire again"));
+}
+
 Result<std::unique_ptr<LockClient>> LockClient::Open(std::string_view uri, LockOptions options) {
   Result<std::unique_ptr<LockBackend>> backend = Status::InvalidArgument("");
   if (uri.starts_with("sqlite://")) {
@@ -281,8 +287,7 @@ Status LockClient::Extend(Lease& lease, milliseconds ttl) {
   (s.ok() ? counters_->renewals : counters_->renewal_failures)
       .fetch_add(1, std::memory_order_relaxed);
   if (s.IsNotHeld() && released_->Contains(lease)) {
-    return Status::NotHeld("cannot extend " + Subject(lease.lock, service()) +
-                           ": this lease was already released; acquire again");
+    return AlreadyReleased("extend", lease.lock, service());
   }
   if (!s.ok()) return s;
   lease.ttl = ttl;
@@ -297,8 +302,7 @@ Status LockClient::Release(const Lease& lease) {
   if (s.ok()) {
     released_->Add(lease);
   } else if (s.IsNotHeld() && released_->Contains(lease)) {
-    return Status::NotHeld("cannot release " + Subject(lease.lock, service()) +
-                           ": this lease was already released; nothing was done");
+    return AlreadyReleased("release", lease.lock, service());
   }
   return s;
 }

@@ -105,9 +105,15 @@ class RedisBackend final : public LockBackend {
   // sent: Redlock's nodes hold the same owner with different per-node tokens).
   Status OwnerChecked(rp::Script script, std::string_view lock, std::string_view owner,
                       milliseconds ttl, std::string_view what) {
+    int sends = 0;
     auto reply = node_.Eval(script, rp::OwnerKeys(lock, script == rp::kRelease),
-                            rp::OwnerArgs(owner, ttl), lock);
+                            rp::OwnerArgs(owner, ttl), lock, &sends);
     if (!reply.ok()) return reply.status();
+    // A release sent again after its connection broke finds its own first call done. (Had
+    // that first call found the lease already released, this says released, not "already".)
+    if (script == rp::kRelease && sends > 1 && rp::SaysAlreadyReleased(reply->get())) {
+      return Status::Ok();
+    }
     return rp::ParseOwnerChecked(reply->get(), service(), lock, what);
   }
 

@@ -138,12 +138,14 @@ Status RedisNode::Refused(const redisReply* r, std::string_view lock) const {
 }
 
 Result<RedisReply> RedisNode::Eval(int script, const std::vector<std::string>& keys,
-                                   const std::vector<std::string>& args, std::string_view lock) {
+                                   const std::vector<std::string>& args, std::string_view lock,
+                                   int* sends) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     auto conn = Take();
     if (!conn.ok()) return conn.status();
     redisContext* c = conn->c.get();
     bool eval = Append(c, script, keys, args);
+    if (sends != nullptr) ++*sends;
     void* raw = nullptr;
     if (redisGetReply(c, &raw) != REDIS_OK || raw == nullptr) {
       std::string err = c->errstr;
@@ -158,6 +160,7 @@ Result<RedisReply> RedisNode::Eval(int script, const std::vector<std::string>& k
     if (IsNoScript(r.get(), script)) {
       Give(std::move(conn->c));
       --attempt;
+      if (sends != nullptr) --*sends;  // it did not run
       continue;
     }
     if (r->type == REDIS_REPLY_ERROR) {

@@ -58,8 +58,11 @@ class RedisNode {
   // Runs script `script` and waits for its reply. Retries once on a fresh connection when a
   // pooled one turns out to be broken (e.g. Redis restarted), so scripts must be harmless to
   // repeat. kUnavailable when unreachable, on no reply, or on an error reply (naming `lock`).
+  // *sends (if given) counts the calls sent that may have run: above 1, the reply is the
+  // retry's, and the first call may have run before its connection broke.
   Result<RedisReply> Eval(int script, const std::vector<std::string>& keys,
-                          const std::vector<std::string>& args, std::string_view lock);
+                          const std::vector<std::string>& args, std::string_view lock,
+                          int* sends = nullptr);
 
   // BLPOP on `key` for up to `max_wait` (the socket timeout is stretched to outlast it). Errors
   // are ignored: the caller looks at the lock again either way.

@@ -53,8 +53,11 @@ std::vector<Vote> RedisNodeSet::Round(int script, const std::vector<std::string>
     for (std::size_t i = 0; i < n && !done(); ++i) {
       if (!ask[i]) continue;
       counters_[i].requests.fetch_add(1, std::memory_order_relaxed);
-      auto r = nodes_[i]->Eval(script, keys, args, keys.front());
-      record(i, r.ok() ? reply_vote(i, r->get()) : Vote{Vote::kNo, r.status()});
+      int sends = 0;
+      auto r = nodes_[i]->Eval(script, keys, args, keys.front(), &sends);
+      Vote v = r.ok() ? reply_vote(i, r->get()) : Vote{Vote::kNo, r.status()};
+      v.resent = sends > 1;
+      record(i, std::move(v));
     }
     return votes;
   }
@@ -152,7 +155,9 @@ std::vector<Vote> RedisNodeSet::Round(int script, const std::vector<std::string>
         continue;
       }
       if (call.eval && r->type != REDIS_REPLY_ERROR) nodes_[i]->LearnSha(c, script);
-      record(i, reply_vote(i, r.get()));
+      Vote v = reply_vote(i, r.get());
+      v.resent = call.retried;
+      record(i, std::move(v));
       nodes_[i]->Give(std::move(call.conn.c));
     }
   }

@@ -24,8 +24,10 @@ struct Vote {
   Status status;  // for kNo: why (kBusy or kNotHeld: the node refused; else it failed)
   std::int64_t token = 0;
   std::chrono::milliseconds remaining{0};
-  std::string owner;    // a check's answer: the holder, if any
-  std::string service;  // the service id the node reported (grants, checks)
+  std::string owner;      // a check's answer: the holder, if any
+  std::string service;    // the service id the node reported (grants, checks)
+  bool released = false;  // a release's or extend's answer: this lease was already released
+  bool resent = false;    // the answer is to the call sent again after its connection broke
 };
 
 // A non-owning reference to a callable, so a round can take a lambda without allocating. It

@@ -48,13 +48,20 @@ redis.call('set', KEYS[1], ARGV[1] .. ':' .. t, 'PX', ARGV[2])
 return {1, t, floored, id()}
 )lua";
 
-// Reply: 1 released, -1 no such key (expired), -2 held by another owner (then also its value).
-// Signals (one element on KEYS[2]) only when someone waits (KEYS[3]).
+// Reply: 1 released, -1 no such key (expired), -2 held by another owner (then also its value),
+// -3 this owner's lease was released before (KEYS[4] holds the owner of the lock's last
+// release). A release remembers its owner there when ARGV[3] is '1' (a Redlock attempt giving
+// back what it won sends '0': it released no lease). Signals (one element on KEYS[2]) only when
+// someone waits (KEYS[3]).
 constexpr const char* kReleaseScript = R"lua(
 local v = redis.call('get', KEYS[1])
-if not v then return {-1} end
-if string.sub(v, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. ':' then return {-2, v} end
+if not v or string.sub(v, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. ':' then
+  if redis.call('get', KEYS[4]) == ARGV[1] then return {-3} end
+  if not v then return {-1} end
+  return {-2, v}
+end
 redis.call('del', KEYS[1])
+if ARGV[3] == '1' then redis.call('set', KEYS[4], ARGV[1]) end
 if redis.call('exists', KEYS[3]) == 1 then
   redis.call('del', KEYS[2])
   redis.call('lpush', KEYS[2], 1)
@@ -63,11 +70,15 @@ end
 return {1}
 )lua";
 
-// Reply: 1 extended, -1 expired, -2 held by another owner (then also its value).
+// Reply: 1 extended, -1 expired, -2 held by another owner (then also its value), -3 this
+// owner's lease was released (KEYS[2], as above).
 constexpr const char* kExtendScript = R"lua(
 local v = redis.call('get', KEYS[1])
-if not v then return {-1} end
-if string.sub(v, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. ':' then return {-2, v} end
+if not v or string.sub(v, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. ':' then
+  if redis.call('get', KEYS[2]) == ARGV[1] then return {-3} end
+  if not v then return {-1} end
+  return {-2, v}
+end
 redis.call('pexpire', KEYS[1], ARGV[2])
 return {1}
 )lua";
@@ -175,12 +186,12 @@ std::vector<std::string> AcquireArgs(std::string_view owner, milliseconds ttl, s
 }
 
 std::vector<std::string> OwnerKeys(std::string_view lock, bool release) {
-  if (!release) return {Key(lock, "lock")};
-  return {Key(lock, "lock"), Key(lock, "signal"), Key(lock, "waiting")};
+  if (!release) return {Key(lock, "lock"), Key(lock, "released")};
+  return {Key(lock, "lock"), Key(lock, "signal"), Key(lock, "waiting"), Key(lock, "released")};
 }
 
-std::vector<std::string> OwnerArgs(std::string_view owner, milliseconds ttl) {
-  return {std::string(owner), std::to_string(ttl.count())};
+std::vector<std::string> OwnerArgs(std::string_view owner, milliseconds ttl, bool remember) {
+  return {std::string(owner), std::to_string(ttl.count()), remember ? "1" : "0"};
 }
 
 std::vector<std::string> InspectKeys(std::string_view lock) {
@@ -247,6 +258,8 @@ Status ParseOwnerChecked(const redisReply* r, std::string_view service, std::str
   switch (r->element[0]->integer) {
     case 1:
       return Status::Ok();
+    case -3:
+      return AlreadyReleased(what, lock, service);
     case -1:
       return Status::NotHeld("cannot " + std::string(what) + " " + Subject(lock, service) +
                              ": the lease expired (the key is gone); acquire again");
@@ -259,6 +272,11 @@ Status ParseOwnerChecked(const redisReply* r, std::string_view service, std::str
                              std::to_string(TokenOf(other)) + "); this lease is lost");
     }
   }
+}
+
+bool SaysAlreadyReleased(const redisReply* r) {
+  return r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+         r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == -3;
 }
 
 Result<LockInfo> ParseInspect(const redisReply* r, std::string_view service,

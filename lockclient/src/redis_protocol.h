@@ -5,8 +5,10 @@
 // Keys per lock share the hash tag {name}: fencekit:{name}:lock holds "owner:token" with a PX
 // expiry; fencekit:{name}:token is the never-expiring counter; fencekit:{name}:signal is the
 // list a release pushes to, so a waiter blocked in BLPOP wakes at once; fencekit:{name}:waiting
-// says someone waits, so an uncontended release skips the signal. fencekit:service holds the
-// service id, made by the first grant on an empty server and lost with the counters.
+// says someone waits, so an uncontended release skips the signal; fencekit:{name}:released
+// holds the owner of the lock's last release (never expires, as the counter), so that a second
+// release of that lease, from any process, can say so. fencekit:service holds the service id,
+// made by the first grant on an empty server and lost with the counters.
 #pragma once
 
 #include <hiredis/hiredis.h>
@@ -54,7 +56,10 @@ std::vector<std::string> AcquireArgs(std::string_view owner, std::chrono::millis
 // Keys of kRelease (release = true) or kExtend; their args are OwnerArgs.
 std::vector<std::string> OwnerKeys(std::string_view lock, bool release);
 // `ttl`: the new ttl (extend), or how long a release signal waits for a waiter (release).
-std::vector<std::string> OwnerArgs(std::string_view owner, std::chrono::milliseconds ttl);
+// `remember`: a release records `owner` as the lock's last release (a lease's release does; a
+// failed Redlock attempt giving back what it won does not). Extend ignores it.
+std::vector<std::string> OwnerArgs(std::string_view owner, std::chrono::milliseconds ttl,
+                                   bool remember = true);
 std::vector<std::string> InspectKeys(std::string_view lock);
 std::vector<std::string> RaiseKeys(std::string_view lock);
 // The lease's token and owner, and the granting majority's service id.
@@ -79,10 +84,13 @@ struct AcquireReply {
 Result<AcquireReply> ParseAcquire(const redisReply* r, std::string_view service,
                                   std::string_view lock);
 
-// The release and extend scripts' reply: OK, or kNotHeld saying whether the lease expired or
-// another owner holds the lock. `what`: "release" or "extend", for the message.
+// The release and extend scripts' reply: OK, or kNotHeld saying whether this lease was already
+// released, expired, or another owner holds the lock. `what`: "release" or "extend", for the
+// message.
 Status ParseOwnerChecked(const redisReply* r, std::string_view service, std::string_view lock,
                          std::string_view what);
+// True when a release or extend reply says this owner's lease was already released.
+bool SaysAlreadyReleased(const redisReply* r);
 
 // The check script's reply.
 struct CheckReply {

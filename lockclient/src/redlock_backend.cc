@@ -153,7 +153,7 @@ class RedlockBackend final : public LockBackend {
       }
     }
     // Failed: give back what was won, on every node, including those whose reply was lost.
-    ReleaseEverywhere(lock, owner, /*wait_all=*/true);
+    ReleaseEverywhere(lock, owner, /*remember=*/false, /*wait_all=*/true);
     int busy = 0;
     for (const auto& v : votes) {
       if (v.state == Vote::kNo && v.status.IsBusy()) {
@@ -186,6 +186,7 @@ class RedlockBackend final : public LockBackend {
     const auto start = clock_->Now();
     auto votes = OwnerRound(rp::kExtend, lock, owner, ttl, "extend", /*stop_early=*/true);
     if (Count(votes, Vote::kYes) >= quorum_ && clock_->Now() - start < ttl) return Status::Ok();
+    if (CountReleased(votes) >= quorum_) return AlreadyReleased("extend", lock, service_);
     int not_held = 0;
     std::string example;
     for (const auto& v : votes) {
@@ -201,16 +202,23 @@ class RedlockBackend final : public LockBackend {
   }
 
   Status Release(std::string_view lock, std::string_view owner, FencingToken) override {
-    auto votes = ReleaseEverywhere(lock, owner, /*wait_all=*/false);
-    int yes = Count(votes, Vote::kYes), not_held = 0;
+    auto votes = ReleaseEverywhere(lock, owner, /*remember=*/true, /*wait_all=*/false);
+    int yes = 0, not_held = 0;
     std::string example;
-    for (const auto& v : votes) {
+    for (auto& v : votes) {
+      // A release sent again after its connection broke finds its own first call done.
+      if (v.state == Vote::kNo && v.released && v.resent) v = Vote{Vote::kYes};
+      if (v.state == Vote::kYes) ++yes;
       if (v.state == Vote::kNo && v.status.IsNotHeld()) {
         ++not_held;
         if (example.empty()) example = v.status.message();
       }
     }
     if (yes >= quorum_) return Status::Ok();
+    if (CountReleased(votes) >= quorum_) {
+      return Status::NotHeld(AlreadyReleased("release", lock, service_).message() + " (" +
+                             Detail(votes) + ")");
+    }
     // A leftover key on a minority of nodes does not make a lease: say it was lost.
     if (not_held > static_cast<int>(nodes_.size()) - quorum_) {
       return Status::NotHeld("a majority of nodes no longer hold the lease (" + Detail(votes) +
@@ -243,22 +251,33 @@ class RedlockBackend final : public LockBackend {
   // "granted by a, b; refused by c; failed or timed out: d (why)".
   std::string Detail(const std::vector<Vote>& votes) const;
 
+  // `remember`: as rp::OwnerArgs.
   std::vector<Vote> OwnerRound(rp::Script script, std::string_view lock, std::string_view owner,
-                               milliseconds ttl, std::string_view what, bool stop_early) {
+                               milliseconds ttl, std::string_view what, bool stop_early,
+                               bool remember = true) {
     return nodes_.Round(script, rp::OwnerKeys(lock, script == rp::kRelease),
-                        rp::OwnerArgs(owner, ttl), std::vector<bool>(nodes_.size(), true), quorum_,
-                        stop_early, [&](std::size_t i, const redisReply* r) {
+                        rp::OwnerArgs(owner, ttl, remember), std::vector<bool>(nodes_.size(), true),
+                        quorum_, stop_early, [&](std::size_t i, const redisReply* r) {
                           Status s = rp::ParseOwnerChecked(r, nodes_.node(i).service(), lock, what);
-                          return Vote{s.ok() ? Vote::kYes : Vote::kNo, s};
+                          Vote v{s.ok() ? Vote::kYes : Vote::kNo, s};
+                          v.released = rp::SaysAlreadyReleased(r);
+                          return v;
                         });
   }
 
-  // Sends the release to every node. With `wait_all` false it returns once a majority answered
-  // (replies still due are read before the connection's next use); a failed acquire waits for
-  // all, so that what it won is given back before it retries.
-  std::vector<Vote> ReleaseEverywhere(std::string_view lock, std::string_view owner,
+  // Sends the release to every node; `remember` as rp::OwnerArgs. With `wait_all` false it
+  // returns once a majority answered (replies still due are read before the connection's next
+  // use); a failed acquire waits for all, so that what it won is given back before it retries.
+  std::vector<Vote> ReleaseEverywhere(std::string_view lock, std::string_view owner, bool remember,
                                       bool wait_all) {
-    return OwnerRound(rp::kRelease, lock, owner, options_.ttl, "release", !wait_all);
+    return OwnerRound(rp::kRelease, lock, owner, options_.ttl, "release", !wait_all, remember);
+  }
+
+  // The nodes that said this lease was already released.
+  static int CountReleased(const std::vector<Vote>& votes) {
+    int n = 0;
+    for (const auto& v : votes) n += v.state == Vote::kNo && v.released;
+    return n;
   }
 
   void SetServiceId(const std::string& id) {

@@ -35,11 +35,12 @@ Status RedisServer::Restart() {
 
 Status RedisServer::StartOn(bool* port_taken) {
   // clang-format off
-  Status started = process_.Start({.argv = {
+  std::vector<std::string> argv = {
       options_.binary, "--port", std::to_string(port_), "--bind", "127.0.0.1",
-      "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"},
-      .output_path = options_.log_path});
+      "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"};
   // clang-format on
+  argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
+  Status started = process_.Start({.argv = std::move(argv), .output_path = options_.log_path});
   if (!started.ok()) return Status::Unavailable(started.message() + " (install redis-server)");
   const pid_t pid = process_.pid();
   auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;

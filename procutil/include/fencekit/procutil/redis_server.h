@@ -1,9 +1,10 @@
-// A redis-server process on a free loopback port, without persistence.
+// A redis-server process on a free loopback port, without persistence unless asked for.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "fencekit/common/status.h"
 #include "fencekit/procutil/child_process.h"
@@ -17,17 +18,21 @@ struct RedisOptions {
   // Where its output is appended. Empty: this process's stdout and stderr.
   std::string log_path;
   std::string binary = "redis-server";
+  // Passed after the defaults, so a flag here wins: e.g. {"--appendonly", "yes",
+  // "--appendfsync", "always", "--dir", folder} for a server whose data survives Restart().
+  std::vector<std::string> extra_args;
   std::chrono::milliseconds start_timeout{20'000};
 };
 
-// redis-server on 127.0.0.1 with no RDB and no AOF: a restart loses every key. Ready when it
-// answers INFO with its own process id, so a server of someone else's on the port never
-// passes for it. Thread safety: not safe for concurrent use.
+// redis-server on 127.0.0.1 with no RDB and no AOF (unless extra_args turn them on): a restart
+// then loses every key. Ready when it answers INFO with its own process id, so a server of
+// someone else's on the port never passes for it. Thread safety: not safe for concurrent use.
 class RedisServer {
  public:
   // Starts it and waits until ready. kUnavailable, quoting its output, if it cannot start.
   Status Start(RedisOptions options = {});
-  // SIGKILL, then starts an empty one on the same port.
+  // SIGKILL, then starts it again on the same port, with the same options: empty unless
+  // extra_args made its data persistent.
   Status Restart();
 
   std::uint16_t port() const { return port_; }

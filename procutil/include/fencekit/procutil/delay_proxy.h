@@ -1,0 +1,83 @@
+// A TCP proxy on loopback in front of a real server, for faults in the network between a client
+// and the server: a request held in flight, a reply lost, an address that moves to another
+// server (a failover). The server itself is untouched.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "fencekit/common/status.h"
+
+namespace fencekit::procutil {
+
+// Listens on a free loopback port and forwards every connection it accepts to a server on
+// another loopback port, both ways, except as told:
+//   HoldWhen(needle)     a connection whose client sends `needle` within one read (any read when
+//                        `needle` is empty) is held from that read on: what its client sends
+//                        waits in the proxy until Release(). Replies still flow.
+//   CutReplyWhen(needle) the next connection whose client sends `needle` has its request
+//                        forwarded, and is closed, both ways, when the server's reply comes,
+//                        instead of passing it on: the request ran, its answer was lost.
+//   Retarget(port)       closes every open connection; new ones go to `port`.
+// What a held connection's client sent waits in the proxy, as a read from the client's socket
+// at a time (reading stops while it is held, so the kernel's buffers bound it). One thread
+// serves every connection. Thread safety: safe for concurrent use.
+class DelayProxy {
+ public:
+  // kUnavailable when no loopback port can be opened.
+  static Result<std::unique_ptr<DelayProxy>> Start(std::uint16_t target);
+  ~DelayProxy();  // closes every connection, held or not
+  DelayProxy(const DelayProxy&) = delete;
+  DelayProxy& operator=(const DelayProxy&) = delete;
+
+  std::uint16_t port() const { return port_; }
+
+  // Holds, from now until Release(), every connection that sends `needle`.
+  void HoldWhen(std::string needle);
+  // Stops holding, and returns once what was held has been passed to the server (or the
+  // connection is gone). Connections stay open.
+  void Release();
+  // Waits until at least `n` connections are held; false when `timeout` passed first.
+  bool WaitForHeld(int n, std::chrono::milliseconds timeout);
+
+  // Cuts the next connection that sends `needle`, as above.
+  void CutReplyWhen(std::string needle);
+  // Waits until at least `n` replies have been cut since Start; false when `timeout` passed.
+  bool WaitForCuts(int n, std::chrono::milliseconds timeout);
+
+  void Retarget(std::uint16_t target);
+
+ private:
+  struct Conn;
+  DelayProxy(int listener, int wake, std::uint16_t port, std::uint16_t target);
+  void Serve();
+  void Wake();
+
+  const int listener_;
+  const int wake_;  // an eventfd: control changes wake the serving thread
+  const std::uint16_t port_;
+  std::thread thread_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // Control, set by callers and read by the serving thread. GUARDED_BY(mu_), all.
+  std::uint16_t target_;
+  std::uint64_t retargets_ = 0;
+  bool hold_armed_ = false;
+  std::string hold_needle_;
+  std::uint64_t releases_ = 0;
+  bool cut_armed_ = false;
+  std::string cut_needle_;
+  bool stopping_ = false;
+  // Progress, set by the serving thread. GUARDED_BY(mu_), all.
+  int held_ = 0;
+  int cuts_ = 0;
+  std::uint64_t releases_done_ = 0;
+};
+
+}  // namespace fencekit::procutil

@@ -1,0 +1,280 @@
+#include "fencekit/procutil/delay_proxy.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <list>
+#include <string_view>
+#include <vector>
+
+namespace fencekit::procutil {
+namespace {
+
+sockaddr_in Loopback(std::uint16_t port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return addr;
+}
+
+// Sends all of `data` on a blocking socket; false when the peer is gone.
+bool SendAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+bool Matches(std::string_view chunk, const std::string& needle) {
+  return needle.empty() || chunk.find(needle) != std::string_view::npos;
+}
+
+}  // namespace
+
+// One proxied connection. Owned by the serving thread alone.
+struct DelayProxy::Conn {
+  int client = -1;
+  int server = -1;
+  bool held = false;
+  std::string held_bytes;  // read from the client while held, not yet sent
+  bool cut_on_reply = false;
+  bool client_eof = false;  // the client finished sending (passed on once nothing is held)
+  bool server_eof = false;
+  bool closed = false;
+
+  void Close() {
+    if (client >= 0) ::close(client);
+    if (server >= 0) ::close(server);
+    client = server = -1;
+    closed = true;
+  }
+};
+
+Result<std::unique_ptr<DelayProxy>> DelayProxy::Start(std::uint16_t target) {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) {
+    return Status::Unavailable(std::string("proxy: socket failed: ") + std::strerror(errno));
+  }
+  sockaddr_in addr = Loopback(0);
+  socklen_t len = sizeof addr;
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(listener, 64) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int error = errno;
+    ::close(listener);
+    return Status::Unavailable(std::string("proxy: cannot listen on loopback: ") +
+                               std::strerror(error));
+  }
+  int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) {
+    ::close(listener);
+    return Status::Unavailable(std::string("proxy: eventfd failed: ") + std::strerror(errno));
+  }
+  return std::unique_ptr<DelayProxy>(new DelayProxy(listener, wake, ntohs(addr.sin_port), target));
+}
+
+DelayProxy::DelayProxy(int listener, int wake, std::uint16_t port, std::uint16_t target)
+    : listener_(listener), wake_(wake), port_(port), target_(target) {
+  thread_ = std::thread([this] { Serve(); });
+}
+
+DelayProxy::~DelayProxy() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  Wake();
+  thread_.join();
+  ::close(listener_);
+  ::close(wake_);
+}
+
+void DelayProxy::Wake() {
+  std::uint64_t one = 1;
+  (void)!::write(wake_, &one, sizeof one);
+}
+
+void DelayProxy::HoldWhen(std::string needle) {
+  std::lock_guard lock(mu_);
+  hold_armed_ = true;
+  hold_needle_ = std::move(needle);
+}
+
+void DelayProxy::Release() {
+  std::unique_lock lock(mu_);
+  hold_armed_ = false;
+  const std::uint64_t mine = ++releases_;
+  lock.unlock();
+  Wake();
+  lock.lock();
+  cv_.wait(lock, [&] { return releases_done_ >= mine || stopping_; });
+}
+
+bool DelayProxy::WaitForHeld(int n, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return held_ >= n; });
+}
+
+void DelayProxy::CutReplyWhen(std::string needle) {
+  std::lock_guard lock(mu_);
+  cut_armed_ = true;
+  cut_needle_ = std::move(needle);
+}
+
+bool DelayProxy::WaitForCuts(int n, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return cuts_ >= n; });
+}
+
+void DelayProxy::Retarget(std::uint16_t target) {
+  {
+    std::lock_guard lock(mu_);
+    target_ = target;
+    ++retargets_;
+  }
+  Wake();
+}
+
+void DelayProxy::Serve() {
+  std::list<Conn> conns;
+  std::uint64_t releases_seen = 0, retargets_seen = 0;
+  std::vector<pollfd> fds;
+  std::vector<std::pair<Conn*, bool /*client side*/>> owners;
+  char buf[65536];
+
+  // What was held goes to the server; a client that finished meanwhile is passed on.
+  auto flush = [](Conn& c) {
+    if (!c.held) return;
+    c.held = false;
+    if (!SendAll(c.server, c.held_bytes)) c.Close();
+    c.held_bytes.clear();
+    if (!c.closed && c.client_eof) ::shutdown(c.server, SHUT_WR);
+  };
+
+  for (;;) {
+    std::uint16_t target;
+    {
+      std::unique_lock lock(mu_);
+      if (stopping_) break;
+      target = target_;
+      if (retargets_ != retargets_seen) {
+        retargets_seen = retargets_;
+        for (Conn& c : conns) c.Close();
+      }
+      if (releases_ != releases_seen) {
+        releases_seen = releases_;
+        lock.unlock();
+        for (Conn& c : conns) flush(c);
+        lock.lock();
+        held_ = 0;
+        releases_done_ = releases_seen;
+        cv_.notify_all();
+      }
+    }
+    conns.remove_if([](const Conn& c) { return c.closed; });
+
+    fds.clear();
+    owners.clear();
+    fds.push_back({wake_, POLLIN, 0});
+    fds.push_back({listener_, POLLIN, 0});
+    for (Conn& c : conns) {
+      if (!c.held && !c.client_eof) {
+        fds.push_back({c.client, POLLIN, 0});
+        owners.emplace_back(&c, true);
+      }
+      if (!c.server_eof) {
+        fds.push_back({c.server, POLLIN, 0});
+        owners.emplace_back(&c, false);
+      }
+    }
+    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) break;
+
+    if (fds[0].revents != 0) {
+      std::uint64_t n;
+      (void)!::read(wake_, &n, sizeof n);
+    }
+    if (fds[1].revents != 0) {
+      int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client >= 0) {
+        int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in addr = Loopback(target);
+        if (server >= 0 &&
+            ::connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+          conns.push_back(Conn{.client = client, .server = server});
+        } else {
+          if (server >= 0) ::close(server);
+          ::close(client);  // as a refused connection would look to the client
+        }
+      }
+    }
+    for (std::size_t k = 2; k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      auto [c, client_side] = owners[k - 2];
+      if (c->closed) continue;
+      int from = client_side ? c->client : c->server;
+      ssize_t n = ::recv(from, buf, sizeof buf, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        c->Close();
+        continue;
+      }
+      std::string_view chunk(buf, static_cast<std::size_t>(n));
+      if (client_side) {
+        if (n == 0) {
+          c->client_eof = true;
+          if (!c->held) ::shutdown(c->server, SHUT_WR);
+          if (c->server_eof && !c->held) c->Close();
+          continue;
+        }
+        {
+          std::lock_guard lock(mu_);
+          if (hold_armed_ && Matches(chunk, hold_needle_)) {
+            c->held = true;
+            ++held_;
+            cv_.notify_all();
+          }
+          if (cut_armed_ && Matches(chunk, cut_needle_)) {
+            cut_armed_ = false;
+            c->cut_on_reply = true;
+          }
+        }
+        if (c->held) {
+          c->held_bytes.append(chunk);
+        } else if (!SendAll(c->server, chunk)) {
+          c->Close();
+        }
+        continue;
+      }
+      if (n == 0) {
+        c->server_eof = true;
+        ::shutdown(c->client, SHUT_WR);
+        if (c->client_eof && !c->held) c->Close();
+        continue;
+      }
+      if (c->cut_on_reply) {
+        c->Close();
+        std::lock_guard lock(mu_);
+        ++cuts_;
+        cv_.notify_all();
+        continue;
+      }
+      if (!SendAll(c->client, chunk)) c->Close();
+    }
+  }
+  for (Conn& c : conns) c.Close();
+  std::lock_guard lock(mu_);
+  releases_done_ = releases_;
+  cv_.notify_all();
+}
+
+}  // namespace fencekit::procutil
