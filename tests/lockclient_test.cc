@@ -15,6 +15,7 @@
 #include "fencekit/httpapi/server.h"
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/lockclient/lock_client.h"
+#include "fencekit/procutil/delay_proxy.h"
 #include "support/etcd_server.h"
 #include "support/lock_services.h"
 #include "support/redis_server.h"
@@ -698,6 +699,78 @@ TEST(RedisLockTest, ARenewalThatCannotSucceedLosesTheLeaseAtTheEndOfItsValidity)
   EXPECT_GE(lost, valid_until);
   EXPECT_LT(lost, valid_until + 200ms) << "marked lost long after its validity ended";
   EXPECT_TRUE(held.lost());
+}
+
+// A release whose reply is lost on the way back: the client sends it again over a new
+// connection, which finds its own first release done (the lock's last release is this lease's)
+// and says released. The lease is released once: a later release says "already released".
+class ReleaseReplyLostTest : public ::testing::TestWithParam<Backend> {};
+
+TEST_P(ReleaseReplyLostTest, TheReleaseSentAgainFindsItsOwnFirstOneDoneAndSaysReleased) {
+  TempDir dir;
+  LockService service(GetParam(), dir);
+  std::uint16_t port = service.redis ? service.redis->port() : service.etcd->client_port(0);
+  auto proxy = procutil::DelayProxy::Start(port);
+  ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+  std::string scheme = service.redis ? "redis://" : "etcd://";
+  auto client = LockClient::Open(scheme + "127.0.0.1:" + std::to_string((*proxy)->port()));
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto lease = (*client)->TryAcquire("job", 10s);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  // Redis: the release script's arguments carry the owner; etcd: only the release txn deletes.
+  (*proxy)->CutReplyWhen(service.redis ? lease->owner : "request_delete_range");
+  Status released = (*client)->Release(*lease);
+  ASSERT_TRUE((*proxy)->WaitForCuts(1, 5s)) << "the release was not sent through the proxy";
+  EXPECT_TRUE(released.ok()) << released.ToString();
+  auto info = (*client)->Inspect("job");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_FALSE(info->held);
+  auto other = LockClient::Open(service.uri);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  Status again = (*other)->Release(*lease);
+  EXPECT_TRUE(again.IsNotHeld()) << again.ToString();
+  EXPECT_NE(again.message().find("already released"), std::string::npos) << again.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(NetworkBackends, ReleaseReplyLostTest,
+                         ::testing::Values(Backend::kRedis, Backend::kEtcd), Name);
+
+// An etcd Acquire whose lease expires before its enqueue reaches etcd (the process was paused,
+// or the request held up, longer than the ttl): etcd answers "requested lease not found". The
+// attempt is retried with a new lease instead of failing with kNotFound.
+TEST(EtcdLockTest, AnAttemptWhoseLeaseExpiredBeforeItJoinedTheLineIsRetriedWithANewLease) {
+  EtcdCluster etcd(1);
+  auto proxy = procutil::DelayProxy::Start(etcd.client_port(0));
+  ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+  // Each request may wait long for its answer: longer than the lease lives.
+  auto client =
+      LockClient::Open("etcd://127.0.0.1:" + std::to_string((*proxy)->port()), {.op_timeout = 20s});
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto leases = [&] {  // the leases etcd has, asked directly
+    testing::RawConnection conn(etcd.client_port(0));
+    conn.Send(testing::Request("POST", "/v3/lease/leases", {}, "{}"));
+    std::string body = conn.Read().body;
+    int n = 0;
+    for (auto at = body.find("\"ID\""); at != std::string::npos; at = body.find("\"ID\"", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  (*proxy)->HoldWhen("/v3/kv/txn");  // the enqueue, sent right after the lease grant
+  auto acquired =
+      std::async(std::launch::async, [&] { return (*client)->Acquire("job", Soon(30s), 1s); });
+  ASSERT_TRUE((*proxy)->WaitForHeld(1, 10s)) << "the enqueue was not sent through the proxy";
+  ASSERT_EQ(leases(), 1);
+  ASSERT_TRUE(WaitFor([&] { return leases() == 0; }, 10s)) << "the lease never expired";
+  (*proxy)->Release();
+  auto lease = acquired.get();
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  auto info = (*client)->Inspect("job");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->owner, lease->owner);
+  EXPECT_EQ(info->token, lease->token);
+  EXPECT_TRUE((*client)->Release(*lease).ok());
 }
 
 TEST(RedisLockTest, DownServerIsUnavailableWithClearError) {

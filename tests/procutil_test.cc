@@ -9,7 +9,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <hiredis/hiredis.h>
+
 #include "fencekit/procutil/child_process.h"
+#include "fencekit/procutil/delay_proxy.h"
 #include "fencekit/procutil/etcd_cluster.h"
 #include "fencekit/procutil/fenced_server.h"
 #include "fencekit/procutil/redis_server.h"
@@ -131,6 +134,82 @@ TEST(RedisServerTest, AnotherServerOnThePortIsNotTakenForTheOneStarted) {
   s = second.Start({.port = first.port(), .log_path = dir.File("redis.log")});
   EXPECT_TRUE(s.IsUnavailable()) << s.ToString();
   EXPECT_NE(s.message().find("exited at start"), std::string::npos) << s.message();
+}
+
+// A hiredis connection to 127.0.0.1:`port`, closed on destruction.
+struct Hiredis {
+  explicit Hiredis(std::uint16_t port) {
+    timeval tv{5, 0};
+    c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c != nullptr) redisSetTimeout(c, tv);
+  }
+  ~Hiredis() {
+    if (c != nullptr) redisFree(c);
+  }
+  // Sends `args` without waiting for the reply.
+  void Send(const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data());
+    int done = 0;
+    while (!done && redisBufferWrite(c, &done) == REDIS_OK) {
+    }
+  }
+  // The reply's text (a string or status), "(nil)", or "(error)" when none came.
+  std::string Reply() {
+    void* raw = nullptr;
+    if (redisGetReply(c, &raw) != REDIS_OK || raw == nullptr) return "(error)";
+    auto* r = static_cast<redisReply*>(raw);
+    std::string out = r->type == REDIS_REPLY_NIL ? "(nil)" : std::string(r->str, r->len);
+    freeReplyObject(r);
+    return out;
+  }
+  std::string Call(const std::vector<std::string>& args) {
+    Send(args);
+    return Reply();
+  }
+  redisContext* c = nullptr;
+};
+
+TEST(DelayProxyTest, HoldsMatchingRequestsCutsRepliesAndMovesToAnotherServer) {
+  RedisServer first, second;
+  ASSERT_TRUE(first.Start().ok());
+  ASSERT_TRUE(second.Start().ok());
+  auto proxy = DelayProxy::Start(first.port());
+  ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+  DelayProxy& p = **proxy;
+  Hiredis a(p.port()), b(p.port()), direct(first.port());
+  ASSERT_EQ(a.Call({"SET", "k", "1"}), "OK");
+
+  // Held: the request waits in the proxy, while another connection's requests pass.
+  p.HoldWhen("held-value");
+  a.Send({"SET", "k", "held-value"});
+  ASSERT_TRUE(p.WaitForHeld(1, std::chrono::seconds(5)));
+  EXPECT_EQ(b.Call({"SET", "other", "x"}), "OK");
+  EXPECT_EQ(direct.Call({"GET", "k"}), "1");
+  p.Release();
+  EXPECT_TRUE(p.WaitForAnswers(std::chrono::seconds(5)));
+  EXPECT_EQ(direct.Call({"GET", "k"}), "held-value");
+  EXPECT_EQ(a.Reply(), "OK");
+
+  // Cut: the request runs, its reply never comes, and the connection closes.
+  p.CutReplyWhen("cut-value");
+  EXPECT_EQ(a.Call({"SET", "k", "cut-value"}), "(error)");
+  EXPECT_TRUE(p.WaitForCuts(1, std::chrono::seconds(5)));
+  EXPECT_EQ(direct.Call({"GET", "k"}), "cut-value");
+  EXPECT_EQ(b.Call({"GET", "k"}), "cut-value") << "only the matching connection is cut";
+
+  // Retargeted: open connections close, new ones reach the other server.
+  p.Retarget(second.port());
+  EXPECT_EQ(b.Call({"GET", "k"}), "(error)");
+  Hiredis c(p.port());
+  EXPECT_EQ(c.Call({"GET", "k"}), "(nil)");
+  EXPECT_EQ(c.Call({"SET", "k", "on-second"}), "OK");
+  EXPECT_EQ(direct.Call({"GET", "k"}), "cut-value");
 }
 
 // Puts key "fencekit/restart" (base64 below) = `value_b64` through `port`; the HTTP status.

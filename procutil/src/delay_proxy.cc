@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <list>
@@ -48,7 +49,8 @@ struct DelayProxy::Conn {
   bool held = false;
   std::string held_bytes;  // read from the client while held, not yet sent
   bool cut_on_reply = false;
-  bool client_eof = false;  // the client finished sending (passed on once nothing is held)
+  bool awaiting_answer = false;  // let go by Release(); the server has not answered yet
+  bool client_eof = false;       // the client finished sending (passed on once nothing is held)
   bool server_eof = false;
   bool closed = false;
 
@@ -125,6 +127,11 @@ bool DelayProxy::WaitForHeld(int n, std::chrono::milliseconds timeout) {
   return cv_.wait_for(lock, timeout, [&] { return held_ >= n; });
 }
 
+bool DelayProxy::WaitForAnswers(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return answered_ >= released_; });
+}
+
 void DelayProxy::CutReplyWhen(std::string needle) {
   std::lock_guard lock(mu_);
   cut_armed_ = true;
@@ -152,13 +159,28 @@ void DelayProxy::Serve() {
   std::vector<std::pair<Conn*, bool /*client side*/>> owners;
   char buf[65536];
 
-  // What was held goes to the server; a client that finished meanwhile is passed on.
-  auto flush = [](Conn& c) {
-    if (!c.held) return;
+  // The server answered (or closed) a connection that Release() let go.
+  auto answered = [&](Conn& c) {
+    if (!c.awaiting_answer) return;
+    c.awaiting_answer = false;
+    std::lock_guard lock(mu_);
+    ++answered_;
+    cv_.notify_all();
+  };
+  auto close = [&](Conn& c) {
+    answered(c);
+    c.Close();
+  };
+  // What was held goes to the server; a client that finished meanwhile is passed on. Returns
+  // whether it let one go.
+  auto flush = [&](Conn& c) {
+    if (!c.held) return false;
     c.held = false;
-    if (!SendAll(c.server, c.held_bytes)) c.Close();
+    c.awaiting_answer = true;
+    if (!SendAll(c.server, c.held_bytes)) close(c);
     c.held_bytes.clear();
     if (!c.closed && c.client_eof) ::shutdown(c.server, SHUT_WR);
+    return true;
   };
 
   for (;;) {
@@ -169,14 +191,18 @@ void DelayProxy::Serve() {
       target = target_;
       if (retargets_ != retargets_seen) {
         retargets_seen = retargets_;
-        for (Conn& c : conns) c.Close();
+        lock.unlock();
+        for (Conn& c : conns) close(c);
+        lock.lock();
       }
       if (releases_ != releases_seen) {
         releases_seen = releases_;
         lock.unlock();
-        for (Conn& c : conns) flush(c);
+        int let_go = 0;
+        for (Conn& c : conns) let_go += flush(c);
         lock.lock();
         held_ = 0;
+        released_ += let_go;
         releases_done_ = releases_seen;
         cv_.notify_all();
       }
@@ -224,16 +250,17 @@ void DelayProxy::Serve() {
       int from = client_side ? c->client : c->server;
       ssize_t n = ::recv(from, buf, sizeof buf, 0);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        c->Close();
+      if (n < 0 && !client_side) {
+        close(*c);
         continue;
       }
-      std::string_view chunk(buf, static_cast<std::size_t>(n));
+      std::string_view chunk(buf, static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
       if (client_side) {
-        if (n == 0) {
+        if (n <= 0) {
+          // The client is done (or gone): what it sent still gets its answer from the server.
           c->client_eof = true;
           if (!c->held) ::shutdown(c->server, SHUT_WR);
-          if (c->server_eof && !c->held) c->Close();
+          if (c->server_eof && !c->held) close(*c);
           continue;
         }
         {
@@ -251,27 +278,28 @@ void DelayProxy::Serve() {
         if (c->held) {
           c->held_bytes.append(chunk);
         } else if (!SendAll(c->server, chunk)) {
-          c->Close();
+          close(*c);
         }
         continue;
       }
+      answered(*c);
       if (n == 0) {
         c->server_eof = true;
         ::shutdown(c->client, SHUT_WR);
-        if (c->client_eof && !c->held) c->Close();
+        if (c->client_eof && !c->held) close(*c);
         continue;
       }
       if (c->cut_on_reply) {
-        c->Close();
+        close(*c);
         std::lock_guard lock(mu_);
         ++cuts_;
         cv_.notify_all();
         continue;
       }
-      if (!SendAll(c->client, chunk)) c->Close();
+      if (!SendAll(c->client, chunk)) close(*c);
     }
   }
-  for (Conn& c : conns) c.Close();
+  for (Conn& c : conns) close(c);
   std::lock_guard lock(mu_);
   releases_done_ = releases_;
   cv_.notify_all();

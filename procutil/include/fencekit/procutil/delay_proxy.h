@@ -44,6 +44,9 @@ class DelayProxy {
   void Release();
   // Waits until at least `n` connections are held; false when `timeout` passed first.
   bool WaitForHeld(int n, std::chrono::milliseconds timeout);
+  // Waits until the server has answered (or closed) every connection a Release() let go, so
+  // that what was held has run; false when `timeout` passed first.
+  bool WaitForAnswers(std::chrono::milliseconds timeout);
 
   // Cuts the next connection that sends `needle`, as above.
   void CutReplyWhen(std::string needle);
@@ -76,6 +79,8 @@ class DelayProxy {
   bool stopping_ = false;
   // Progress, set by the serving thread. GUARDED_BY(mu_), all.
   int held_ = 0;
+  int released_ = 0;  // connections let go by Release()
+  int answered_ = 0;  // of those, the ones the server has answered or closed since
   int cuts_ = 0;
   std::uint64_t releases_done_ = 0;
 };
