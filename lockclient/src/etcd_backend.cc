@@ -86,16 +86,14 @@ class EtcdBackend final : public LockBackend {
     return Status::Ok();
   }
 
-  // Deletes the key and records the release in one txn (so that a second release, from any
-  // process, can say "already released"), then revokes the lease, which holds nothing now.
+  // Deletes the key and records the release in one txn, so that a second release, from any
+  // process, can say "already released". The lease, which holds nothing now, is left to expire:
+  // revoking it too would cost a second Raft entry (and fsync) per release.
   Status Release(std::string_view lock, std::string_view owner, FencingToken token) override {
     int sends = 0;
     auto released = etcd_.ReleaseKey(lock, owner, token, &sends);
     if (!released.ok()) return released.status();
-    // Revoked at once rather than left to expire (each lease costs etcd until it does).
-    std::optional<LeaseRef> known = Forget(owner);
-    if (released->lease != 0) (void)etcd_.Revoke(released->lease, nullptr);
-    if (known && known->id != released->lease) (void)etcd_.Revoke(known->id, nullptr);
+    Forget(owner);
     if (released->done) return Status::Ok();
     // A txn sent again after its connection broke finds its own first one done. (Had that
     // first one found the lease already released, this says released, not "already".)

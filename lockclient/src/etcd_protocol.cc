@@ -272,22 +272,15 @@ Result<ReleasedKey> EtcdProtocol::ReleaseKey(std::string_view lock, std::string_
        json::array{json::object{
            {"target", "CREATE"}, {"key", my_key}, {"create_revision", token.ToString()}}}},
       {"success",
-       json::array{Range(my_key),
-                   json::object{{"request_delete_range", json::object{{"key", my_key}}}},
+       json::array{json::object{{"request_delete_range", json::object{{"key", my_key}}}},
                    json::object{{"request_put", json::object{{"key", ReleasedKeyName(lock)},
                                                              {"value", Base64Encode(owner)}}}}}},
       {"failure", WhyGoneReads(lock)}};
   auto reply = gateway_.Call("/v3/kv/txn", txn, sends);
   if (!reply.ok()) return reply.status();
   ReleasedKey out;
-  if (!Succeeded(*reply)) {
-    out.gone = ParseWhyGone(*reply, 0, owner);
-    return out;
-  }
-  out.done = true;
-  if (const json::object* kv = FirstKv(TxnResponse(*reply, 0, "response_range"))) {
-    out.lease = Int(*kv, "lease");
-  }
+  out.done = Succeeded(*reply);
+  if (!out.done) out.gone = ParseWhyGone(*reply, 0, owner);
   return out;
 }
 

@@ -77,9 +77,8 @@ struct Gone {
 
 // What ReleaseKey did.
 struct ReleasedKey {
-  bool done = false;       // the key was the grant's, and is deleted
-  std::int64_t lease = 0;  // when done: the lease the key was attached to
-  Gone gone;               // when not done: why
+  bool done = false;  // the key was the grant's, and is deleted
+  Gone gone;          // when not done: why
 };
 
 // The holder of a lock as one linearizable read saw it, for CheckToken.
