@@ -231,6 +231,21 @@ TEST_P(LockBackendTest, SecondReleaseSaysTheLeaseWasAlreadyReleased) {
   EXPECT_EQ(s.message().find("already released"), std::string::npos) << s.message();
 }
 
+// Released by another client (as `fencectl release` does from another process): the holder's
+// own client, which still knows the lease (etcd: its lease id), hears "already released" too.
+TEST_P(LockBackendTest, ALeaseReleasedByAnotherClientIsAlreadyReleasedForItsHolder) {
+  auto lease = client_->TryAcquire("job", 10s);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  ASSERT_TRUE(Open()->Release(*lease).ok());
+  Status extend = client_->Extend(*lease, 10s);
+  EXPECT_TRUE(extend.IsNotHeld()) << extend.ToString();
+  EXPECT_NE(extend.message().find("already released"), std::string::npos) << extend.message();
+  Status release = client_->Release(*lease);
+  EXPECT_TRUE(release.IsNotHeld()) << release.ToString();
+  EXPECT_NE(release.message().find("already released"), std::string::npos) << release.message();
+  EXPECT_FALSE(client_->Inspect("job")->held);
+}
+
 TEST_P(LockBackendTest, ExpiredHoldersReleaseDoesNotFreeTheNextHolder) {
   auto old = client_->TryAcquire("job", 100ms);
   ASSERT_TRUE(old.ok());

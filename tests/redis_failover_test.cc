@@ -103,6 +103,9 @@ TEST(RedisFailoverTest,
   EXPECT_LT(repeated->token, last->token);
   EXPECT_EQ(repeated->service, last->service);
   EXPECT_EQ(fresh.counter_resets_detected(), 0u) << "nothing tells the fresh client";
+  Lease before = *last;  // its holder's next renewal is refused: the lease is lost
+  Status renewed = seen_all.Extend(before);
+  EXPECT_TRUE(renewed.IsNotHeld()) << renewed.ToString();
   {
     HeldLock fresh_holder(fresh, *repeated, {});
     auto r = FencedPut(**store_client, fresh_holder, "report", "by a repeated token");

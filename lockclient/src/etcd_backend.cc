@@ -53,9 +53,16 @@ class EtcdBackend final : public LockBackend {
 
   Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
                 milliseconds ttl) override {
-    auto held = Held(lock, owner, token, "extend");
-    if (!held.ok()) return held.status();
-    LeaseRef lease = *held;
+    // This client's own lease is kept alive at once and its key checked after (below); another
+    // client's lease (fencectl extend) is found from the key first.
+    LeaseRef lease;
+    if (std::optional<LeaseRef> known = Known(owner)) {
+      lease = *known;
+    } else {
+      auto held = Held(lock, owner, token, "extend");
+      if (!held.ok()) return held.status();
+      lease = *held;
+    }
     if (EtcdProtocol::Seconds(ttl) > lease.ttl_s) {
       // A keep-alive restarts the TTL the lease was granted with; a longer ttl needs a new
       // lease, moved under the key in one txn that checks the key is still this grant's.
@@ -82,6 +89,16 @@ class EtcdBackend final : public LockBackend {
     if (*ttl_left <= 0) {
       Forget(owner);
       return NotHeld(lock, owner, "extend");
+    }
+    // The key, after the keep-alive: a release leaves the lease alive (keyless) until it
+    // expires, so only the key tells whether the lease still holds the lock.
+    auto still = Held(lock, owner, token, "extend");
+    if (!still.ok()) return still.status();
+    if (still->id != lease.id) {  // moved to another lease meanwhile (another client's extend)
+      Remember(owner, *still);
+      auto moved_left = etcd_.KeepAlive(still->id);
+      if (!moved_left.ok()) return moved_left.status();
+      if (*moved_left <= 0) return NotHeld(lock, owner, "extend");
     }
     return Status::Ok();
   }
@@ -171,13 +188,17 @@ class EtcdBackend final : public LockBackend {
 
   // The lease of a retried attempt by the same owner, else a new one.
   Result<LeaseRef> LeaseFor(std::string_view owner, milliseconds ttl) {
-    {
-      std::lock_guard lock(mu_);
-      if (auto it = leases_.find(std::string(owner)); it != leases_.end()) return it->second;
-    }
+    if (std::optional<LeaseRef> known = Known(owner)) return *known;
     auto lease = etcd_.GrantLease(ttl);
     if (lease.ok()) Remember(owner, *lease);
     return lease;
+  }
+  // The lease this client granted for `owner`, while granted or in line.
+  std::optional<LeaseRef> Known(std::string_view owner) {
+    std::lock_guard lock(mu_);
+    auto it = leases_.find(std::string(owner));
+    if (it == leases_.end()) return std::nullopt;
+    return it->second;
   }
   void Remember(std::string_view owner, LeaseRef lease) {
     std::lock_guard lock(mu_);
@@ -229,11 +250,7 @@ class EtcdBackend final : public LockBackend {
       Forget(owner);
       return NotHeld(lock, owner, what);
     }
-    std::optional<LeaseRef> known;
-    {
-      std::lock_guard l(mu_);
-      if (auto it = leases_.find(std::string(owner)); it != leases_.end()) known = it->second;
-    }
+    std::optional<LeaseRef> known = Known(owner);
     std::int64_t id = (*key)->lease;
     if (known && known->id == id) return *known;
     return LeaseRef{id, etcd_.GrantedTtl(id)};
