@@ -1,5 +1,6 @@
 // procutil: child processes and servers started for real on loopback.
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -8,8 +9,6 @@
 
 #include <filesystem>
 #include <fstream>
-
-#include <hiredis/hiredis.h>
 
 #include "fencekit/procutil/child_process.h"
 #include "fencekit/procutil/delay_proxy.h"
