@@ -63,13 +63,13 @@ Result<std::unique_ptr<LockClient>> LockClient::Open(std::string_view uri, LockO
     backend = OpenRedisBackend(uri, options);
   } else if (uri.starts_with("redlock://")) {
     backend = OpenRedlockBackend(uri, options);
-  } else if (uri.starts_with("etcd://")) {
+  } else if (uri.starts_with("etcd://") || uri.starts_with("etcds://")) {
     backend = OpenEtcdBackend(uri, options);
   } else {
     return Status::InvalidArgument("lock service URI \"" + std::string(uri) +
                                    "\" is not supported; use sqlite:///path/locks.db, "
-                                   "redis://host:port[/db], redlock://h1:p1,h2:p2,h3:p3 or "
-                                   "etcd://h1:p1[,h2:p2,...]");
+                                   "redis://host:port[/db], redlock://h1:p1,h2:p2,h3:p3, "
+                                   "etcd://h1:p1[,h2:p2,...] or etcds://h1:p1[,...]");
   }
   if (!backend.ok()) return backend.status();
   return std::unique_ptr<LockClient>(new LockClient(std::move(backend).value(), options));
