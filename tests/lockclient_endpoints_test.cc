@@ -138,12 +138,13 @@ TEST(EtcdUriTest, PrefixRuleAllowsOnlyItsCharactersAndATrailingSlash) {
   }
 }
 
-TEST(EtcdUriTest, WithoutPasswordHidesThePasswordOfWellFormedAndMalformedUris) {
-  EXPECT_EQ(EtcdUriWithoutPassword("etcd://u:pw@h:1?prefix=a/"), "etcd://u:***@h:1?prefix=a/");
-  EXPECT_EQ(EtcdUriWithoutPassword("etcds://u:p/w?x@h:1"), "etcds://u:***@h:1");
-  EXPECT_EQ(EtcdUriWithoutPassword("etcd://h:1"), "etcd://h:1");
-  EXPECT_EQ(EtcdUriWithoutPassword("etcd://u@h:1"), "etcd://u@h:1");
-  EXPECT_EQ(EtcdUriWithoutPassword("no scheme:pw@h"), "no scheme:pw@h");
+TEST(EndpointsTest, UriWithoutPasswordHidesThePasswordOfWellFormedAndMalformedUris) {
+  EXPECT_EQ(UriWithoutPassword("etcd://u:pw@h:1?prefix=a/"), "etcd://u:***@h:1?prefix=a/");
+  EXPECT_EQ(UriWithoutPassword("etcds://u:p/w?x@h:1"), "etcds://u:***@h:1");
+  EXPECT_EQ(UriWithoutPassword("etcd://h:1"), "etcd://h:1");
+  EXPECT_EQ(UriWithoutPassword("etcd://u@h:1"), "etcd://u@h:1");
+  EXPECT_EQ(UriWithoutPassword("no scheme:pw@h"), "no scheme:pw@h");
+  EXPECT_EQ(UriWithoutPassword("redis://:pw@h:6379/0"), "redis://:***@h:6379/0");
 }
 
 }  // namespace

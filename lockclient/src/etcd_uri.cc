@@ -32,18 +32,6 @@ std::optional<std::string> Decode(std::string_view encoded) {
 
 }  // namespace
 
-std::string EtcdUriWithoutPassword(std::string_view uri) {
-  std::size_t scheme = uri.find("://");
-  if (scheme == std::string_view::npos) return std::string(uri);
-  // The last '@' anywhere: a password with an unencoded '/', '?' or '#' is hidden too (at
-  // worst, a query holding an '@' hides the hosts as well).
-  std::size_t at = uri.rfind('@');
-  if (at == std::string_view::npos || at < scheme + 3) return std::string(uri);
-  std::size_t colon = uri.substr(0, at).find(':', scheme + 3);
-  if (colon == std::string_view::npos) return std::string(uri);
-  return std::string(uri.substr(0, colon)) + ":***" + std::string(uri.substr(at));
-}
-
 Status CheckEtcdKeyPrefix(std::string_view prefix) {
   auto bad = [&](std::string_view why) {
     return Status::InvalidArgument("the etcd key prefix \"" + JsonSafeText(prefix) + "\" " +
@@ -63,7 +51,7 @@ Status CheckEtcdKeyPrefix(std::string_view prefix) {
 }
 
 Result<EtcdUri> ParseEtcdUri(std::string_view uri) {
-  const std::string shown_raw = EtcdUriWithoutPassword(uri);
+  const std::string shown_raw = UriWithoutPassword(uri);
   auto bad = [&](std::string_view why) {
     return Status::InvalidArgument("lock service URI \"" + JsonSafeText(shown_raw) +
                                    "\" is invalid: " + std::string(why) + "; " +

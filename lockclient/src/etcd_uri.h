@@ -33,10 +33,6 @@ struct EtcdUri {
 // Percent-decodes the user, the password and the parameter values.
 Result<EtcdUri> ParseEtcdUri(std::string_view uri);
 
-// `uri` with the password of its user:password@ part (if any) replaced by "***"; works on
-// malformed URIs too.
-std::string EtcdUriWithoutPassword(std::string_view uri);
-
 // OK when `prefix` is 1 to kMaxEtcdKeyPrefixBytes bytes of A-Z a-z 0-9 . _ - / and ends in
 // '/'. kInvalidArgument saying so otherwise.
 Status CheckEtcdKeyPrefix(std::string_view prefix);
