@@ -19,6 +19,7 @@ namespace fencekit {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::CommandResult;
 using testing::EtcdCluster;
 using testing::Pki;
 using testing::Soon;
@@ -289,6 +290,27 @@ TEST_F(EtcdTlsTest, ClientCertificateWithACommonNameIsRefusedOnceAuthIsOnSayingS
   EXPECT_NE(client.status().message().find("CommonName"), std::string::npos)
       << client.status().message();
   EXPECT_EQ(client.status().message().find(kAppPassword), std::string::npos);
+}
+
+TEST_F(EtcdTlsTest, FencectlNeverPrintsThePassword) {
+  EtcdCluster etcd(TlsOptions());
+  ASSERT_FALSE(HasFailure()) << "etcd did not start";
+  EnableAuth(etcd);
+  std::string uri = Base(etcd, std::string("app:") + kAppPassword + "@") + AuthQuery();
+  CommandResult ok = testing::RunCommand(
+      {testing::FencectlBinary(), "acquire", "--locks", uri, "--ttl", "5s", "job"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("\"locks\":\"etcds://app:***@127.0.0.1:"), std::string::npos) << ok.out;
+  const std::string wrong = "Wrong-pw-4711";
+  CommandResult refused =
+      testing::RunCommand({testing::FencectlBinary(), "acquire", "--locks",
+                           Base(etcd, "app:" + wrong + "@") + AuthQuery(), "job"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("refused user \"app\""), std::string::npos) << refused.err;
+  for (const std::string& text : {ok.out, ok.err, refused.out, refused.err}) {
+    EXPECT_EQ(text.find(kAppPassword), std::string::npos) << text;
+    EXPECT_EQ(text.find(wrong), std::string::npos) << text;
+  }
 }
 
 TEST_F(EtcdTlsTest, ExpiredAuthTokenIsRenewedByTheHolderAndByAWaiterInLine) {
