@@ -203,7 +203,8 @@ Status GatewayConn::Handshake(milliseconds timeout) {
 std::string GatewayConn::Failure(std::string_view what, const boost::system::error_code& ec) const {
   std::string out = std::string(what) + ": " + ec.message();
   // TLS 1.3 sends a refused client certificate's alert after the handshake: it shows here.
-  if (tls_context_ && ec.category() == net::error::get_ssl_category()) {
+  if (tls_context_ && ec.category() == net::error::get_ssl_category() &&
+      ec != ssl::error::stream_truncated) {
     out +=
         " (check the TLS settings: does etcd want a client certificate, cert=FILE&key=FILE, "
         "signed by a CA it trusts?)";
@@ -440,9 +441,7 @@ Result<json::object> Gateway::Send(std::string_view target, const std::string& t
 Status Gateway::Refused(const Refusal& r) const {
   const std::string at = "etcd at " + r.where;
   const std::string user = "user \"" + access_.user + "\"";
-  if (r.code == kGrpcUnauthenticated || TokenRefused(r) ||
-      (r.code == kGrpcInvalidArgument &&
-       r.message.find("user name is empty") != std::string::npos)) {
+  if (RefusedForAuth(r)) {
     if (access_.user.empty()) {
       return Status::Unauthenticated(at + " wants authentication (" + r.message +
                                      "); give a user in the URI: etcd://user:password@host:port");
@@ -466,11 +465,15 @@ Status Gateway::Refused(const Refusal& r) const {
   return Status::Unavailable(full);
 }
 
-bool Gateway::TokenRefused(const Refusal& r) const {
-  if (access_.user.empty()) return false;
+bool Gateway::RefusedForAuth(const Refusal& r) {
+  // "invalid auth token" (expired, or etcd restarted); "user name is empty" (no token sent).
   return r.code == kGrpcUnauthenticated ||
          (r.code == kGrpcInvalidArgument &&
           r.message.find("user name is empty") != std::string::npos);
+}
+
+bool Gateway::TokenRefused(const Refusal& r) const {
+  return !access_.user.empty() && RefusedForAuth(r);
 }
 
 Result<std::string> Gateway::Token() {

@@ -167,7 +167,9 @@ class Gateway {
                                    const std::string& token, int* sends, Refusal* refusal);
   // The error etcd answered, as a Status.
   Status Refused(const Refusal& r) const;
-  // Whether a new auth token may cure `r`.
+  // Whether etcd refused for want of a valid auth token.
+  static bool RefusedForAuth(const Refusal& r);
+  // Whether a new auth token may cure `r`: RefusedForAuth, and there is a user.
   bool TokenRefused(const Refusal& r) const;
   // The token to send: "" without a user; else the current one, authenticating first.
   Result<std::string> Token();
