@@ -156,16 +156,18 @@ class LockClient {
   Result<Lease> Acquire(std::string_view lock, std::chrono::steady_clock::time_point deadline,
                         std::chrono::milliseconds ttl);
   // Resets the lease's ttl if `lease.owner` still holds it, and moves valid_until.
-  // kNotHeld when it expired or another owner holds the lock ("already released" when this
-  // client released it).
+  // kNotHeld when it expired or another owner holds the lock ("already released" when the
+  // lease was released, as for Release).
   Status Extend(Lease& lease, std::chrono::milliseconds ttl);
   Status Extend(Lease& lease) { return Extend(lease, lease.ttl); }
   // kNotHeld when it expired or another owner holds the lock (nothing is released then).
-  // A second Release of a lease this client already released is kNotHeld too, and its message
-  // says "already released"; nothing is released then either. (The client remembers its last
-  // 1024 releases; beyond them, or from another client, the message is the service's: expired,
-  // or held by another owner; the SQLite service also remembers the last release of each lock
-  // and says "already released".)
+  // A second Release of a lease that was already released, by this client or any other, is
+  // kNotHeld too, and its message says "already released"; nothing is released then either.
+  // The client remembers its own last 1024 releases, and the service the last release of each
+  // lock (Redis and Redlock until another lease of the lock is released, or Redis loses its
+  // data; etcd until another is released; SQLite until the lock is granted again, after which
+  // another client hears "held by another owner"). A release whose reply was lost is resent,
+  // and finding its own first release done, returns OK.
   Status Release(const Lease& lease);
   Result<LockInfo> Inspect(std::string_view lock);
 
