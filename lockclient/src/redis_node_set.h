@@ -27,6 +27,7 @@ struct Vote {
   std::string owner;      // a check's answer: the holder, if any
   std::string service;    // the service id the node reported (grants, checks)
   bool released = false;  // a release's or extend's answer: this lease was already released
+  bool taken = false;     // a release's or extend's answer: another owner holds the lock
   bool resent = false;    // the answer is to the call sent again after its connection broke
 };
 

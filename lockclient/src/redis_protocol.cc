@@ -274,10 +274,20 @@ Status ParseOwnerChecked(const redisReply* r, std::string_view service, std::str
   }
 }
 
-bool SaysAlreadyReleased(const redisReply* r) {
-  return r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
-         r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == -3;
+namespace {
+// The code of a release or extend reply (1, -1, -2 or -3); 0 for a reply of the wrong shape.
+long long OwnerCheckedCode(const redisReply* r) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+      r->element[0]->type != REDIS_REPLY_INTEGER) {
+    return 0;
+  }
+  return r->element[0]->integer;
 }
+}  // namespace
+
+bool SaysAlreadyReleased(const redisReply* r) { return OwnerCheckedCode(r) == -3; }
+
+bool SaysHeldByAnother(const redisReply* r) { return OwnerCheckedCode(r) == -2; }
 
 Result<LockInfo> ParseInspect(const redisReply* r, std::string_view service,
                               std::string_view lock) {

@@ -91,6 +91,8 @@ Status ParseOwnerChecked(const redisReply* r, std::string_view service, std::str
                          std::string_view what);
 // True when a release or extend reply says this owner's lease was already released.
 bool SaysAlreadyReleased(const redisReply* r);
+// True when a release or extend reply says another owner holds the lock.
+bool SaysHeldByAnother(const redisReply* r);
 
 // The check script's reply.
 struct CheckReply {

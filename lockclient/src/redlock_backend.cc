@@ -188,15 +188,10 @@ class RedlockBackend final : public LockBackend {
     if (Count(votes, Vote::kYes) >= quorum_ && clock_->Now() - start < ttl) return Status::Ok();
     if (CountReleased(votes) >= quorum_) return AlreadyReleased("extend", lock, service_);
     int not_held = 0;
-    std::string example;
-    for (const auto& v : votes) {
-      if (v.state == Vote::kNo && v.status.IsNotHeld()) {
-        ++not_held;
-        if (example.empty()) example = "; for example: " + v.status.message();
-      }
-    }
+    for (const auto& v : votes) not_held += v.state == Vote::kNo && v.status.IsNotHeld();
+    std::string example = Example(votes);
     std::string msg = "cannot extend " + Subject(lock, service_) + ": no majority (" +
-                      Detail(votes) + ")" + example;
+                      Detail(votes) + ")" + (example.empty() ? "" : "; for example: " + example);
     if (not_held > static_cast<int>(nodes_.size()) - quorum_) return Status::NotHeld(msg);
     return Status::Unavailable(msg);
   }
@@ -204,15 +199,11 @@ class RedlockBackend final : public LockBackend {
   Status Release(std::string_view lock, std::string_view owner, FencingToken) override {
     auto votes = ReleaseEverywhere(lock, owner, /*remember=*/true, /*wait_all=*/false);
     int yes = 0, not_held = 0;
-    std::string example;
     for (auto& v : votes) {
       // A release sent again after its connection broke finds its own first call done.
       if (v.state == Vote::kNo && v.released && v.resent) v = Vote{Vote::kYes};
-      if (v.state == Vote::kYes) ++yes;
-      if (v.state == Vote::kNo && v.status.IsNotHeld()) {
-        ++not_held;
-        if (example.empty()) example = v.status.message();
-      }
+      yes += v.state == Vote::kYes;
+      not_held += v.state == Vote::kNo && v.status.IsNotHeld();
     }
     if (yes >= quorum_) return Status::Ok();
     if (CountReleased(votes) >= quorum_) {
@@ -222,7 +213,7 @@ class RedlockBackend final : public LockBackend {
     // A leftover key on a minority of nodes does not make a lease: say it was lost.
     if (not_held > static_cast<int>(nodes_.size()) - quorum_) {
       return Status::NotHeld("a majority of nodes no longer hold the lease (" + Detail(votes) +
-                             "); for example: " + example);
+                             "); for example: " + Example(votes));
     }
     if (yes > 0) return Status::Ok();  // the nodes that did not answer expire the key
     return Status::Unavailable("cannot release " + Subject(lock, service_) + ": " + Detail(votes));
@@ -261,6 +252,7 @@ class RedlockBackend final : public LockBackend {
                           Status s = rp::ParseOwnerChecked(r, nodes_.node(i).service(), lock, what);
                           Vote v{s.ok() ? Vote::kYes : Vote::kNo, s};
                           v.released = rp::SaysAlreadyReleased(r);
+                          v.taken = rp::SaysHeldByAnother(r);
                           return v;
                         });
   }
@@ -271,6 +263,17 @@ class RedlockBackend final : public LockBackend {
   std::vector<Vote> ReleaseEverywhere(std::string_view lock, std::string_view owner, bool remember,
                                       bool wait_all) {
     return OwnerRound(rp::kRelease, lock, owner, options_.ttl, "release", !wait_all, remember);
+  }
+
+  // The most telling refusal of an owner-checked round: a node where another owner holds the
+  // lock (its key on the other nodes may have expired at another moment), else the first.
+  static std::string Example(const std::vector<Vote>& votes) {
+    const Vote* example = nullptr;
+    for (const auto& v : votes) {
+      if (v.state != Vote::kNo || !v.status.IsNotHeld()) continue;
+      if (example == nullptr || (v.taken && !example->taken)) example = &v;
+    }
+    return example != nullptr ? example->status.message() : "";
   }
 
   // The nodes that said this lease was already released.
