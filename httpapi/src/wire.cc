@@ -412,8 +412,18 @@ Result<BatchBody> BatchFromJson(std::string_view body, std::size_t max_writes, b
     batch.service = std::string(service->as_string());
   }
   const json::value* writes = o.if_contains("writes");
-  if (writes == nullptr || !writes->is_array()) return BadBatch("\"writes\" is missing or not a list");
-  const json::array& list = writes->as_array();
+  if (writes == nullptr) return BadBatch("\"writes\" is missing");
+  auto parsed_writes = WritesFromJson(*writes, max_writes, too_many);
+  if (!parsed_writes.ok()) return parsed_writes.status();
+  batch.writes = std::move(*parsed_writes);
+  return batch;
+}
+
+Result<std::vector<ObjectWrite>> WritesFromJson(const json::value& writes,
+                                                std::size_t max_writes, bool* too_many) {
+  *too_many = false;
+  if (!writes.is_array()) return BadBatch("\"writes\" is not a list");
+  const json::array& list = writes.as_array();
   if (list.size() > max_writes) {
     *too_many = true;
     return Status::InvalidArgument("the batch has " + std::to_string(list.size()) +
@@ -421,13 +431,14 @@ Result<BatchBody> BatchFromJson(std::string_view body, std::size_t max_writes, b
                                    " one batch may have; split it under the same grant");
   }
   if (list.empty()) return BadBatch("\"writes\" is empty; send at least one write");
-  batch.writes.reserve(list.size());
+  std::vector<ObjectWrite> out;
+  out.reserve(list.size());
   for (std::size_t i = 0; i < list.size(); ++i) {
     auto w = WriteFromJson(list[i], i);
     if (!w.ok()) return w.status();
-    batch.writes.push_back(std::move(*w));
+    out.push_back(std::move(*w));
   }
-  return batch;
+  return out;
 }
 
 json::object BatchReceiptsToJson(std::string_view lock, FencingToken token,

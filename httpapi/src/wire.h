@@ -161,6 +161,9 @@ std::string BatchToJson(std::string_view lock, FencingToken token, std::string_v
 // kInvalidArgument saying what is wrong (naming the write); `*too_many` set when there are
 // more than `max_writes` writes (nothing else is then checked).
 Result<BatchBody> BatchFromJson(std::string_view body, std::size_t max_writes, bool* too_many);
+// The "writes" list of a batch alone (fencectl batch reads it from a file); as BatchFromJson.
+Result<std::vector<ObjectWrite>> WritesFromJson(const boost::json::value& list,
+                                                std::size_t max_writes, bool* too_many);
 // The answer to an accepted batch: {"lock","token","writes":[{"key","version",
 // "created"|"deleted"}, ...]}, and the receipts it carries (`writes` the batch sent: the
 // answer must have one per write, for the same keys).
