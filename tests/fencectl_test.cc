@@ -271,7 +271,8 @@ TEST(FencectlStoreTest, ConditionalPutsBatchesAndListing) {
   ASSERT_EQ(all.exit_code, 0) << all.err;
   EXPECT_EQ(std::count(all.out.begin(), all.out.end(), '\n'), 2);  // "a", then "b"
   EXPECT_NE(all.out.find("\"key\":\"b\""), std::string::npos) << all.out;
-  EXPECT_EQ(ctl({"list", "--limit", "0"}).exit_code, 1);
+  EXPECT_EQ(ctl({"list", "--limit", "0"}).exit_code, 64);
+  EXPECT_EQ(ctl({"list", "--limit", "1001"}).exit_code, 64);
 }
 
 }  // namespace

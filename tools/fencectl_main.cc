@@ -657,12 +657,16 @@ int List(const std::vector<std::string>& args) {
   auto p = Parse("list", desc, {}, args);
   if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
+  const std::size_t limit = p->vm["limit"].as<std::size_t>();
+  if (limit < 1 || limit > wire::kMaxListLimit) {
+    return Fail(kExitUsage, "--limit must be 1 to " + std::to_string(wire::kMaxListLimit));
+  }
   auto store = OpenStore(p->vm);
   if (!store.ok()) return FailStatus(store.status());
   const auto& prefix = p->vm["prefix"].as<std::string>();
   std::string after = p->vm["after"].as<std::string>();
   for (;;) {
-    auto page = (*store)->List(prefix, after, p->vm["limit"].as<std::size_t>());
+    auto page = (*store)->List(prefix, after, limit);
     if (!page.ok()) return FailStatus(page.status());
     Print(wire::ObjectPageToJson(*page));
     if (!p->vm["all"].as<bool>() || !page->next) return kExitOk;
