@@ -43,8 +43,7 @@ class ObjectsTest : public ::testing::TestWithParam<testing::StoreEngine> {
     w.if_version = if_version;
     return w;
   }
-  static BatchRequest Batch(std::string lock, FencingToken token,
-                            std::vector<ObjectWrite> writes) {
+  static BatchRequest Batch(std::string lock, FencingToken token, std::vector<ObjectWrite> writes) {
     return BatchRequest{std::move(lock), token, {}, {}, std::move(writes)};
   }
   // The values of `keys`, "-" for an absent one.
@@ -160,12 +159,11 @@ TEST_P(ObjectsTest, RefusedConditionalWriteDoesNotDisturbItsGroupCommit) {
   for (int i = 0; i < 60; ++i) {
     auto promise = std::make_shared<std::promise<Result<WriteReceipt>>>();
     answers.push_back(promise->get_future());
-    WriteRequest w = i % 3 == 0 ? Conditional("L", T(1), "k", "x", kIfAbsent)
-                                : Conditional("L", T(1), "key" + std::to_string(i), "v",
-                                              std::nullopt);
-    store->Submit(std::move(w), [promise](Result<WriteReceipt> r) {
-      promise->set_value(std::move(r));
-    });
+    WriteRequest w = i % 3 == 0
+                         ? Conditional("L", T(1), "k", "x", kIfAbsent)
+                         : Conditional("L", T(1), "key" + std::to_string(i), "v", std::nullopt);
+    store->Submit(std::move(w),
+                  [promise](Result<WriteReceipt> r) { promise->set_value(std::move(r)); });
   }
   for (int i = 0; i < 60; ++i) {
     auto r = answers[i].get();
@@ -184,10 +182,10 @@ TEST_P(ObjectsTest, RefusedConditionalWriteDoesNotDisturbItsGroupCommit) {
 TEST_P(ObjectsTest, BatchAppliesEveryWriteInOrder) {
   auto store = Open();
   ASSERT_TRUE(store->Put("L", T(3), "gone", "x").ok());
-  auto r = store->WriteBatch(Batch("L", T(4),
-                                   {PutOf("a", "1"), PutOf("b", std::string("\0\xff", 2)),
-                                    DeleteOf("gone"), PutOf("a", "2"), DeleteOf("b"),
-                                    PutOf("b", "3", kIfAbsent)}));
+  auto r = store->WriteBatch(
+      Batch("L", T(4),
+            {PutOf("a", "1"), PutOf("b", std::string("\0\xff", 2)), DeleteOf("gone"),
+             PutOf("a", "2"), DeleteOf("b"), PutOf("b", "3", kIfAbsent)}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->size(), 6u);
   EXPECT_TRUE((*r)[0].created);
@@ -213,8 +211,7 @@ TEST_P(ObjectsTest, StaleBatchWritesNoneOfItsKeys) {
       Batch("L", T(5), {PutOf("a", "stale"), PutOf("b", "stale"), DeleteOf("a")}));
   ASSERT_TRUE(r.status().IsStaleToken()) << r.status().ToString();
   EXPECT_EQ(r.status().highest_token(), 6);
-  EXPECT_NE(r.status().message().find("none applied"), std::string::npos)
-      << r.status().message();
+  EXPECT_NE(r.status().message().find("none applied"), std::string::npos) << r.status().message();
   EXPECT_EQ(Values(*store, {"a", "b"}), (std::vector<std::string>{"kept", "-"}));
   auto history = store->History(100);
   ASSERT_TRUE(history.ok());
@@ -269,9 +266,9 @@ TEST_P(ObjectsTest, RefusedBatchLeavesTheRestOfItsGroupCommit) {
     batches.push_back(b->get_future());
     const std::string n = std::to_string(i);
     // Even: a good batch of its own lock. Odd: a stale one on lock "old".
-    BatchRequest batch = i % 2 == 0 ? Batch("g" + n, T(1), {PutOf("g" + n + "/a", n),
-                                                            PutOf("g" + n + "/b", n)})
-                                    : Batch("old", T(9), {PutOf("s" + n, n)});
+    BatchRequest batch =
+        i % 2 == 0 ? Batch("g" + n, T(1), {PutOf("g" + n + "/a", n), PutOf("g" + n + "/b", n)})
+                   : Batch("old", T(9), {PutOf("s" + n, n)});
     store->SubmitBatch(std::move(batch), [b](auto r) { b->set_value(std::move(r)); });
     auto s = std::make_shared<std::promise<Result<WriteReceipt>>>();
     singles.push_back(s->get_future());
@@ -283,8 +280,7 @@ TEST_P(ObjectsTest, RefusedBatchLeavesTheRestOfItsGroupCommit) {
     auto b = batches[i].get();
     if (i % 2 == 0) {
       ASSERT_TRUE(b.ok()) << i << " " << b.status().ToString();
-      EXPECT_EQ(Values(*store, {"g" + n + "/a", "g" + n + "/b"}),
-                (std::vector<std::string>{n, n}));
+      EXPECT_EQ(Values(*store, {"g" + n + "/a", "g" + n + "/b"}), (std::vector<std::string>{n, n}));
     } else {
       EXPECT_TRUE(b.status().IsStaleToken()) << i << " " << b.status().ToString();
       EXPECT_TRUE(store->Get("s" + n).status().IsNotFound());
@@ -307,9 +303,8 @@ TEST_P(ObjectsTest, BatchesOutsideTheBoundsAreRefusedUnstored) {
   auto bad_key = store->WriteBatch(Batch("L", T(1), {PutOf("a", ""), PutOf("b\n", "")}));
   ASSERT_TRUE(bad_key.status().IsInvalidArgument());
   EXPECT_NE(bad_key.status().message().find("write 1"), std::string::npos);
-  EXPECT_TRUE(store->WriteBatch(Batch("L", T(1), {PutOf("a", "", -1)}))
-                  .status()
-                  .IsInvalidArgument());
+  EXPECT_TRUE(
+      store->WriteBatch(Batch("L", T(1), {PutOf("a", "", -1)})).status().IsInvalidArgument());
   EXPECT_TRUE(store->Get("a").status().IsNotFound());
   EXPECT_FALSE(store->Highest("L")->has_value());
 }
@@ -344,8 +339,8 @@ TEST_P(ObjectsTest, BatchAdvancingTheFenceIsVerifiedOnce) {
 
 TEST_P(ObjectsTest, ListPagesThroughAPrefixInByteOrder) {
   auto store = Open();
-  const std::vector<std::string> keys = {"a",     "a/1",   "a/2",  "a/\xc3\xa9", "a/\xff",
-                                         "a/\xff\xff", "a0", "b",   "\xff"};
+  const std::vector<std::string> keys = {"a",          "a/1", "a/2", "a/\xc3\xa9", "a/\xff",
+                                         "a/\xff\xff", "a0",  "b",   "\xff"};
   for (const auto& k : keys) ASSERT_TRUE(store->Put("L", T(1), k, "v:" + k).ok()) << k;
   std::vector<std::string> seen;
   std::string after;

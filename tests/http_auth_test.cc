@@ -183,8 +183,8 @@ TEST_F(HttpAuthTest, ListingNeedsReadRightsOnTheWholePrefix) {
   EXPECT_NE(own.body.find("billing/a"), std::string::npos);
   EXPECT_EQ(As(kBillingToken, "GET", "/v1/objects?prefix=billing%2Fa").status, 200);
   // A prefix reaching past its rights: the whole store, a sibling, or a shorter prefix.
-  for (const char* target : {"/v1/objects", "/v1/objects?prefix=shared%2F",
-                             "/v1/objects?prefix=billing"}) {
+  for (const char* target :
+       {"/v1/objects", "/v1/objects?prefix=shared%2F", "/v1/objects?prefix=billing"}) {
     RawResponse r = As(kBillingToken, "GET", target);
     EXPECT_EQ(r.status, 403) << target;
     EXPECT_EQ(ErrorName(r), "forbidden") << target;
@@ -198,7 +198,8 @@ TEST_F(HttpAuthTest, ListingNeedsReadRightsOnTheWholePrefix) {
 
 TEST_F(HttpAuthTest, BatchesNeedEveryKeyAndTheLockInsideTheWritePrefixes) {
   auto batch = [](const std::string& lock, const std::string& second_key) {
-    return R"({"lock":")" + lock + R"(","token":1,"writes":[{"op":"put","key":"billing/a",)"
+    return R"({"lock":")" + lock +
+           R"(","token":1,"writes":[{"op":"put","key":"billing/a",)"
            R"("value":"v"},{"op":"put","key":")" +
            second_key + R"(","value":"v"}]})";
   };

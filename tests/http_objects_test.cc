@@ -86,8 +86,7 @@ TEST_P(HttpObjectsTest, WrongIfMatchGets412AndChangesNothing) {
 TEST_P(HttpObjectsTest, IfNoneMatchStarCreatesOnlyOnce) {
   auto first = Call("PUT", "/v1/objects/k", {{"Fencing-Token", "1"}, {"If-None-Match", "*"}}, "a");
   EXPECT_EQ(first.status, 201);
-  auto second =
-      Call("PUT", "/v1/objects/k", {{"Fencing-Token", "1"}, {"If-None-Match", "*"}}, "b");
+  auto second = Call("PUT", "/v1/objects/k", {{"Fencing-Token", "1"}, {"If-None-Match", "*"}}, "b");
   EXPECT_EQ(second.status, 412);
   EXPECT_EQ(Body(second)["version"], Body(first)["version"]);
   EXPECT_EQ(Call("GET", "/v1/objects/k").body, "a");
@@ -124,8 +123,7 @@ TEST_F(HttpObjectsHostileTest, MalformedPreconditionsGet400AndStoreNothing) {
 TEST_P(HttpObjectsTest, ListingPagesThroughAPrefix) {
   const std::vector<std::string> paths = {"a", "a/1", "a/2", "a/%2B", "a/%C3%A9", "a/%FF", "b"};
   for (const auto& p : paths) {
-    ASSERT_EQ(Call("PUT", "/v1/objects/" + p, {{"Fencing-Token", "3"}, {"Fencing-Lock", "L"}},
-                   "v")
+    ASSERT_EQ(Call("PUT", "/v1/objects/" + p, {{"Fencing-Token", "3"}, {"Fencing-Lock", "L"}}, "v")
                   .status,
               201)
         << p;
@@ -194,9 +192,9 @@ TEST_F(HttpObjectsHostileTest, BadListingsGet400) {
 // --- Batches --------------------------------------------------------------------------------
 
 TEST_P(HttpObjectsTest, BatchAppliesAllWrites) {
-  ASSERT_EQ(Call("PUT", "/v1/objects/old", {{"Fencing-Token", "2"}, {"Fencing-Lock", "job"}}, "x")
-                .status,
-            201);
+  ASSERT_EQ(
+      Call("PUT", "/v1/objects/old", {{"Fencing-Token", "2"}, {"Fencing-Lock", "job"}}, "x").status,
+      201);
   std::string body = R"({"lock": "job", "token": 3, "writes": [
       {"op": "put", "key": "a", "value": "caf\u00e9"},
       {"op": "put", "key": "b", "value_base64": "AP8="},
@@ -285,8 +283,7 @@ TEST_F(HttpObjectsHostileTest, MalformedBatchesGet400AndStoreNothing) {
       {R"({"lock":"job","token":0,"writes":[{"op":"put","key":"a","value":"v"}]})", "bad_body"},
       {R"({"lock":"job","token":-3,"writes":[{"op":"put","key":"a","value":"v"}]})", "bad_body"},
       {R"({"lock":"job","token":1.5,"writes":[{"op":"put","key":"a","value":"v"}]})", "bad_body"},
-      {R"({"lock":"job","token":"07","writes":[{"op":"put","key":"a","value":"v"}]})",
-       "bad_body"},
+      {R"({"lock":"job","token":"07","writes":[{"op":"put","key":"a","value":"v"}]})", "bad_body"},
       {R"({"lock":"job","token":18446744073709551615,"writes":[]})", "bad_body"},
       {R"({"lock":"job","token":1,"writes":{}})", "bad_body"},
       {R"({"lock":"job","token":1,"writes":[]})", "bad_body"},
@@ -302,8 +299,7 @@ TEST_F(HttpObjectsHostileTest, MalformedBatchesGet400AndStoreNothing) {
       {one(R"({"op":"delete","key":"a","value":"v"})"), "bad_body"},
       {one(R"({"op":"put","key":"a","value":"v","if_version":0})"), "bad_body"},
       {one(R"({"op":"put","key":"a","value":"v","if_version":"3"})"), "bad_body"},
-      {one(R"({"op":"put","key":"a","value":"v","if_version":3,"if_absent":true})"),
-       "bad_body"},
+      {one(R"({"op":"put","key":"a","value":"v","if_version":3,"if_absent":true})"), "bad_body"},
       {one(R"({"op":"put","key":"a","value":"v","mode":"x"})"), "bad_body"},
       {one(R"("put a")"), "bad_body"},
       {one(R"({"op":"put","key":"","value":"v"})"), "bad_key"},

@@ -72,9 +72,8 @@ TEST_F(StoreClientTest, ConditionalWritesTellTheKeysVersion) {
   auto updated = client_->Write("L", T(2), ObjectWrite{false, "k", "w", created->version}, {});
   ASSERT_TRUE(updated.ok()) << updated.status().ToString();
   EXPECT_EQ(client_->Get("k")->version, updated->version);
-  EXPECT_TRUE(client_->Write("L", T(2), ObjectWrite{false, "k", "x", -1}, {})
-                  .status()
-                  .IsInvalidArgument());
+  EXPECT_TRUE(
+      client_->Write("L", T(2), ObjectWrite{false, "k", "x", -1}, {}).status().IsInvalidArgument());
 }
 
 TEST_F(StoreClientTest, BatchesAreAllOrNone) {

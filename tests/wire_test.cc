@@ -96,8 +96,7 @@ TEST(WireTest, BatchesRoundTripThroughJson) {
   std::vector<ObjectWrite> writes = {{false, "a\xFF", "text", std::nullopt},
                                      {false, "b", std::string("\0\xC3", 2), 7},
                                      {true, "c", {}, kIfAbsent}};
-  std::string body = BatchToJson("lock\xFE", FencingToken::FromInt(9).value(), "redis:01",
-                                 writes);
+  std::string body = BatchToJson("lock\xFE", FencingToken::FromInt(9).value(), "redis:01", writes);
   EXPECT_NE(body.find("\"value\":\"text\""), std::string::npos) << body;
   EXPECT_NE(body.find("\"value_base64\":\"AMM=\""), std::string::npos) << body;
   bool too_many = true;
@@ -117,8 +116,8 @@ TEST(WireTest, BatchesRoundTripThroughJson) {
   EXPECT_FALSE(BatchFromJson(body, 2, &too_many).ok());
   EXPECT_TRUE(too_many);
 
-  std::vector<WriteReceipt> receipts = {{"a\xFF", "", {}, 3, true}, {"b", "", {}, 4, false},
-                                        {"c", "", {}, 0, false}};
+  std::vector<WriteReceipt> receipts = {
+      {"a\xFF", "", {}, 3, true}, {"b", "", {}, 4, false}, {"c", "", {}, 0, false}};
   auto token = FencingToken::FromInt(9).value();
   auto answer = BatchReceiptsToJson("lock", token, receipts, {false, false, true});
   EXPECT_EQ(answer.at("writes").as_array()[2].as_object().at("deleted"), false);

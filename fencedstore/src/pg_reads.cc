@@ -78,8 +78,8 @@ Result<ObjectPage> PostgresReads::List(const KeyRange& range, std::size_t limit)
     if (!token.ok()) {
       return Status::Internal("stored token is invalid: " + token.status().message());
     }
-    page.objects.push_back(
-        ObjectInfo{pg::GetBytes(res, i, 0), pg::GetBytes(res, i, 1), *token, pg::GetInt(res, i, 3)});
+    page.objects.push_back(ObjectInfo{pg::GetBytes(res, i, 0), pg::GetBytes(res, i, 1), *token,
+                                      pg::GetInt(res, i, 3)});
   }
   return page;
 }

@@ -12,20 +12,17 @@ std::string Quoted(std::string_view name) { return "\"" + std::string(name) + "\
 std::string InBatch(const Pending& p) {
   if (p.writes.size() == 1) return {};
   const WriteRequest& w = p.writes[p.culprit];
-  return "the batch of " + std::to_string(p.writes.size()) + " writes was refused, none applied: write " +
-         std::to_string(p.culprit) + " (" + (w.kind == WriteRequest::Kind::kPut ? "put" : "delete") +
-         " of key " + Quoted(w.key) + ") was refused: ";
+  return "the batch of " + std::to_string(p.writes.size()) +
+         " writes was refused, none applied: write " + std::to_string(p.culprit) + " (" +
+         (w.kind == WriteRequest::Kind::kPut ? "put" : "delete") + " of key " + Quoted(w.key) +
+         ") was refused: ";
 }
 
 }  // namespace
 
 std::string_view RefusalName(Refusal r) {
-  static constexpr std::string_view kNames[] = {"",
-                                                "stale_token",
-                                                "wrong_lock",
-                                                "wrong_service",
-                                                "unverified_token",
-                                                "precondition_failed"};
+  static constexpr std::string_view kNames[] = {
+      "", "stale_token", "wrong_lock", "wrong_service", "unverified_token", "precondition_failed"};
   return kNames[static_cast<int>(r)];
 }
 
@@ -96,12 +93,11 @@ Status PreconditionStatus(const Pending& p, std::int64_t current) {
   std::string wanted = *w.if_version == kIfAbsent
                            ? "to be absent"
                            : "to be at version " + std::to_string(*w.if_version);
-  std::string found =
-      current == 0 ? "it is absent" : "it is at version " + std::to_string(current);
-  return Status::PreconditionFailed(
-      InBatch(p) + "the write needs key " + Quoted(w.key) + " " + wanted + ", but " + found +
-          "; nothing was written. Read the key again and decide anew",
-      current, w.key);
+  std::string found = current == 0 ? "it is absent" : "it is at version " + std::to_string(current);
+  return Status::PreconditionFailed(InBatch(p) + "the write needs key " + Quoted(w.key) + " " +
+                                        wanted + ", but " + found +
+                                        "; nothing was written. Read the key again and decide anew",
+                                    current, w.key);
 }
 
 Decision SetFenceDecision(const AdminOp& op, std::int64_t now_ms) {

@@ -226,8 +226,7 @@ Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
   return Record(p.writes[p.culprit], false, p.highest, p.refusal, now_ms, last_seq);
 }
 
-Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier,
-                            WriteReceipt* receipt) {
+Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, WriteReceipt* receipt) {
   sqlite3* db = db_.get();
   const WriteRequest& w = p.writes[i];
   const std::string* prefix_lock = p.prefix_locks[i];
@@ -253,8 +252,7 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier,
   if (prefix_lock != nullptr) key_lock = *prefix_lock;
   if (!key_lock.empty() && key_lock != w.lock) {
     p.culprit = i;
-    return Refuse(p, i, Refusal::kWrongLock,
-                  WrongLockStatus(p, key_lock, prefix_lock != nullptr));
+    return Refuse(p, i, Refusal::kWrongLock, WrongLockStatus(p, key_lock, prefix_lock != nullptr));
   }
 
   // 2. The fence: advance it iff the token is new enough, of the fence's service, and (under
@@ -275,8 +273,7 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier,
     if (!accepted && exists) {
       if (!service.empty() && !fence_service.empty() && fence_service != service) {
         p.culprit = i;
-        return Refuse(p, i, Refusal::kWrongService,
-                      FenceServiceStatus(p, fence_service, service));
+        return Refuse(p, i, Refusal::kWrongService, FenceServiceStatus(p, fence_service, service));
       }
       if (w.token.value() < p.highest || (options_.strict && w.token.value() == p.highest) ||
           options_.unguarded) {
@@ -374,8 +371,8 @@ Status SqliteEngine::ReadFence(const std::string& lock, bool* exists, std::int64
   return Status::Ok();
 }
 
-Status SqliteEngine::Record(const WriteRequest& w, bool accepted, std::int64_t highest,
-                            Refusal why, std::int64_t now_ms, std::int64_t& last_seq) {
+Status SqliteEngine::Record(const WriteRequest& w, bool accepted, std::int64_t highest, Refusal why,
+                            std::int64_t now_ms, std::int64_t& last_seq) {
   if (options_.history_limit == 0) return Status::Ok();
   sqlite::ResetOnExit reset(insert_history_);
   insert_history_.BindInt(1, now_ms);

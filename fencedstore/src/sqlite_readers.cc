@@ -78,8 +78,8 @@ Result<ObjectPage> SqliteReads::List(const KeyRange& range, std::size_t limit) {
       if (!token.ok()) {
         return Status::Internal("stored token is invalid: " + token.status().message());
       }
-      page.objects.push_back(ObjectInfo{st.ColumnBytes(0), st.ColumnBytes(1), *token,
-                                        st.ColumnInt(3)});
+      page.objects.push_back(
+          ObjectInfo{st.ColumnBytes(0), st.ColumnBytes(1), *token, st.ColumnInt(3)});
     }
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
       return sqlite::Error(r.db.get(), rc, "listing objects");

@@ -167,9 +167,8 @@ Result<WriteReceipt> FencedStore::Write(WriteRequest request) {
 Result<std::vector<WriteReceipt>> FencedStore::WriteBatch(BatchRequest batch) {
   std::promise<Result<std::vector<WriteReceipt>>> promise;
   auto future = promise.get_future();
-  SubmitBatch(std::move(batch), [&promise](Result<std::vector<WriteReceipt>> r) {
-    promise.set_value(std::move(r));
-  });
+  SubmitBatch(std::move(batch),
+              [&promise](Result<std::vector<WriteReceipt>> r) { promise.set_value(std::move(r)); });
   return future.get();
 }
 

@@ -79,8 +79,8 @@ HttpResponse WriteRefusal(const Status& s, unsigned version, bool keep_alive) {
   } else if (e == Error::kStaleToken) {
     o["highest"] = s.highest_token().value_or(0);
   }
-  HttpResponse res = JsonResponse(static_cast<http::status>(wire::Info(e).http_status), o,
-                                  version, keep_alive);
+  HttpResponse res =
+      JsonResponse(static_cast<http::status>(wire::Info(e).http_status), o, version, keep_alive);
   if (e == Error::kStaleToken) {
     res.set(wire::kHighestHeader, std::to_string(s.highest_token().value_or(0)));
   }
@@ -390,16 +390,16 @@ void Handler::HandleList(const HttpRequest& req, const boost::urls::url_view& ur
     if (slot != nullptr) {
       *slot = param.value;
       if (param.value.size() > 1024) {
-        return error(Error::kBadKey, "\"" + std::string(param.key) +
-                                         "\" is longer than a key may be (1024 bytes)");
+        return error(Error::kBadKey,
+                     "\"" + std::string(param.key) + "\" is longer than a key may be (1024 bytes)");
       }
       continue;
     }
     has_limit = true;
     auto parsed = wire::ParseCount(param.value, 1);
     if (!parsed || *parsed > static_cast<std::int64_t>(wire::kMaxListLimit)) {
-      return error(Error::kBadLimit, "limit must be a whole number from 1 to " +
-                                         std::to_string(wire::kMaxListLimit));
+      return error(Error::kBadLimit,
+                   "limit must be a whole number from 1 to " + std::to_string(wire::kMaxListLimit));
     }
     limit = static_cast<std::size_t>(*parsed);
   }
@@ -416,9 +416,8 @@ void Handler::HandleList(const HttpRequest& req, const boost::urls::url_view& ur
   // Up to ~1000 keys and locks of 1 KiB each: built on the long-read queue, never on an I/O
   // thread.
   auto shared_respond = std::make_shared<Respond>(std::move(respond));
-  bool queued = long_reads_->TryPost([this, prefix = std::move(*prefix),
-                                      after = std::move(*after), limit, version, keep_alive,
-                                      shared_respond] {
+  bool queued = long_reads_->TryPost([this, prefix = std::move(*prefix), after = std::move(*after),
+                                      limit, version, keep_alive, shared_respond] {
     auto page = store_->List(prefix, after, limit);
     if (!page.ok()) {
       Error e = wire::ErrorForStoreStatus(page.status(), Error::kBadKey);

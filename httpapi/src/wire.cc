@@ -89,7 +89,8 @@ std::string ObjectPath(std::string_view key) {
 std::string ListTarget(std::string_view prefix, std::string_view after, std::size_t limit) {
   std::string target(kObjectsPath);
   target += "?prefix=" + boost::urls::encode(prefix, boost::urls::unreserved_chars);
-  if (!after.empty()) target += "&after=" + boost::urls::encode(after, boost::urls::unreserved_chars);
+  if (!after.empty())
+    target += "&after=" + boost::urls::encode(after, boost::urls::unreserved_chars);
   if (limit != 0) target += "&limit=" + std::to_string(limit);
   return target;
 }
@@ -318,7 +319,9 @@ constexpr std::string_view kBatchHint =
     "\"value\": V}, {\"op\": \"delete\", \"key\": K}, ...]} (docs/http-api.md, POST "
     "/v1/batch)";
 
-Status BadBatch(std::string what) { return Status::InvalidArgument(what + std::string(kBatchHint)); }
+Status BadBatch(std::string what) {
+  return Status::InvalidArgument(what + std::string(kBatchHint));
+}
 
 Result<ObjectWrite> WriteFromJson(const json::value& v, std::size_t i) {
   const std::string where = "write " + std::to_string(i);
@@ -419,8 +422,8 @@ Result<BatchBody> BatchFromJson(std::string_view body, std::size_t max_writes, b
   return batch;
 }
 
-Result<std::vector<ObjectWrite>> WritesFromJson(const json::value& writes,
-                                                std::size_t max_writes, bool* too_many) {
+Result<std::vector<ObjectWrite>> WritesFromJson(const json::value& writes, std::size_t max_writes,
+                                                bool* too_many) {
   *too_many = false;
   if (!writes.is_array()) return BadBatch("\"writes\" is not a list");
   const json::array& list = writes.as_array();
@@ -464,8 +467,7 @@ json::object BatchReceiptsToJson(std::string_view lock, FencingToken token,
   return o;
 }
 
-Result<std::vector<WriteReceipt>> BatchReceiptsFromJson(const json::value& v,
-                                                        std::string_view lock,
+Result<std::vector<WriteReceipt>> BatchReceiptsFromJson(const json::value& v, std::string_view lock,
                                                         FencingToken token,
                                                         const std::vector<ObjectWrite>& writes) {
   const json::object* o = v.if_object();

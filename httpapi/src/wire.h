@@ -171,8 +171,7 @@ boost::json::object BatchReceiptsToJson(std::string_view lock, FencingToken toke
                                         const std::vector<WriteReceipt>& receipts,
                                         const std::vector<bool>& is_delete);
 Result<std::vector<WriteReceipt>> BatchReceiptsFromJson(const boost::json::value& v,
-                                                        std::string_view lock,
-                                                        FencingToken token,
+                                                        std::string_view lock, FencingToken token,
                                                         const std::vector<ObjectWrite>& writes);
 
 // A listing: {"objects": [{"key","lock","token","version"}, ...], "next": K?}.
