@@ -241,10 +241,9 @@ TEST(FencectlStoreTest, ConditionalPutsBatchesAndListing) {
   EXPECT_EQ(ctl({"get", "--raw", "cfg"}).out, "three");
   EXPECT_EQ(ctl({"put", "--lock", "L", "--token", "5", "--if-version", "0", "cfg", "x"}).exit_code,
             64);
-  EXPECT_EQ(ctl({"put", "--lock", "L", "--token", "5", "--if-version", "2", "--if-absent", "cfg",
-                 "x"})
-                .exit_code,
-            64);
+  auto both = ctl({"put", "--lock", "L", "--token", "5", "--if-version", "2", "--if-absent",
+                   "cfg", "x"});
+  EXPECT_EQ(both.exit_code, 64);
 
   std::string file = dir.File("writes.json");
   std::ofstream(file) << R"([{"op": "put", "key": "a", "value": "1"},
@@ -255,7 +254,8 @@ TEST(FencectlStoreTest, ConditionalPutsBatchesAndListing) {
   EXPECT_EQ(Json(batch.out)["writes"].as_array().size(), 3u);
   EXPECT_EQ(ctl({"get", "--raw", "b"}).out, std::string("\0\xff", 2));
   auto stale = ctl({"batch", "--lock", "L", "--token", "5", "-"},
-                   R"([{"op": "put", "key": "a", "value": "old"}, {"op": "put", "key": "z", "value": "old"}])");
+                   R"([{"op": "put", "key": "a", "value": "old"},
+                       {"op": "put", "key": "z", "value": "old"}])");
   EXPECT_EQ(stale.exit_code, 3) << stale.err;
   EXPECT_EQ(ctl({"get", "--raw", "a"}).out, "1");
   EXPECT_EQ(ctl({"get", "z"}).exit_code, 1);

@@ -307,7 +307,8 @@ TEST_F(HttpObjectsHostileTest, MalformedBatchesGet400AndStoreNothing) {
       {one(R"({"op":"put","key":"a","value":"v"},{"op":"put","key":"\u0000","value":"v"})"),
        "bad_key"},
       {R"({"lock":"","token":1,"writes":[{"op":"put","key":"a","value":"v"}]})", "bad_lock"},
-      {R"({"lock":"job","token":1,"service":"bad service!","writes":[{"op":"put","key":"a","value":"v"}]})",
+      {R"({"lock":"job","token":1,"service":"bad service!",)"
+       R"("writes":[{"op":"put","key":"a","value":"v"}]})",
        "bad_service"},
       {std::string(100, '[') + std::string(100, ']'), "bad_body"},
   };
