@@ -90,6 +90,14 @@ TEST_P(HttpObjectsTest, IfNoneMatchStarCreatesOnlyOnce) {
   EXPECT_EQ(second.status, 412);
   EXPECT_EQ(Body(second)["version"], Body(first)["version"]);
   EXPECT_EQ(Call("GET", "/v1/objects/k").body, "a");
+  EXPECT_EQ(Call("PUT", "/v1/objects/k", {{"Fencing-Token", "1"}, {"If-Match", "1"}}, "c").status,
+            400);
+  auto metrics = Call("GET", "/metrics").body;
+  EXPECT_NE(metrics.find("fenced_writes_refused_total{reason=\"precondition_failed\"} 1\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("fenced_writes_refused_total{reason=\"bad_precondition\"} 1\n"),
+            std::string::npos);
 }
 
 TEST_F(HttpObjectsHostileTest, MalformedPreconditionsGet400AndStoreNothing) {
@@ -216,6 +224,9 @@ TEST_P(HttpObjectsTest, BatchAppliesAllWrites) {
   EXPECT_EQ(Call("GET", "/v1/objects/c").header("etag"),
             "\"" + std::to_string(writes[2].as_object().at("version").as_int64()) + "\"");
   EXPECT_EQ(Call("GET", "/v1/objects/old").status, 404);
+  // A batch counts as its writes.
+  EXPECT_NE(Call("GET", "/metrics").body.find("\nfenced_writes_accepted_total 5\n"),
+            std::string::npos);
   // The token may come as a string too (JSON numbers past 2^53 lose digits in some decoders).
   auto again = Call("POST", "/v1/batch", {},
                     R"({"lock":"job","token":"3","writes":[{"op":"put","key":"a","value":"2"}]})");

@@ -332,7 +332,7 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
   auto if_version = wire::ParsePrecondition(Fields(req, http::field::if_match),
                                             Fields(req, http::field::if_none_match));
   if (!if_version.ok()) {
-    return refuse(Error::kBadPrecondition, RefusalReason::kPreconditionFailed,
+    return refuse(Error::kBadPrecondition, RefusalReason::kBadPrecondition,
                   if_version.status().message());
   }
   const bool is_put = req.method() == http::verb::put;
@@ -478,10 +478,10 @@ void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond&
                             version, keep_alive));
     };
     if (!who->MayWrite(batch->lock)) {
-      return forbidden("write under lock \"" + batch->lock + "\"");
+      return forbidden("write under lock \"" + JsonSafeText(batch->lock) + "\"");
     }
     for (const auto& w : batch->writes) {
-      if (!who->MayWrite(w.key)) return forbidden("write key \"" + w.key + "\"");
+      if (!who->MayWrite(w.key)) return forbidden("write key \"" + JsonSafeText(w.key) + "\"");
     }
   }
   std::vector<bool> is_delete;

@@ -12,7 +12,7 @@ constexpr std::string_view kReasonLabels[] = {
     "body_too_large",     "headers_too_large", "storage_error", "malformed_request",
     "bad_framing",        "wrong_lock",        "wrong_service", "unverified_token",
     "verify_unavailable", "service_required",  "bad_service",   "precondition_failed",
-    "bad_batch"};
+    "bad_batch",          "bad_precondition"};
 static_assert(std::size(kReasonLabels) == static_cast<std::size_t>(RefusalReason::kCount));
 
 void Append(std::string& out, const char* fmt, auto... args) {

@@ -31,6 +31,7 @@ enum class RefusalReason {
   kBadService,         // a malformed Fencing-Service
   kPreconditionFailed,  // If-Match / If-None-Match (or a batch write's) did not hold
   kBadBatch,            // a malformed or too large batch
+  kBadPrecondition,     // a malformed If-Match / If-None-Match
   kCount,
 };
 
