@@ -353,6 +353,18 @@ TEST_F(HttpObjectsHostileTest, BatchOverTheBodyLimitGets413) {
   EXPECT_EQ(Call("GET", "/v1/objects/a").status, 404);
 }
 
+TEST_F(HttpObjectsHostileTest, BatchOverTheStoresBoundsGets413) {
+  StartServer({}, {.max_batch_bytes = 100});
+  std::string body = R"({"lock":"job","token":1,"writes":[{"op":"put","key":"a","value":")" +
+                     std::string(60, 'v') + R"("},{"op":"put","key":"b","value":")" +
+                     std::string(60, 'v') + "\"}]}";
+  auto r = Call("POST", "/v1/batch", {}, body);
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(ErrorOf(r), "batch_too_large");
+  EXPECT_NE(r.body.find("122 bytes"), std::string::npos) << r.body;
+  EXPECT_EQ(Call("GET", "/v1/objects/a").status, 404);
+}
+
 TEST_F(HttpObjectsHostileTest, RequireServiceAppliesToBatches) {
   StartServer({}, {.require_service = true});
   auto r = Call("POST", "/v1/batch", {},

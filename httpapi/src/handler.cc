@@ -501,6 +501,13 @@ void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond&
                                       wire::BatchReceiptsToJson(lock, token, *r, is_delete),
                                       version, keep_alive));
         }
+        if (r.status().IsInvalidArgument()) {
+          // Names and services were checked above: what is left is the store's bounds
+          // (StoreOptions::max_batch_bytes, max_batch_writes).
+          metrics->CountRefused(RefusalReason::kBadBatch);
+          return respond(
+              ErrorResponse(Error::kBatchTooLarge, r.status().message(), version, keep_alive));
+        }
         metrics->CountRefused(ReasonFor(wire::ErrorForStoreStatus(r.status())));
         respond(WriteRefusal(r.status(), version, keep_alive));
       });
