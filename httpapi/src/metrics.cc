@@ -81,7 +81,8 @@ std::string Metrics::Render(const StoreStats& store) const {
   Append(out, "fenced_commit_batch_size_sum %llu\n",
          static_cast<unsigned long long>(store.accepted + store.refused_stale +
                                          store.refused_wrong_lock + store.refused_wrong_service +
-                                         store.refused_unverified));
+                                         store.refused_unverified +
+                                         store.refused_precondition));
   auto counter = [&](const char* name, const char* help, const auto& value) {
     std::string_view n(name);
     out.append("# HELP ").append(n).append(" ").append(help).append("\n# TYPE ").append(n);
