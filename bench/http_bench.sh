@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Durable fenced writes/s through HTTP: wrk against `fenced` (PUT with a fencing token, every
-# write accepted and fsynced) at 1 and 64 connections, beside nginx answering `return 200` at 64
+# write accepted and fsynced) at 1 and 64 connections, and batches of BENCH_BATCH puts under one
+# grant (POST /v1/batch) at 64 connections, beside nginx answering `return 200` at 64
 # connections as the baseline, all in the same run, ROUNDS rounds interleaved; medians printed.
 # Loopback only. Builds nothing: give the fenced binary in $FENCED.
 #
 # Usage: bench/http_bench.sh [seconds per run, default 10] [rounds, default 3]
 #   FENCED=path/to/fenced   (default build/bench/tools/fenced)
 #   FENCED_ARGS="..."       extra fenced options, e.g. "--threads 2"
+#   BENCH_BATCH=16          puts per batch
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/lib.sh"  # median
@@ -142,7 +144,9 @@ for round in $(seq "$rounds"); do
   run nginx_c64 64 "http://127.0.0.1:$nginx_port/"
   run fenced_c1 1 "$fenced_url" -s "$root/bench/put.lua"
   run fenced_c64 64 "$fenced_url" -s "$root/bench/put.lua"
+  run fenced_batch_c64 64 "$fenced_url" -s "$root/bench/batch.lua"
 done
+batch="${BENCH_BATCH:-16}"
 
 col() { awk -v n="$1" -v c="$2" '$1==n{print $c}' "$work/results"; }
 
@@ -153,8 +157,9 @@ declare -A label=(
   [nginx_c64]="nginx return 200, -t2 -c64"
   [fenced_c1]="fenced PUT, -t1 -c1"
   [fenced_c64]="fenced PUT, -t2 -c64"
+  [fenced_batch_c64]="fenced batch of $batch, -t2 -c64"
 )
-for name in nginx_c64 fenced_c1 fenced_c64; do
+for name in nginx_c64 fenced_c1 fenced_c64 fenced_batch_c64; do
   rps="$(col "$name" 2 | median)"
   p99="$(col "$name" 3 | median)"
   bad="$(col "$name" 4 | awk '{s+=$1} END{print s+0}')"
@@ -164,9 +169,10 @@ for name in nginx_c64 fenced_c1 fenced_c64; do
   declare "rps_$name=$rps" "p99_$name=$p99" "bad_$name=$bad"
 done
 echo
-awk -v f="$rps_fenced_c64" -v n="$rps_nginx_c64" -v p="$p99_fenced_c64" -v bad="$((bad_fenced_c1 + bad_fenced_c64))" 'BEGIN{
+awk -v f="$rps_fenced_c64" -v n="$rps_nginx_c64" -v p="$p99_fenced_c64" -v b="$rps_fenced_batch_c64" -v size="$batch" -v bad="$((bad_fenced_c1 + bad_fenced_c64 + bad_fenced_batch_c64))" 'BEGIN{
   printf "fenced c64 writes/s: %.0f (target >= 30000: %s)\n", f, (f >= 30000 ? "met" : sprintf("MISSED, %.0f%% of it", 100 * f / 30000))
   printf "fenced c64 p99:      %.2f ms (target <= 10 ms: %s)\n", p, (p <= 10 ? "met" : "MISSED")
   printf "fenced/nginx c64:    %.3f (target about 0.17)\n", (n > 0 ? f / n : 0)
+  printf "batch c64 writes/s:  %.0f, %.1fx single PUTs (target >= 3x: %s)\n", b * size, (f > 0 ? b * size / f : 0), (b * size >= 3 * f ? "met" : "MISSED")
   if (bad > 0) printf "WARNING: %d fenced requests failed (non-2xx or socket errors)\n", bad
 }'

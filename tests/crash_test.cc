@@ -30,6 +30,8 @@ TEST(CrashTest, SigkillAtSeededMomentsLosesNoAcknowledgedWrite) {
   EXPECT_GT(r.acked, 0) << "no write was acknowledged: the sweep tested nothing";
   EXPECT_EQ(r.acked_lost, 0) << r.Line();
   EXPECT_EQ(r.fence_regressions, 0) << r.Line();
+  EXPECT_GT(r.acked_batches, 0) << "no batch was acknowledged: atomicity was not tested";
+  EXPECT_EQ(r.torn_batches, 0) << r.Line();
 }
 
 TEST(CrashTest, SigtermClosesCleanly) {

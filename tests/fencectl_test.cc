@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -214,6 +215,63 @@ TEST(FencectlStoreTest, PutAndGetWithExitCodes) {
   auto down = RunCommand({FencectlBinary(), "get", "--store", "http://127.0.0.1:1", "k"});
   EXPECT_EQ(down.exit_code, 1);
   EXPECT_NE(down.err.find("cannot connect"), std::string::npos) << down.err;
+}
+
+TEST(FencectlStoreTest, ConditionalPutsBatchesAndListing) {
+  TempDir dir;
+  FencedProcess fenced(dir.File("store.db"));
+  std::vector<std::string> env = {"FENCEKIT_STORE=" + fenced.url()};
+  auto ctl = [&](std::vector<std::string> args, const std::string& input = "") {
+    args.insert(args.begin(), FencectlBinary());
+    return RunCommand(args, env, input);
+  };
+  auto created = ctl({"put", "--lock", "L", "--token", "5", "--if-absent", "cfg", "one"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  const std::int64_t version = Json(created.out)["version"].as_int64();
+  auto again = ctl({"put", "--lock", "L", "--token", "5", "--if-absent", "cfg", "two"});
+  EXPECT_EQ(again.exit_code, 6) << again.err;
+  EXPECT_EQ(Json(again.out)["version"].as_int64(), version);
+  EXPECT_NE(again.err.find("absent"), std::string::npos) << again.err;
+  const std::string v = std::to_string(version);
+  auto matched = ctl({"put", "--lock", "L", "--token", "5", "--if-version", v, "cfg", "three"});
+  ASSERT_EQ(matched.exit_code, 0) << matched.err;
+  auto stale_version = ctl({"delete", "--lock", "L", "--token", "5", "--if-version", v, "cfg"});
+  EXPECT_EQ(stale_version.exit_code, 6);
+  EXPECT_EQ(ctl({"get", "--raw", "cfg"}).out, "three");
+  EXPECT_EQ(ctl({"put", "--lock", "L", "--token", "5", "--if-version", "0", "cfg", "x"}).exit_code,
+            64);
+  auto both = ctl({"put", "--lock", "L", "--token", "5", "--if-version", "2", "--if-absent",
+                   "cfg", "x"});
+  EXPECT_EQ(both.exit_code, 64);
+
+  std::string file = dir.File("writes.json");
+  std::ofstream(file) << R"([{"op": "put", "key": "a", "value": "1"},
+                            {"op": "put", "key": "b", "value_base64": "AP8="},
+                            {"op": "delete", "key": "cfg"}])";
+  auto batch = ctl({"batch", "--lock", "L", "--token", "6", file});
+  ASSERT_EQ(batch.exit_code, 0) << batch.err;
+  EXPECT_EQ(Json(batch.out)["writes"].as_array().size(), 3u);
+  EXPECT_EQ(ctl({"get", "--raw", "b"}).out, std::string("\0\xff", 2));
+  auto stale = ctl({"batch", "--lock", "L", "--token", "5", "-"},
+                   R"([{"op": "put", "key": "a", "value": "old"},
+                       {"op": "put", "key": "z", "value": "old"}])");
+  EXPECT_EQ(stale.exit_code, 3) << stale.err;
+  EXPECT_EQ(ctl({"get", "--raw", "a"}).out, "1");
+  EXPECT_EQ(ctl({"get", "z"}).exit_code, 1);
+  EXPECT_EQ(ctl({"batch", "--lock", "L", "--token", "6", "-"}, "not json").exit_code, 1);
+  EXPECT_EQ(ctl({"batch", "--lock", "L", "--token", "6", dir.File("none.json")}).exit_code, 1);
+
+  auto page = ctl({"list", "--limit", "1"});
+  ASSERT_EQ(page.exit_code, 0) << page.err;
+  auto first = Json(page.out);
+  EXPECT_EQ(first["objects"].as_array().size(), 1u);
+  EXPECT_EQ(first["next"].as_string(), "a");
+  auto all = ctl({"list", "--limit", "1", "--all"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(std::count(all.out.begin(), all.out.end(), '\n'), 2);  // "a", then "b"
+  EXPECT_NE(all.out.find("\"key\":\"b\""), std::string::npos) << all.out;
+  EXPECT_EQ(ctl({"list", "--limit", "0"}).exit_code, 64);
+  EXPECT_EQ(ctl({"list", "--limit", "1001"}).exit_code, 64);
 }
 
 }  // namespace

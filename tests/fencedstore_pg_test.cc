@@ -148,7 +148,34 @@ TEST(PostgresStoreTest, ConcurrentOpensOfANewDatabaseMigrateOnce) {
   for (auto& f : opens) EXPECT_TRUE(f.get().ok());
   auto version = QuerySql(db, "SELECT version FROM fencekit.schema_version");
   ASSERT_TRUE(version.ok());
-  EXPECT_EQ(*version, std::vector<std::string>{"1"});
+  EXPECT_EQ(*version, std::vector<std::string>{"2"});
+}
+
+TEST(PostgresStoreTest, MigratesASchemaVersion1StoreNumberingAboveItsVersions) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  {
+    auto store = Open({.path = db});
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Put("L", T(1), "k", "v").ok());
+  }
+  // Back to schema 1's shape: versions counted per key (here 41), no sequence, no batches.
+  auto v1 = QuerySql(db,
+                     "DROP FUNCTION fencekit.write_batch; DROP SEQUENCE fencekit.versions; "
+                     "UPDATE fencekit.objects SET version = 41; "
+                     "UPDATE fencekit.schema_version SET version = 1");
+  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  auto store = Open({.path = db});
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->Get("k")->version, 41);
+  auto next = store->Put("L", T(1), "k", "w");
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(next->version, 42);
+  EXPECT_EQ(store->Put("L", T(1), "new", "w")->version, 43);
+  auto batch = store->WriteBatch({"L", T(1), {}, {}, {ObjectWrite{false, "b", "v", kIfAbsent}}});
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  EXPECT_EQ(QuerySql(db, "SELECT version FROM fencekit.schema_version").value(),
+            std::vector<std::string>{"2"});
 }
 
 TEST(PostgresStoreTest, RefusesASchemaNamedFencekitThatIsNotAStore) {

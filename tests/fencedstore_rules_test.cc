@@ -270,7 +270,7 @@ TEST_F(StoreRulesTest, MigratesASchemaVersion1Store) {
   sqlite3_stmt* st = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(st, 0), 2);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 3);
   sqlite3_finalize(st);
   sqlite3_close(db);
   auto store = Open({.path = path});  // a migrated store opens as it is

@@ -173,6 +173,53 @@ TEST_F(HttpAuthTest, ReadsNeedTheKeyInsideTheReadPrefixes) {
   EXPECT_EQ(As(kReaderToken, "GET", "/v1/fences/billing/a").status, 403);
 }
 
+TEST_F(HttpAuthTest, ListingNeedsReadRightsOnTheWholePrefix) {
+  ASSERT_EQ(As(kOpsToken, "PUT", "/v1/objects/billing/a", {{"Fencing-Token", "1"}}, "v").status,
+            201);
+  ASSERT_EQ(As(kOpsToken, "PUT", "/v1/objects/shared/a", {{"Fencing-Token", "1"}}, "v").status,
+            201);
+  RawResponse own = As(kBillingToken, "GET", "/v1/objects?prefix=billing%2F");
+  EXPECT_EQ(own.status, 200) << own.body;
+  EXPECT_NE(own.body.find("billing/a"), std::string::npos);
+  EXPECT_EQ(As(kBillingToken, "GET", "/v1/objects?prefix=billing%2Fa").status, 200);
+  // A prefix reaching past its rights: the whole store, a sibling, or a shorter prefix.
+  for (const char* target :
+       {"/v1/objects", "/v1/objects?prefix=shared%2F", "/v1/objects?prefix=billing"}) {
+    RawResponse r = As(kBillingToken, "GET", target);
+    EXPECT_EQ(r.status, 403) << target;
+    EXPECT_EQ(ErrorName(r), "forbidden") << target;
+    EXPECT_EQ(r.body.find("shared/a"), std::string::npos);
+  }
+  EXPECT_EQ(Call("GET", "/v1/objects").status, 401);
+  RawResponse all = As(kOpsToken, "GET", "/v1/objects");
+  EXPECT_EQ(all.status, 200);
+  EXPECT_NE(all.body.find("shared/a"), std::string::npos);
+}
+
+TEST_F(HttpAuthTest, BatchesNeedEveryKeyAndTheLockInsideTheWritePrefixes) {
+  auto batch = [](const std::string& lock, const std::string& second_key) {
+    return R"({"lock":")" + lock +
+           R"(","token":1,"writes":[{"op":"put","key":"billing/a",)"
+           R"("value":"v"},{"op":"put","key":")" +
+           second_key + R"(","value":"v"}]})";
+  };
+  RawResponse key = As(kBillingToken, "POST", "/v1/batch", {}, batch("billing/lock", "other/b"));
+  EXPECT_EQ(key.status, 403);
+  EXPECT_EQ(ErrorName(key), "forbidden");
+  EXPECT_NE(key.body.find("other/b"), std::string::npos) << key.body;
+  RawResponse lock = As(kBillingToken, "POST", "/v1/batch", {}, batch("other/lock", "billing/b"));
+  EXPECT_EQ(lock.status, 403);
+  EXPECT_EQ(As(kReaderToken, "POST", "/v1/batch", {}, batch("shared/l", "shared/b")).status, 403);
+  EXPECT_EQ(As(kOpsToken, "GET", "/v1/objects/billing/a").status, 404);
+  EXPECT_NE(As(kOpsToken, "GET", "/v1/fences/other/lock").body.find("\"highest\":0"),
+            std::string::npos);
+
+  RawResponse ok = As(kBillingToken, "POST", "/v1/batch", {}, batch("billing/lock", "billing/b"));
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  RawResponse history = As(kOpsToken, "GET", "/v1/history");
+  EXPECT_NE(history.body.find("\"principal\":\"billing\""), std::string::npos) << history.body;
+}
+
 TEST_F(HttpAuthTest, HistoryMetricsAndFenceAdministrationAreAdminOnly) {
   for (const char* token : {kBillingToken, kReaderToken}) {
     RawResponse history = As(token, "GET", "/v1/history");

@@ -28,7 +28,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto report = fencekit::testing::RunKillSweep(o);
-  std::cout << report.Line() << " (acknowledged " << report.acked << ", failed restarts "
-            << report.start_failures << ")\n";
-  return report.acked_lost + report.fence_regressions + report.start_failures == 0 ? 0 : 1;
+  std::cout << report.Line() << " (acknowledged " << report.acked << ", of them batches "
+            << report.acked_batches << ", failed restarts " << report.start_failures << ")\n";
+  int failures =
+      report.acked_lost + report.fence_regressions + report.torn_batches + report.start_failures;
+  return failures == 0 ? 0 : 1;
 }

@@ -59,6 +59,67 @@ TEST_F(StoreClientTest, StaleTokenIsToldApartWithHighest) {
   EXPECT_NE(r.status().message().find("stale"), std::string::npos);
 }
 
+TEST_F(StoreClientTest, ConditionalWritesTellTheKeysVersion) {
+  auto created = client_->Write("L", T(2), ObjectWrite{false, "k", "v", kIfAbsent}, {});
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_TRUE(created->created);
+  auto refused = client_->Write("L", T(2), ObjectWrite{false, "k", "w", kIfAbsent}, {});
+  ASSERT_TRUE(refused.status().IsPreconditionFailed()) << refused.status().ToString();
+  EXPECT_EQ(refused.status().current_version(), created->version);
+  EXPECT_EQ(refused.status().key(), "k");
+  auto wrong = client_->Write("L", T(2), ObjectWrite{true, "k", {}, created->version + 1}, {});
+  EXPECT_TRUE(wrong.status().IsPreconditionFailed());
+  auto updated = client_->Write("L", T(2), ObjectWrite{false, "k", "w", created->version}, {});
+  ASSERT_TRUE(updated.ok()) << updated.status().ToString();
+  EXPECT_EQ(client_->Get("k")->version, updated->version);
+  EXPECT_TRUE(
+      client_->Write("L", T(2), ObjectWrite{false, "k", "x", -1}, {}).status().IsInvalidArgument());
+}
+
+TEST_F(StoreClientTest, BatchesAreAllOrNone) {
+  std::vector<ObjectWrite> writes = {{false, "a", "1", std::nullopt},
+                                     {false, "b", std::string("\xff\0", 2), kIfAbsent},
+                                     {true, "c", {}, std::nullopt}};
+  auto r = client_->Batch("job", T(3), writes, {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ((*r)[1].key, "b");
+  EXPECT_TRUE((*r)[1].created);
+  EXPECT_EQ((*r)[2].version, 0);
+  EXPECT_EQ(client_->Get("b")->value, std::string("\xff\0", 2));
+  // Stale, and a failed precondition: nothing of either batch is applied.
+  auto stale = client_->Batch("job", T(2), {{false, "d", "x", std::nullopt}}, {});
+  ASSERT_TRUE(stale.status().IsStaleToken()) << stale.status().ToString();
+  EXPECT_EQ(stale.status().highest_token(), 3);
+  auto failed = client_->Batch("job", T(3), {{false, "d", "x", std::nullopt}, writes[1]}, {});
+  ASSERT_TRUE(failed.status().IsPreconditionFailed()) << failed.status().ToString();
+  EXPECT_EQ(failed.status().key(), "b");
+  EXPECT_TRUE(client_->Get("d").status().IsNotFound());
+  EXPECT_TRUE(client_->Batch("", T(3), writes, {}).status().IsInvalidArgument());
+  EXPECT_TRUE(client_->Batch("job", T(3), {}, {}).status().IsInvalidArgument());
+}
+
+TEST_F(StoreClientTest, ListPagesWithTheNextCursor) {
+  for (const char* key : {"p/1", "p/2", "p/\xff", "q"}) {
+    ASSERT_TRUE(client_->Put("L", T(1), key, "v").ok()) << key;
+  }
+  std::vector<std::string> keys;
+  std::string after;
+  for (int i = 0; i < 5; ++i) {
+    auto page = client_->List("p/", after, 2);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    for (const auto& o : page->objects) keys.push_back(o.key);
+    if (!page->next) break;
+    after = *page->next;
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"p/1", "p/2", "p/\xff"}));
+  auto defaults = client_->List("", "", 0);
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->objects.size(), 4u);
+  EXPECT_EQ(defaults->objects[0].lock, "L");
+  EXPECT_TRUE(client_->List("", "", 1001).status().IsInvalidArgument());
+}
+
 TEST_F(StoreClientTest, BadRequestIsInvalidArgument) {
   auto r = client_->Put("", T(1), std::string(2000, 'k'), "v");
   ASSERT_FALSE(r.ok());

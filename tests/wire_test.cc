@@ -18,6 +18,10 @@ TEST(WireTest, EveryErrorRoundTripsToTheStatusTheClientDocuments) {
     EXPECT_EQ(FindError(info.name), &info);
     boost::json::object body = ErrorObject(info.error, "why \"it\" failed");
     if (info.error == Error::kWrongLock) PutName(body, "lock", "bound\xFF");
+    if (info.error == Error::kPreconditionFailed) {
+      body["version"] = 12;
+      PutName(body, "key", "k\xFF");
+    }
     Status s = StatusFromReply(info.http_status, boost::json::serialize(body), "7",
                                "store refused a write");
     EXPECT_EQ(s.code(), info.client_code) << info.name << ": " << s.ToString();
@@ -28,6 +32,10 @@ TEST(WireTest, EveryErrorRoundTripsToTheStatusTheClientDocuments) {
     }
     if (info.client_code == StatusCode::kWrongLock) {
       EXPECT_EQ(s.bound_lock(), "bound\xFF");
+    }
+    if (info.client_code == StatusCode::kPreconditionFailed) {
+      EXPECT_EQ(s.current_version(), 12);
+      EXPECT_EQ(s.key(), "k\xFF");
     }
   }
   EXPECT_EQ(names.size(), Errors().size());
@@ -43,6 +51,9 @@ TEST(WireTest, UnknownErrorsAreJudgedByTheirStatusClass) {
   EXPECT_TRUE(StatusFromReply(409, ErrorBody(Error::kStaleToken, "m"), "", "x").IsUnavailable());
   // So is a wrong-lock answer that does not name the bound lock.
   EXPECT_TRUE(StatusFromReply(409, ErrorBody(Error::kWrongLock, "m"), "", "x").IsUnavailable());
+  // And a failed precondition that does not say the key's version.
+  EXPECT_TRUE(
+      StatusFromReply(412, ErrorBody(Error::kPreconditionFailed, "m"), "", "x").IsUnavailable());
 }
 
 TEST(WireTest, StoreStatusesMapToTheirRefusals) {
@@ -57,6 +68,87 @@ TEST(WireTest, StoreStatusesMapToTheirRefusals) {
   EXPECT_EQ(ErrorForStoreStatus(Status::PermissionDenied("m")), Error::kForbidden);
   EXPECT_EQ(ErrorForStoreStatus(Status::Timeout("lock service")), Error::kVerifyUnavailable);
   EXPECT_EQ(ErrorForStoreStatus(Status::Unavailable("closed")), Error::kStorageError);
+  EXPECT_EQ(ErrorForStoreStatus(Status::PreconditionFailed("m", 3, "k")),
+            Error::kPreconditionFailed);
+}
+
+TEST(WireTest, PreconditionsAreOneStrongETagOrAStar) {
+  auto parse = [](std::vector<std::string_view> if_match,
+                  std::vector<std::string_view> if_none_match) {
+    return ParsePrecondition(if_match, if_none_match);
+  };
+  EXPECT_EQ(parse({}, {}).value(), std::nullopt);
+  EXPECT_EQ(parse({ETag(42)}, {}).value(), 42);
+  EXPECT_EQ(ETag(42), "\"42\"");
+  EXPECT_EQ(parse({}, {"*"}).value(), kIfAbsent);
+  for (std::string_view bad : {"42", "W/\"42\"", "\"42\", \"43\"", "*", "\"0\"", "\"-1\"",
+                               "\"4 2\"", "\"", "\"\"", "\"042\""}) {
+    auto r = parse({bad}, {});
+    EXPECT_TRUE(r.status().IsInvalidArgument()) << bad;
+  }
+  EXPECT_FALSE(parse({}, {"\"1\""}).ok());
+  EXPECT_FALSE(parse({"\"1\""}, {"*"}).ok());
+  EXPECT_FALSE(parse({"\"1\"", "\"1\""}, {}).ok());
+  EXPECT_FALSE(parse({}, {"*", "*"}).ok());
+}
+
+TEST(WireTest, BatchesRoundTripThroughJson) {
+  std::vector<ObjectWrite> writes = {{false, "a\xFF", "text", std::nullopt},
+                                     {false, "b", std::string("\0\xC3", 2), 7},
+                                     {true, "c", {}, kIfAbsent}};
+  std::string body = BatchToJson("lock\xFE", FencingToken::FromInt(9).value(), "redis:01", writes);
+  EXPECT_NE(body.find("\"value\":\"text\""), std::string::npos) << body;
+  EXPECT_NE(body.find("\"value_base64\":\"AMM=\""), std::string::npos) << body;
+  bool too_many = true;
+  auto batch = BatchFromJson(body, 3, &too_many);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  EXPECT_FALSE(too_many);
+  EXPECT_EQ(batch->lock, "lock\xFE");
+  EXPECT_EQ(batch->token.value(), 9);
+  EXPECT_EQ(batch->service, "redis:01");
+  ASSERT_EQ(batch->writes.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(batch->writes[i].is_delete, writes[i].is_delete) << i;
+    EXPECT_EQ(batch->writes[i].key, writes[i].key) << i;
+    EXPECT_EQ(batch->writes[i].value, writes[i].value) << i;
+    EXPECT_EQ(batch->writes[i].if_version, writes[i].if_version) << i;
+  }
+  EXPECT_FALSE(BatchFromJson(body, 2, &too_many).ok());
+  EXPECT_TRUE(too_many);
+
+  std::vector<WriteReceipt> receipts = {
+      {"a\xFF", "", {}, 3, true}, {"b", "", {}, 4, false}, {"c", "", {}, 0, false}};
+  auto token = FencingToken::FromInt(9).value();
+  auto answer = BatchReceiptsToJson("lock", token, receipts, {false, false, true});
+  EXPECT_EQ(answer.at("writes").as_array()[2].as_object().at("deleted"), false);
+  auto back = BatchReceiptsFromJson(answer, "lock", token, writes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ((*back)[0].key, "a\xFF");
+  EXPECT_TRUE((*back)[0].created);
+  EXPECT_EQ((*back)[1].version, 4);
+  EXPECT_EQ((*back)[2].lock, "lock");
+  // An answer for other keys, or too few, is not taken.
+  writes[1].key = "other";
+  EXPECT_TRUE(BatchReceiptsFromJson(answer, "lock", token, writes).status().IsUnavailable());
+  writes.pop_back();
+  EXPECT_TRUE(BatchReceiptsFromJson(answer, "lock", token, writes).status().IsUnavailable());
+}
+
+TEST(WireTest, ListingsRoundTripThroughJson) {
+  ObjectPage page{{{"k\xFF", "l", FencingToken::FromInt(2).value(), 5}}, std::string("k\xFF")};
+  auto o = ObjectPageToJson(page);
+  EXPECT_EQ(boost::json::serialize(o),
+            "{\"objects\":[{\"key\":\"k%FF\",\"key_encoding\":\"percent\",\"version\":5,"
+            "\"lock\":\"l\",\"token\":2}],\"next\":\"k%FF\",\"next_encoding\":\"percent\"}");
+  auto back = ObjectPageFromJson(o);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->objects.size(), 1u);
+  EXPECT_EQ(back->objects[0].key, "k\xFF");
+  EXPECT_EQ(back->objects[0].version, 5);
+  EXPECT_EQ(back->next, "k\xFF");
+  EXPECT_FALSE(ObjectPageFromJson(boost::json::object{{"objects", 1}}).ok());
+  EXPECT_EQ(ListTarget("a/b c", "", 0), "/v1/objects?prefix=a%2Fb%20c");
+  EXPECT_EQ(ListTarget("", "k+", 5), "/v1/objects?prefix=&after=k%2B&limit=5");
 }
 
 TEST(WireTest, NamesRoundTripThroughHeadersForEveryByte) {

@@ -19,6 +19,7 @@ int Fail(int code, const std::string& message) {
 int FailStatus(const Status& s) {
   if (s.IsBusy() || s.IsTimeout()) return Fail(kExitBusy, s.message());
   if (s.IsStaleToken()) return Fail(kExitStale, s.message());
+  if (s.IsPreconditionFailed()) return Fail(kExitPrecondition, s.message());
   return Fail(kExitError, s.message());
 }
 

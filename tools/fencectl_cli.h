@@ -21,11 +21,12 @@ inline constexpr int kExitBusy = 2;    // acquire: busy or timed out
 inline constexpr int kExitStale = 3;   // put: refused as stale
 inline constexpr int kExitCheck = 4;   // pause-test: violations with fencing, or none without
 inline constexpr int kExitLost = 5;    // run: the lease was lost while the command ran
+inline constexpr int kExitPrecondition = 6;  // put, delete, batch: a version precondition failed
 inline constexpr int kExitUsage = 64;  // a usage error (EX_USAGE, as flock's)
 
 // Prints "fencectl: message" on stderr and returns `code`.
 int Fail(int code, const std::string& message);
-// Fail with the exit code that `s` calls for (busy, stale or error).
+// Fail with the exit code that `s` calls for (busy, stale, precondition or error).
 int FailStatus(const Status& s);
 // A usage error: the message, and exit kExitUsage.
 int FailUsage(const Status& s);

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 #include <boost/json/object.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/program_options.hpp>
 #include <cstdlib>
@@ -40,9 +41,12 @@ Usage:
   fencectl check-token [--locks URI] --token N NAME
   fencectl run     [--locks URI] [--ttl 10s] [-w SECONDS | -n] [-E CODE] [--on-loss term|warn]
                    [--kill-grace 5s] NAME -- CMD [ARGS...]
-  fencectl put     [--store URL] --lock NAME --token N [--service ID] KEY [VALUE | -]
+  fencectl put     [--store URL] --lock NAME --token N [--service ID]
+                   [--if-version N | --if-absent] KEY [VALUE | -]
   fencectl get     [--store URL] [--raw] KEY
-  fencectl delete  [--store URL] --lock NAME --token N [--service ID] KEY
+  fencectl delete  [--store URL] --lock NAME --token N [--service ID] [--if-version N] KEY
+  fencectl batch   [--store URL] --lock NAME --token N [--service ID] FILE | -
+  fencectl list    [--store URL] [--prefix P] [--after KEY] [--limit 100] [--all]
   fencectl fence   [--store URL] [--set N [--unbind-service]] LOCK
   fencectl history [--store URL] [--limit 100]
   fencectl pause-test --runs R [--locks URI] [--clients N] [--seed S] [--no-fencing] [...]
@@ -68,7 +72,8 @@ store commands take --token-file FILE (default: the token in $FENCEKIT_STORE_TOK
 Exit codes: 0 success; 1 error; 2 lock busy or wait timed out (run: -E CODE); 3 write refused
 as stale, or check-token: the token is not the current holder's; 4 pause-test: the expectation
 failed (see docs/testing-with-pauses.md); 5 run: the lease was lost while the command ran
-(whatever the command returned); 64 usage error. run otherwise exits with the command's code.
+(whatever the command returned); 6 put, delete, batch: a version precondition failed; 64 usage
+error. run otherwise exits with the command's code.
 
 Examples:
   fencectl acquire --ttl 30s backup
@@ -474,28 +479,62 @@ void AddLeaseOptions(po::options_description& desc) {
       "lock service id of your lease (Fencing-Service); empty sends none");
 }
 
+// --if-version N and --if-absent (puts only): the write's precondition.
+void AddPreconditionOptions(po::options_description& desc, bool if_absent) {
+  desc.add_options()("if-version", po::value<std::string>(),
+                     "write only if the key is at this version (its ETag; If-Match)");
+  if (if_absent) {
+    desc.add_options()("if-absent", po::bool_switch(),
+                       "write only if the key does not exist (If-None-Match: *)");
+  }
+}
+
+Result<IfVersion> PreconditionOption(const po::variables_map& vm) {
+  bool absent = vm.count("if-absent") && vm["if-absent"].as<bool>();
+  if (vm.count("if-version")) {
+    if (absent) return Status::InvalidArgument("give --if-version or --if-absent, not both");
+    auto v = wire::ParseCount(vm["if-version"].as<std::string>(), 1);
+    if (!v) {
+      return Status::InvalidArgument("--if-version \"" + vm["if-version"].as<std::string>() +
+                                     "\" is not a version (a whole number >= 1)");
+    }
+    return IfVersion(*v);
+  }
+  return absent ? IfVersion(kIfAbsent) : IfVersion();
+}
+
+// Prints a refusal that carries data as JSON before failing: the store's fence for a stale
+// token, the key's version for a failed precondition.
+int FailWrite(const Status& s) {
+  if (s.IsStaleToken() || s.IsPreconditionFailed()) {
+    json::object o;
+    o["error"] = s.IsStaleToken() ? "stale_token" : "precondition_failed";
+    o["message"] = JsonSafeText(s.message());
+    if (s.IsStaleToken()) {
+      o["highest"] = s.highest_token().value_or(0);
+    } else {
+      o["version"] = s.current_version().value_or(0);
+      PutName(o, "key", s.key().value_or(std::string()));
+    }
+    Print(o);
+  }
+  return FailStatus(s);
+}
+
 // A put of `value`, or a delete when there is none, under the lease named in `vm`. Prints the
-// receipt; refused as stale, also the store's fence as JSON before failing.
+// receipt; refused as stale or by its precondition, also what the store holds (FailWrite).
 int FencedWrite(const po::variables_map& vm, const std::optional<std::string>& value) {
   auto token = FencingToken::Parse(vm["token"].as<std::string>());
   if (!token.ok()) return FailStatus(token.status());
+  auto if_version = PreconditionOption(vm);
+  if (!if_version.ok()) return FailUsage(if_version.status());
   auto store = OpenStore(vm);
   if (!store.ok()) return FailStatus(store.status());
   const auto& lock = vm["lock"].as<std::string>();
-  const auto& key = vm["key"].as<std::string>();
   const auto& service = vm["service"].as<std::string>();
-  auto r = value ? (*store)->Put(lock, *token, key, *value, service)
-                 : (*store)->Delete(lock, *token, key, service);
-  if (!r.ok()) {
-    if (r.status().IsStaleToken()) {
-      json::object o;
-      o["error"] = "stale_token";
-      o["message"] = JsonSafeText(r.status().message());
-      o["highest"] = r.status().highest_token().value_or(0);
-      Print(o);
-    }
-    return FailStatus(r.status());
-  }
+  ObjectWrite write{!value, vm["key"].as<std::string>(), value.value_or(""), *if_version};
+  auto r = (*store)->Write(lock, *token, write, service);
+  if (!r.ok()) return FailWrite(r.status());
   json::object o = wire::ReceiptToJson(*r, /*is_delete=*/!value);
   if (value) o["created"] = r->created;
   Print(o);
@@ -506,6 +545,7 @@ int Put(const std::vector<std::string>& args) {
   po::options_description desc("Options");
   AddStoreOptions(desc);
   AddLeaseOptions(desc);
+  AddPreconditionOptions(desc, /*if_absent=*/true);
   desc.add_options()("value", po::value<std::string>(),
                      "the value; '-' or absent reads standard input");
   po::positional_options_description pos;
@@ -556,12 +596,91 @@ int Delete(const std::vector<std::string>& args) {
   po::options_description desc("Options");
   AddStoreOptions(desc);
   AddLeaseOptions(desc);
+  AddPreconditionOptions(desc, /*if_absent=*/false);
   po::positional_options_description pos;
   pos.add("key", 1);
   auto p = Parse("delete", desc, pos, args);
   if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   return FencedWrite(p->vm, std::nullopt);
+}
+
+// Several writes under one lease, all or none: FILE holds the "writes" list of POST /v1/batch.
+int Batch(const std::vector<std::string>& args) {
+  po::options_description desc("Options");
+  AddStoreOptions(desc, /*key=*/false);
+  AddLeaseOptions(desc);
+  desc.add_options()("file", po::value<std::string>()->required(),
+                     "JSON list of writes, as the \"writes\" of POST /v1/batch "
+                     "(docs/http-api.md); '-' reads standard input");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  auto p = Parse("batch", desc, pos, args);
+  if (!p.ok()) return FailUsage(p.status());
+  if (p->help) return kExitOk;
+  auto token = FencingToken::Parse(p->vm["token"].as<std::string>());
+  if (!token.ok()) return FailStatus(token.status());
+  const std::string path = p->vm["file"].as<std::string>();
+  std::string text;
+  if (path == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Fail(kExitError, "cannot read the batch file \"" + path + "\"");
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  boost::system::error_code ec;
+  json::value list = json::parse(text, ec);
+  if (ec) {
+    return Fail(kExitError, "the batch file \"" + path + "\" is not JSON (" + ec.message() +
+                                "); it holds a list of writes such as [{\"op\": \"put\", "
+                                "\"key\": \"a\", \"value\": \"1\"}]");
+  }
+  bool too_many = false;
+  auto writes = wire::WritesFromJson(list, wire::kMaxBatchWrites, &too_many);
+  if (!writes.ok()) return FailStatus(writes.status());
+  auto store = OpenStore(p->vm);
+  if (!store.ok()) return FailStatus(store.status());
+  const auto& lock = p->vm["lock"].as<std::string>();
+  auto r = (*store)->Batch(lock, *token, *writes, p->vm["service"].as<std::string>());
+  if (!r.ok()) return FailWrite(r.status());
+  std::vector<bool> is_delete;
+  for (const auto& w : *writes) is_delete.push_back(w.is_delete);
+  Print(wire::BatchReceiptsToJson(lock, *token, *r, is_delete));
+  return kExitOk;
+}
+
+// The keys under a prefix, one JSON line per page (or, with --all, every page).
+int List(const std::vector<std::string>& args) {
+  po::options_description desc("Options");
+  AddStoreOptions(desc, /*key=*/false);
+  desc.add_options()("prefix", po::value<std::string>()->default_value(""),
+                     "list the keys starting with this")(
+      "after", po::value<std::string>()->default_value(""),
+      "list the keys after this one (a page's \"next\")")(
+      "limit", po::value<std::size_t>()->default_value(100), "keys per page (1 to 1000)")(
+      "all", po::bool_switch(), "follow \"next\" to the last page, printing each");
+  auto p = Parse("list", desc, {}, args);
+  if (!p.ok()) return FailUsage(p.status());
+  if (p->help) return kExitOk;
+  const std::size_t limit = p->vm["limit"].as<std::size_t>();
+  if (limit < 1 || limit > wire::kMaxListLimit) {
+    return Fail(kExitUsage, "--limit must be 1 to " + std::to_string(wire::kMaxListLimit));
+  }
+  auto store = OpenStore(p->vm);
+  if (!store.ok()) return FailStatus(store.status());
+  const auto& prefix = p->vm["prefix"].as<std::string>();
+  std::string after = p->vm["after"].as<std::string>();
+  for (;;) {
+    auto page = (*store)->List(prefix, after, limit);
+    if (!page.ok()) return FailStatus(page.status());
+    Print(wire::ObjectPageToJson(*page));
+    if (!p->vm["all"].as<bool>() || !page->next) return kExitOk;
+    if (*page->next <= after) {  // a store that does not move on would loop forever
+      return Fail(kExitError, "the store's listing did not move past \"" + after + "\"");
+    }
+    after = *page->next;
+  }
 }
 
 // Reads a fence, or with --set administers it (fenced --auth, admin token).
@@ -659,6 +778,8 @@ int main(int argc, char** argv) {
   if (command == "put") return Put(args);
   if (command == "get") return Get(args);
   if (command == "delete") return Delete(args);
+  if (command == "batch") return Batch(args);
+  if (command == "list") return List(args);
   if (command == "fence") return Fence(args);
   if (command == "history") return History(args);
   if (command == "pause-test") return PauseTest(args);

@@ -22,6 +22,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kUnverifiedToken: return "unverified_token";
     case StatusCode::kUnauthenticated: return "unauthenticated";
     case StatusCode::kPermissionDenied: return "permission_denied";
+    case StatusCode::kPreconditionFailed: return "precondition_failed";
   }
   return "unknown";
 }

@@ -20,26 +20,35 @@
 namespace fencekit::fencedstore {
 
 enum class Outcome { kAccepted, kRefused, kFailed, kDeferred };
-enum class Refusal { kNone, kStale, kWrongLock, kWrongService, kUnverified };
+enum class Refusal { kNone, kStale, kWrongLock, kWrongService, kUnverified, kPrecondition };
 
 // The history's name of a refusal ("stale_token", ...; empty for kNone).
 std::string_view RefusalName(Refusal r);
 
-// One write on its way through the writer, and the decision an engine leaves in it.
+// One write, or one client batch, on its way through the writer, and the decision an engine
+// leaves in it. The writes of a batch share their lock, token, service and principal and are
+// decided together: all accepted or none (`culprit` names the write that refused them).
 struct Pending {
-  WriteRequest request;
-  FencedStore::WriteCallback done;
-  // lock_for's lock for the key (the longest matching prefix), or null. Set by Submit.
-  const std::string* prefix_lock = nullptr;
+  std::vector<WriteRequest> writes;  // at least one
+  FencedStore::BatchCallback done;
+  // Per write: lock_for's lock for its key (the longest matching prefix), or null. Set by
+  // Submit.
+  std::vector<const std::string*> prefix_locks;
   // The lock service's answer on (lock, token), once asked; `resumed` when it came back from
   // a flight of the verifier (which is told once the write is processed).
   SharedVerdict verdict;
   bool resumed = false;
-  // Set by the engine.
-  Result<WriteReceipt> result = Status::Internal("write not processed");
+  // Set by the engine: one receipt per write when accepted; else the refusal or failure.
+  Result<std::vector<WriteReceipt>> result = Status::Internal("write not processed");
   Outcome outcome = Outcome::kFailed;
   std::int64_t highest = 0;
   Refusal refusal = Refusal::kNone;
+  std::size_t culprit = 0;
+
+  // The grant every write names.
+  const WriteRequest& grant() const { return writes.front(); }
+  // Decided on its own (one write, no precondition) or in a savepoint of its own.
+  bool atomic() const { return writes.size() > 1 || writes.front().if_version.has_value(); }
 };
 
 // A fence administration (FencedStore::SetFence).
@@ -73,11 +82,23 @@ class Engine {
   virtual std::uint64_t recoveries() const { return 0; }
 };
 
+// The keys a listing scans, in byte order: from `from` (itself included when `inclusive`) up to
+// `to`, excluded; without `to`, to the last key.
+struct KeyRange {
+  std::string from;
+  bool inclusive = true;
+  std::optional<std::string> to;
+};
+// The keys starting with `prefix` and greater than `after`.
+KeyRange ListRange(std::string_view prefix, std::string_view after);
+
 // The store's reads. Names are checked by the caller. Thread safety: safe for concurrent use.
 class Reads {
  public:
   virtual ~Reads() = default;
   virtual Result<StoredObject> Get(std::string_view key) = 0;
+  // Up to `limit` objects of `range` in byte order of their keys, `next` set when there are more.
+  virtual Result<ObjectPage> List(const KeyRange& range, std::size_t limit) = 0;
   virtual Result<std::optional<FenceState>> Fence(std::string_view lock) = 0;
   virtual Result<std::vector<Decision>> History(std::size_t limit) = 0;
   // Later reads fail with kUnavailable.

@@ -44,6 +44,68 @@ Command& Command::Null() {
   return *this;
 }
 
+namespace {
+
+// PostgreSQL's binary array format (array_recv): dimensions, a null flag, the element type,
+// each dimension's length and lower bound, then each element as a length (-1: NULL) and bytes.
+class ArrayWriter {
+ public:
+  ArrayWriter(std::uint32_t element_oid, std::size_t n, bool has_null) {
+    Put(1);
+    Put(has_null ? 1 : 0);
+    Put(element_oid);
+    Put(static_cast<std::uint32_t>(n));
+    Put(1);
+  }
+  void Element(std::optional<std::string_view> bytes) {
+    if (!bytes) {
+      Put(0xFFFFFFFFu);
+      return;
+    }
+    Put(static_cast<std::uint32_t>(bytes->size()));
+    out_.append(*bytes);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Put(std::uint32_t v) {
+    std::uint32_t be = htobe32(v);
+    out_.append(reinterpret_cast<const char*>(&be), 4);
+  }
+  std::string out_;
+};
+
+constexpr std::uint32_t kBoolOid = 16, kByteaOid = 17, kInt8Oid = 20;
+
+}  // namespace
+
+Command& Command::BytesArray(const std::vector<std::optional<std::string_view>>& v) {
+  bool has_null = std::any_of(v.begin(), v.end(), [](const auto& e) { return !e; });
+  ArrayWriter a(kByteaOid, v.size(), has_null);
+  for (const auto& e : v) a.Element(e);
+  return Bytes(a.Take());
+}
+
+Command& Command::IntArray(const std::vector<std::optional<std::int64_t>>& v) {
+  bool has_null = std::any_of(v.begin(), v.end(), [](const auto& e) { return !e; });
+  ArrayWriter a(kInt8Oid, v.size(), has_null);
+  for (const auto& e : v) {
+    if (!e) {
+      a.Element(std::nullopt);
+      continue;
+    }
+    std::uint64_t be = htobe64(static_cast<std::uint64_t>(*e));
+    a.Element(std::string_view(reinterpret_cast<const char*>(&be), 8));
+  }
+  return Bytes(a.Take());
+}
+
+Command& Command::BoolArray(const std::vector<bool>& v) {
+  ArrayWriter a(kBoolOid, v.size(), false);
+  for (bool e : v) a.Element(e ? std::string_view("\1", 1) : std::string_view("\0", 1));
+  return Bytes(a.Take());
+}
+
 std::int64_t GetInt(const PGresult* r, int row, int col) {
   if (PQgetisnull(r, row, col)) return 0;
   const char* v = PQgetvalue(r, row, col);

@@ -14,6 +14,7 @@ using pg::Command;
 namespace {
 
 constexpr const char* kWrite = "fencekit_write";
+constexpr const char* kWriteBatch = "fencekit_write_batch";
 // Deadlocks between the batches of several fenced are resolved by PostgreSQL aborting one; the
 // aborted batch stored nothing and runs again, up to this many times in all.
 constexpr int kAttempts = 5;
@@ -51,10 +52,22 @@ Status PostgresEngine::Configure(pg::Conn& conn, const StoreOptions& options) {
   if (!set.empty()) {
     if (auto r = conn.Exec(set, t); !r.ok()) return r.status();
   }
-  return conn.Prepare(kWrite,
-                      "SELECT * FROM fencekit.write($1::boolean, $2::bytea, $3::int8, $4::bytea, "
-                      "$5::bytea, $6::text, $7::bytea, $8::int4, $9::text, $10::boolean, "
-                      "$11::boolean, $12::int8, $13::bytea, $14::boolean)",
+  if (auto s = conn.Prepare(kWrite,
+                            "SELECT o_outcome, o_highest, o_version, o_bound_lock, "
+                            "o_fence_service, o_prior FROM fencekit.write($1::boolean, $2::bytea, "
+                            "$3::int8, $4::bytea, $5::bytea, $6::text, $7::bytea, $8::int4, "
+                            "$9::text, $10::boolean, $11::boolean, $12::int8, $13::bytea, "
+                            "$14::boolean)",
+                            t);
+      !s.ok()) {
+    return s;
+  }
+  return conn.Prepare(kWriteBatch,
+                      "SELECT o_outcome, o_highest, o_version, o_bound_lock, o_fence_service, "
+                      "o_prior, o_index FROM fencekit.write_batch($1::bytea, $2::int8, $3::text, "
+                      "$4::int4, $5::text, $6::boolean, $7::boolean, $8::int8, $9::bytea, "
+                      "$10::boolean, $11::boolean[], $12::bytea[], $13::bytea[], $14::bytea[], "
+                      "$15::int8[])",
                       t);
 }
 
@@ -76,7 +89,7 @@ Status PostgresEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now
   std::vector<std::size_t> order(batch.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return batch[a].request.lock < batch[b].request.lock;
+    return batch[a].grant().lock < batch[b].grant().lock;
   });
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     bool retry = false;
@@ -106,33 +119,120 @@ Status PostgresEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now
   return Status::Ok();
 }
 
-Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<std::size_t>& order,
-                               std::int64_t now_ms, bool* retry) {
-  if (auto s = Connected(); !s.ok()) return BatchFailure(s, false);
-  std::vector<Status> mismatch(batch.size());
-  commands_.clear();
-  commands_.push_back(Command{"BEGIN"});
-  for (std::size_t i : order) {
-    const Pending& p = batch[i];
-    const WriteRequest& w = p.request;
-    std::string_view service;
-    mismatch[i] = ResolveService(p, &service);
-    int verify = 0;
-    if (options_.verify) {
-      verify = p.verdict == nullptr || !p.verdict->ok() ? 1 : (Verified(p) ? 3 : 2);
-    }
-    Command c{kWrite, true};
+pg::Command PostgresEngine::WriteCommand(const Pending& p, std::int64_t now_ms) const {
+  const WriteRequest& g = p.grant();
+  std::string_view service;
+  Status mismatch = ResolveService(p, &service);
+  int verify = 0;
+  if (options_.verify) {
+    verify = p.verdict == nullptr || !p.verdict->ok() ? 1 : (Verified(p) ? 3 : 2);
+  }
+  if (!p.atomic()) {
+    const WriteRequest& w = g;
+    pg::Command c{kWrite, true};
     c.Bool(w.kind == WriteRequest::Kind::kDelete).Bytes(w.lock).Int(w.token.value()).Bytes(w.key);
     c.Bytes(w.kind == WriteRequest::Kind::kPut ? std::string_view(w.value) : std::string_view());
     service.empty() ? c.Null() : c.Text(service);
-    p.prefix_lock == nullptr ? c.Null() : c.Bytes(*p.prefix_lock);
+    p.prefix_locks[0] == nullptr ? c.Null() : c.Bytes(*p.prefix_locks[0]);
     c.Int(verify);
-    mismatch[i].ok() ? c.Null() : c.Text(RefusalName(Refusal::kWrongService));
+    mismatch.ok() ? c.Null() : c.Text(RefusalName(Refusal::kWrongService));
     c.Bool(options_.strict).Bool(options_.unguarded).Int(now_ms);
     w.principal.empty() ? c.Null() : c.Bytes(w.principal);
     c.Bool(options_.history_limit > 0);
-    commands_.push_back(std::move(c));
+    return c;
   }
+  pg::Command c{kWriteBatch, true};
+  c.Bytes(g.lock).Int(g.token.value());
+  service.empty() ? c.Null() : c.Text(service);
+  c.Int(verify);
+  mismatch.ok() ? c.Null() : c.Text(RefusalName(Refusal::kWrongService));
+  c.Bool(options_.strict).Bool(options_.unguarded).Int(now_ms);
+  g.principal.empty() ? c.Null() : c.Bytes(g.principal);
+  c.Bool(options_.history_limit > 0);
+  std::vector<bool> deletes;
+  std::vector<std::optional<std::string_view>> keys, values, prefix_locks;
+  std::vector<std::optional<std::int64_t>> if_versions;
+  for (std::size_t i = 0; i < p.writes.size(); ++i) {
+    const WriteRequest& w = p.writes[i];
+    const bool put = w.kind == WriteRequest::Kind::kPut;
+    deletes.push_back(!put);
+    keys.emplace_back(w.key);
+    values.push_back(put ? std::optional<std::string_view>(w.value) : std::nullopt);
+    prefix_locks.push_back(p.prefix_locks[i] == nullptr
+                               ? std::nullopt
+                               : std::optional<std::string_view>(*p.prefix_locks[i]));
+    if_versions.push_back(w.if_version);
+  }
+  c.BoolArray(deletes).BytesArray(keys).BytesArray(values).BytesArray(prefix_locks);
+  c.IntArray(if_versions);
+  return c;
+}
+
+Status PostgresEngine::ReadDecision(Pending& p, const PGresult* r) const {
+  const int rows = PQntuples(r);
+  if (rows < 1 || PQnfields(r) != (p.atomic() ? 7 : 6)) {
+    return BatchFailure(Status::Internal("fencekit.write returned an unexpected row"), false);
+  }
+  std::string outcome = pg::GetBytes(r, 0, 0);
+  p.highest = pg::GetInt(r, 0, 1);
+  p.refusal = Refusal::kNone;
+  p.culprit = p.atomic() ? static_cast<std::size_t>(pg::GetInt(r, 0, 6)) : 0;
+  if (outcome == "accepted") {
+    if (static_cast<std::size_t>(rows) != p.writes.size()) {
+      return BatchFailure(Status::Internal("fencekit.write_batch returned too few rows"), false);
+    }
+    std::vector<WriteReceipt> receipts;
+    receipts.reserve(p.writes.size());
+    for (int i = 0; i < rows; ++i) {
+      const WriteRequest& w = p.writes[i];
+      const bool put = w.kind == WriteRequest::Kind::kPut;
+      receipts.push_back(WriteReceipt{w.key, w.lock, w.token, pg::GetInt(r, i, 2),
+                                      put && pg::GetInt(r, i, 5) == 0});
+    }
+    p.outcome = Outcome::kAccepted;
+    p.result = std::move(receipts);
+    return Status::Ok();
+  }
+  if (p.culprit >= p.writes.size()) {
+    return BatchFailure(Status::Internal("fencekit.write_batch named no write of the batch"),
+                        false);
+  }
+  if (outcome == "verify") {
+    p.outcome = Outcome::kDeferred;
+    return Status::Ok();
+  }
+  Status refusal = Status::Ok();
+  if (outcome == "stale_token") {
+    p.refusal = Refusal::kStale;
+    refusal = StaleTokenStatus(p, p.highest, options_.strict);
+  } else if (outcome == "wrong_lock") {
+    p.refusal = Refusal::kWrongLock;
+    refusal = WrongLockStatus(p, pg::GetBytes(r, 0, 3), p.prefix_locks[p.culprit] != nullptr);
+  } else if (outcome == "wrong_service") {
+    p.refusal = Refusal::kWrongService;
+    std::string_view service;
+    Status early = ResolveService(p, &service);
+    refusal = !early.ok() ? early : FenceServiceStatus(p, pg::GetBytes(r, 0, 4), service);
+  } else if (outcome == "unverified_token") {
+    p.refusal = Refusal::kUnverified;
+    refusal = UnverifiedStatus(p);
+  } else if (outcome == "precondition_failed") {
+    p.refusal = Refusal::kPrecondition;
+    refusal = PreconditionStatus(p, pg::GetInt(r, 0, 5));
+  } else {
+    return BatchFailure(Status::Internal("fencekit.write returned an unknown outcome"), false);
+  }
+  p.outcome = Outcome::kRefused;
+  p.result = std::move(refusal);
+  return Status::Ok();
+}
+
+Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<std::size_t>& order,
+                               std::int64_t now_ms, bool* retry) {
+  if (auto s = Connected(); !s.ok()) return BatchFailure(s, false);
+  commands_.clear();
+  commands_.push_back(pg::Command{"BEGIN"});
+  for (std::size_t i : order) commands_.push_back(WriteCommand(batch[i], now_ms));
   if (options_.history_limit > 0 && ++commits_ % 64 == 0) {
     // Trimming every 64 commits keeps the history bounded without a delete per commit.
     commands_.push_back(
@@ -165,46 +265,7 @@ Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<st
                         true);
   }
   for (std::size_t j = 0; j < order.size(); ++j) {
-    Pending& p = batch[order[j]];
-    const WriteRequest& w = p.request;
-    const PGresult* r = (*results)[1 + j].get();
-    if (PQntuples(r) != 1 || PQnfields(r) != 6) {
-      return BatchFailure(Status::Internal("fencekit.write returned an unexpected row"), false);
-    }
-    std::string outcome = pg::GetBytes(r, 0, 0);
-    p.highest = pg::GetInt(r, 0, 1);
-    p.refusal = Refusal::kNone;
-    Status refusal = Status::Ok();
-    if (outcome == "accepted") {
-      std::int64_t version = pg::GetInt(r, 0, 2);
-      p.outcome = Outcome::kAccepted;
-      p.result = WriteReceipt{w.key, w.lock, w.token, version,
-                              w.kind == WriteRequest::Kind::kPut && version == 1};
-      continue;
-    }
-    if (outcome == "verify") {
-      p.outcome = Outcome::kDeferred;
-      continue;
-    }
-    if (outcome == "stale_token") {
-      p.refusal = Refusal::kStale;
-      refusal = StaleTokenStatus(w, p.highest, options_.strict);
-    } else if (outcome == "wrong_lock") {
-      p.refusal = Refusal::kWrongLock;
-      refusal = WrongLockStatus(w, pg::GetBytes(r, 0, 3), p.prefix_lock != nullptr);
-    } else if (outcome == "wrong_service") {
-      p.refusal = Refusal::kWrongService;
-      std::string_view service;
-      Status early = ResolveService(p, &service);
-      refusal = !early.ok() ? early : FenceServiceStatus(w, pg::GetBytes(r, 0, 4), service);
-    } else if (outcome == "unverified_token") {
-      p.refusal = Refusal::kUnverified;
-      refusal = UnverifiedStatus(w);
-    } else {
-      return BatchFailure(Status::Internal("fencekit.write returned an unknown outcome"), false);
-    }
-    p.outcome = Outcome::kRefused;
-    p.result = std::move(refusal);
+    if (auto s = ReadDecision(batch[order[j]], (*results)[1 + j].get()); !s.ok()) return s;
   }
   return Status::Ok();
 }

@@ -38,6 +38,12 @@ class PostgresEngine final : public Engine {
   Status Attempt(std::vector<Pending>& batch, const std::vector<std::size_t>& order,
                  std::int64_t now_ms, bool* retry);
 
+  // The command deciding `p`: fencekit.write for one unconditional write, else
+  // fencekit.write_batch.
+  pg::Command WriteCommand(const Pending& p, std::int64_t now_ms) const;
+  // Leaves in `p` the decision its command returned; an error for a result of another shape.
+  Status ReadDecision(Pending& p, const PGresult* r) const;
+
   const StoreOptions& options_;
   std::unique_ptr<pg::Conn> conn_;
   std::uint64_t commits_ = 0;

@@ -57,6 +57,33 @@ Result<StoredObject> PostgresReads::Get(std::string_view key) {
                       pg::GetInt(res, 0, 3)};
 }
 
+Result<ObjectPage> PostgresReads::List(const KeyRange& range, std::size_t limit) {
+  // bytea compares byte by byte, as the listing's order is defined.
+  pg::Command c{std::string("SELECT key, lock, token, version FROM fencekit.objects WHERE key ") +
+                (range.inclusive ? ">=" : ">") + " $1::bytea" +
+                (range.to ? " AND key < $3::bytea" : "") + " ORDER BY key LIMIT $2::int8"};
+  c.Bytes(range.from).Int(static_cast<std::int64_t>(limit) + 1);
+  if (range.to) c.Bytes(*range.to);
+  auto r = Run(c);
+  if (!r.ok()) return r.status();
+  const PGresult* res = r->get();
+  ObjectPage page;
+  const int rows = PQntuples(res);
+  for (int i = 0; i < rows; ++i) {
+    if (page.objects.size() == limit) {
+      page.next = page.objects.back().key;
+      break;
+    }
+    auto token = FencingToken::FromInt(pg::GetInt(res, i, 2));
+    if (!token.ok()) {
+      return Status::Internal("stored token is invalid: " + token.status().message());
+    }
+    page.objects.push_back(ObjectInfo{pg::GetBytes(res, i, 0), pg::GetBytes(res, i, 1), *token,
+                                      pg::GetInt(res, i, 3)});
+  }
+  return page;
+}
+
 Result<std::optional<FenceState>> PostgresReads::Fence(std::string_view lock) {
   auto r =
       Run(pg::Command{"SELECT highest, service FROM fencekit.fences WHERE lock = $1::bytea"}.Bytes(

@@ -22,6 +22,7 @@ class PostgresReads final : public Reads {
   explicit PostgresReads(const StoreOptions& options) : options_(options) {}
 
   Result<StoredObject> Get(std::string_view key) override;
+  Result<ObjectPage> List(const KeyRange& range, std::size_t limit) override;
   Result<std::optional<FenceState>> Fence(std::string_view lock) override;
   Result<std::vector<Decision>> History(std::size_t limit) override;
   void Close() override;

@@ -8,11 +8,21 @@ namespace {
 
 std::string Quoted(std::string_view name) { return "\"" + std::string(name) + "\""; }
 
+// For a batch: which write refused it, and that nothing of it was applied.
+std::string InBatch(const Pending& p) {
+  if (p.writes.size() == 1) return {};
+  const WriteRequest& w = p.writes[p.culprit];
+  return "the batch of " + std::to_string(p.writes.size()) +
+         " writes was refused, none applied: write " + std::to_string(p.culprit) + " (" +
+         (w.kind == WriteRequest::Kind::kPut ? "put" : "delete") + " of key " + Quoted(w.key) +
+         ") was refused: ";
+}
+
 }  // namespace
 
 std::string_view RefusalName(Refusal r) {
-  static constexpr std::string_view kNames[] = {"", "stale_token", "wrong_lock", "wrong_service",
-                                                "unverified_token"};
+  static constexpr std::string_view kNames[] = {
+      "", "stale_token", "wrong_lock", "wrong_service", "unverified_token", "precondition_failed"};
   return kNames[static_cast<int>(r)];
 }
 
@@ -21,7 +31,7 @@ bool Verified(const Pending& p) {
 }
 
 Status ResolveService(const Pending& p, std::string_view* service) {
-  *service = p.request.service;
+  *service = p.grant().service;
   if (!Verified(p)) return Status::Ok();
   // Under verify only the lock service names the service a fence binds to: a verdict without
   // one binds none, whatever the write claims.
@@ -39,9 +49,10 @@ Status ResolveService(const Pending& p, std::string_view* service) {
   return Status::Ok();
 }
 
-Status StaleTokenStatus(const WriteRequest& w, std::int64_t highest, bool strict) {
+Status StaleTokenStatus(const Pending& p, std::int64_t highest, bool strict) {
+  const WriteRequest& w = p.grant();
   return Status::StaleToken(
-      "fencing token " + w.token.ToString() + " for lock " + Quoted(w.lock) +
+      InBatch(p) + "fencing token " + w.token.ToString() + " for lock " + Quoted(w.lock) +
           " is stale: the store has already accepted token " + std::to_string(highest) +
           (strict && highest == w.token.value() ? " (strict mode allows one write per token)"
                                                 : "") +
@@ -49,29 +60,44 @@ Status StaleTokenStatus(const WriteRequest& w, std::int64_t highest, bool strict
       highest);
 }
 
-Status WrongLockStatus(const WriteRequest& w, const std::string& key_lock, bool by_prefix) {
+Status WrongLockStatus(const Pending& p, const std::string& key_lock, bool by_prefix) {
+  const WriteRequest& w = p.grant();
   std::string why =
       by_prefix ? "bound to lock " + Quoted(key_lock) + " by the store's configuration (lock_for)"
                 : "bound to lock " + Quoted(key_lock) + ", the lock of the write that created it";
-  return Status::WrongLock("the key is " + why + "; this write names lock " + Quoted(w.lock) +
-                               ". Write it under lock " + Quoted(key_lock) +
+  return Status::WrongLock(InBatch(p) + "the key is " + why + "; this write names lock " +
+                               Quoted(w.lock) + ". Write it under lock " + Quoted(key_lock) +
                                (by_prefix ? "" : ", or delete it under that lock to free it"),
                            key_lock);
 }
 
-Status FenceServiceStatus(const WriteRequest& w, std::string_view fence_service,
+Status FenceServiceStatus(const Pending& p, std::string_view fence_service,
                           std::string_view service) {
-  return Status::WrongService("lock " + Quoted(w.lock) + " is fenced by tokens of lock service " +
-                              Quoted(fence_service) + "; this token comes from " + Quoted(service) +
-                              ", whose tokens cannot be compared with them. Use a lease of that "
-                              "service (or have an administrator unbind the fence)");
+  return Status::WrongService(
+      InBatch(p) + "lock " + Quoted(p.grant().lock) + " is fenced by tokens of lock service " +
+      Quoted(fence_service) + "; this token comes from " + Quoted(service) +
+      ", whose tokens cannot be compared with them. Use a lease of that service (or have an "
+      "administrator unbind the fence)");
 }
 
-Status UnverifiedStatus(const WriteRequest& w) {
-  return Status::UnverifiedToken("the lock service does not confirm fencing token " +
+Status UnverifiedStatus(const Pending& p) {
+  const WriteRequest& w = p.grant();
+  return Status::UnverifiedToken(InBatch(p) + "the lock service does not confirm fencing token " +
                                  w.token.ToString() + " as the current holder's token of lock " +
                                  Quoted(w.lock) +
                                  "; nothing was written. Acquire the lock to get a current token");
+}
+
+Status PreconditionStatus(const Pending& p, std::int64_t current) {
+  const WriteRequest& w = p.writes[p.culprit];
+  std::string wanted = *w.if_version == kIfAbsent
+                           ? "to be absent"
+                           : "to be at version " + std::to_string(*w.if_version);
+  std::string found = current == 0 ? "it is absent" : "it is at version " + std::to_string(current);
+  return Status::PreconditionFailed(InBatch(p) + "the write needs key " + Quoted(w.key) + " " +
+                                        wanted + ", but " + found +
+                                        "; nothing was written. Read the key again and decide anew",
+                                    current, w.key);
 }
 
 Decision SetFenceDecision(const AdminOp& op, std::int64_t now_ms) {

@@ -20,13 +20,17 @@ bool Verified(const Pending& p);
 // service than the one that confirmed the token.
 Status ResolveService(const Pending& p, std::string_view* service);
 
-Status StaleTokenStatus(const WriteRequest& w, std::int64_t highest, bool strict);
+// The refusal of `p` for its write p.culprit, saying, for a batch, which write refused it and
+// that none was applied.
+Status StaleTokenStatus(const Pending& p, std::int64_t highest, bool strict);
 // `by_prefix`: the key is bound by StoreOptions::lock_for rather than by its first write.
-Status WrongLockStatus(const WriteRequest& w, const std::string& key_lock, bool by_prefix);
-// The fence of w.lock is bound to `fence_service`; the write's token comes from `service`.
-Status FenceServiceStatus(const WriteRequest& w, std::string_view fence_service,
+Status WrongLockStatus(const Pending& p, const std::string& key_lock, bool by_prefix);
+// The fence of the lock is bound to `fence_service`; the write's token comes from `service`.
+Status FenceServiceStatus(const Pending& p, std::string_view fence_service,
                           std::string_view service);
-Status UnverifiedStatus(const WriteRequest& w);
+Status UnverifiedStatus(const Pending& p);
+// The key holds `current` (0: absent) where the write's if_version asked for another.
+Status PreconditionStatus(const Pending& p, std::int64_t current);
 
 // The decision a fence administration records (op "set_fence"); seq is the engine's to set.
 Decision SetFenceDecision(const AdminOp& op, std::int64_t now_ms);

@@ -88,6 +88,13 @@ Status SqliteEngine::Prepare(sqlite::Db db, sqlite::TxnStatements txn) {
        "INSERT INTO fences(lock, highest, service, confirmed) VALUES(?1, ?2, NULL, 0) "
        "ON CONFLICT(lock) DO UPDATE SET highest = excluded.highest, confirmed = 0, "
        "service = CASE WHEN ?3 THEN NULL ELSE service END"},
+      // A batch, or a conditional write, is decided in a savepoint of its own, so that its
+      // refusal undoes what its earlier writes did and nothing else of the group commit.
+      {&e->savepoint_, "SAVEPOINT batch"},
+      {&e->rollback_to_, "ROLLBACK TO batch"},
+      {&e->release_, "RELEASE batch"},
+      {&e->read_counter_, "SELECT value FROM counters WHERE name = 'version'"},
+      {&e->write_counter_, "UPDATE counters SET value = ?1 WHERE name = 'version'"},
   };
   for (auto& [stmt, sql] : stmts) {
     auto st = Stmt::Prepare(w, sql);
@@ -128,10 +135,24 @@ Status SqliteEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now_m
   Status failure = Status::Ok();
   auto txn = sqlite::Transaction::Begin(txn_);
   if (!txn.ok()) failure = txn.status();
+  if (failure.ok()) {
+    sqlite::ResetOnExit reset(read_counter_);
+    int rc = read_counter_.Step();
+    if (rc == SQLITE_ROW) {
+      last_version_ = read_counter_.ColumnInt(0);
+    } else {
+      failure = sqlite::Error(db_.get(), rc, "reading the version counter");
+    }
+  }
+  const std::int64_t first_version = last_version_;
   std::int64_t last_seq = 0;
   for (auto& p : batch) {
     if (!failure.ok()) break;
     failure = Apply(p, now_ms, verifier, last_seq);
+  }
+  if (failure.ok() && last_version_ != first_version) {
+    write_counter_.BindInt(1, last_version_);
+    failure = Run(write_counter_, "writing the version counter");
   }
   if (failure.ok() && last_seq > static_cast<std::int64_t>(options_.history_limit) &&
       last_seq % 64 < static_cast<std::int64_t>(batch.size())) {
@@ -161,14 +182,58 @@ Status SqliteEngine::RecoverIfSuspect() {
   return Status::Ok();
 }
 
+Status SqliteEngine::Run(Stmt& stmt, std::string_view doing) {
+  sqlite::ResetOnExit reset(stmt);
+  int rc = stmt.Step();
+  return rc == SQLITE_DONE ? Status::Ok() : sqlite::Error(db_.get(), rc, doing);
+}
+
 Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
                            std::int64_t& last_seq) {
+  const bool atomic = p.atomic();
+  if (atomic) {
+    if (auto s = Run(savepoint_, "opening a savepoint"); !s.ok()) return s;
+  }
+  std::vector<WriteReceipt> receipts;
+  receipts.reserve(p.writes.size());
+  for (std::size_t i = 0; i < p.writes.size(); ++i) {
+    WriteReceipt receipt;
+    if (auto s = Decide(p, i, verifier, &receipt); !s.ok()) return s;
+    if (p.outcome != Outcome::kAccepted) break;
+    receipts.push_back(std::move(receipt));
+  }
+  if (atomic) {
+    if (p.outcome != Outcome::kAccepted) {
+      if (auto s = Run(rollback_to_, "undoing a refused batch"); !s.ok()) return s;
+    }
+    if (auto s = Run(release_, "closing a savepoint"); !s.ok()) return s;
+  }
+  if (p.outcome == Outcome::kAccepted) {
+    for (const auto& w : p.writes) {
+      if (auto s = Record(w, true, p.highest, Refusal::kNone, now_ms, last_seq); !s.ok()) {
+        return s;
+      }
+    }
+    p.result = std::move(receipts);
+    return Status::Ok();
+  }
+  if (p.outcome != Outcome::kRefused) return Status::Ok();  // deferred or failed: unrecorded
+  // Recorded with the fence as it stands once the refused writes are undone.
+  bool exists = false;
+  std::string service;
+  p.highest = 0;
+  if (auto s = ReadFence(p.grant().lock, &exists, &p.highest, &service); !s.ok()) return s;
+  return Record(p.writes[p.culprit], false, p.highest, p.refusal, now_ms, last_seq);
+}
+
+Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, WriteReceipt* receipt) {
   sqlite3* db = db_.get();
-  const WriteRequest& w = p.request;
+  const WriteRequest& w = p.writes[i];
+  const std::string* prefix_lock = p.prefix_locks[i];
   const bool verified = Verified(p);
   std::string_view service;
   if (Status mismatch = ResolveService(p, &service); !mismatch.ok()) {
-    return Refuse(p, Refusal::kWrongService, std::move(mismatch), now_ms, last_seq);
+    return Refuse(p, i, Refusal::kWrongService, std::move(mismatch));
   }
 
   // 1. The key's lock: lock_for's for its prefix, else the lock of the write that created it.
@@ -178,16 +243,16 @@ Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
   int rc = read_object_.Step();
   if (rc == SQLITE_ROW) {
     version = read_object_.ColumnInt(0);
-    if (p.prefix_lock == nullptr) key_lock = read_object_.ColumnBytes(1);
+    if (prefix_lock == nullptr) key_lock = read_object_.ColumnBytes(1);
   }
   read_object_.Reset();
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
     return sqlite::Error(db, rc, "reading the object");
   }
-  if (p.prefix_lock != nullptr) key_lock = *p.prefix_lock;
+  if (prefix_lock != nullptr) key_lock = *prefix_lock;
   if (!key_lock.empty() && key_lock != w.lock) {
-    return Refuse(p, Refusal::kWrongLock, WrongLockStatus(w, key_lock, p.prefix_lock != nullptr),
-                  now_ms, last_seq);
+    p.culprit = i;
+    return Refuse(p, i, Refusal::kWrongLock, WrongLockStatus(p, key_lock, prefix_lock != nullptr));
   }
 
   // 2. The fence: advance it iff the token is new enough, of the fence's service, and (under
@@ -207,19 +272,20 @@ Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
     if (auto s = ReadFence(w.lock, &exists, &p.highest, &fence_service); !s.ok()) return s;
     if (!accepted && exists) {
       if (!service.empty() && !fence_service.empty() && fence_service != service) {
-        return Refuse(p, Refusal::kWrongService, FenceServiceStatus(w, fence_service, service),
-                      now_ms, last_seq);
+        p.culprit = i;
+        return Refuse(p, i, Refusal::kWrongService, FenceServiceStatus(p, fence_service, service));
       }
       if (w.token.value() < p.highest || (options_.strict && w.token.value() == p.highest) ||
           options_.unguarded) {
-        return Refuse(p, Refusal::kStale, StaleTokenStatus(w, p.highest, options_.strict), now_ms,
-                      last_seq);
+        p.culprit = i;
+        return Refuse(p, i, Refusal::kStale, StaleTokenStatus(p, p.highest, options_.strict));
       }
     }
     if (!accepted && (exists || (verifier != nullptr && !verified && !options_.unguarded))) {
       // The token would move the fence up (or create it) and the lock service has not confirmed
       // it yet.
       p.highest = exists ? p.highest : 0;
+      p.culprit = i;
       if (verifier == nullptr) {  // unreachable: without verify the fence takes such a token
         p.outcome = Outcome::kFailed;
         p.result = Status::Internal("the fence refused a token above it; nothing was written");
@@ -227,7 +293,7 @@ Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
       }
       if (p.verdict == nullptr) {
         p.verdict = verifier->Answer(w.lock, w.token);
-        if (p.verdict != nullptr) return Apply(p, now_ms, verifier, last_seq);
+        if (p.verdict != nullptr) return Decide(p, i, verifier, receipt);
         p.outcome = Outcome::kDeferred;  // not recorded: it comes back with the answer
         return Status::Ok();
       }
@@ -236,7 +302,7 @@ Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
         p.result = p.verdict->status();
         return Status::Ok();
       }
-      return Refuse(p, Refusal::kUnverified, UnverifiedStatus(w), now_ms, last_seq);
+      return Refuse(p, i, Refusal::kUnverified, UnverifiedStatus(p));
     }
     if (!accepted) {  // the lock's first write
       insert_fence_.BindBlob(1, w.lock);
@@ -250,11 +316,19 @@ Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
     }
   }
 
-  // 3. The write itself.
+  // 3. The precondition, once the fence let the write through (the savepoint undoes the fence's
+  // move when it fails).
+  if (w.if_version && *w.if_version != version) {
+    p.culprit = i;
+    return Refuse(p, i, Refusal::kPrecondition, PreconditionStatus(p, version));
+  }
+
+  // 4. The write itself.
   bool created = false;
+  std::int64_t old_version = version;
   if (w.kind == WriteRequest::Kind::kPut) {
     created = version == 0;
-    ++version;
+    version = ++last_version_;
     upsert_object_.BindBlob(1, w.key);
     upsert_object_.BindBlob(2, w.value);
     upsert_object_.BindBlob(3, w.lock);
@@ -263,31 +337,23 @@ Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
     rc = upsert_object_.Step();
     upsert_object_.Reset();
     if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "writing the object");
-  } else if (version != 0) {
+  } else if (old_version != 0) {
     delete_object_.BindBlob(1, w.key);
     rc = delete_object_.Step();
     delete_object_.Reset();
     if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "deleting the object");
   }
   p.outcome = Outcome::kAccepted;
-  p.result = WriteReceipt{w.key, w.lock, w.token, version, created};
-  // 4. The record of the decision.
-  return Record(p, now_ms, last_seq);
+  *receipt = WriteReceipt{w.key, w.lock, w.token, version, created};
+  return Status::Ok();
 }
 
-Status SqliteEngine::Refuse(Pending& p, Refusal why, Status status, std::int64_t now_ms,
-                            std::int64_t& last_seq) {
-  if (why != Refusal::kStale && why != Refusal::kUnverified) {
-    // Refused before the fence was read: record the fence as it stands.
-    bool exists = false;
-    std::string service;
-    p.highest = 0;
-    if (auto s = ReadFence(p.request.lock, &exists, &p.highest, &service); !s.ok()) return s;
-  }
+Status SqliteEngine::Refuse(Pending& p, std::size_t i, Refusal why, Status status) {
+  p.culprit = i;
   p.outcome = Outcome::kRefused;
   p.refusal = why;
   p.result = std::move(status);
-  return Record(p, now_ms, last_seq);
+  return Status::Ok();
 }
 
 Status SqliteEngine::ReadFence(const std::string& lock, bool* exists, std::int64_t* highest,
@@ -305,18 +371,18 @@ Status SqliteEngine::ReadFence(const std::string& lock, bool* exists, std::int64
   return Status::Ok();
 }
 
-Status SqliteEngine::Record(const Pending& p, std::int64_t now_ms, std::int64_t& last_seq) {
+Status SqliteEngine::Record(const WriteRequest& w, bool accepted, std::int64_t highest, Refusal why,
+                            std::int64_t now_ms, std::int64_t& last_seq) {
   if (options_.history_limit == 0) return Status::Ok();
-  const WriteRequest& w = p.request;
   sqlite::ResetOnExit reset(insert_history_);
   insert_history_.BindInt(1, now_ms);
   insert_history_.BindText(2, w.kind == WriteRequest::Kind::kPut ? "put" : "delete");
   insert_history_.BindBlob(3, w.lock);
   insert_history_.BindInt(4, w.token.value());
   insert_history_.BindBlob(5, w.key);
-  insert_history_.BindInt(6, p.outcome == Outcome::kAccepted ? 1 : 0);
-  insert_history_.BindInt(7, p.highest);
-  BindTextOrNull(insert_history_, 8, RefusalName(p.refusal));
+  insert_history_.BindInt(6, accepted ? 1 : 0);
+  insert_history_.BindInt(7, highest);
+  BindTextOrNull(insert_history_, 8, RefusalName(why));
   BindTextOrNull(insert_history_, 9, w.principal);
   int rc = insert_history_.Step();
   if (rc != SQLITE_DONE) return sqlite::Error(db_.get(), rc, "recording the decision");
@@ -367,7 +433,8 @@ void SqliteEngine::Close() {
   // Statements must be finalized before their connection closes.
   txn_ = sqlite::TxnStatements();
   for (Stmt* st : {&advance_fence_, &read_fence_, &insert_fence_, &read_object_, &upsert_object_,
-                   &delete_object_, &insert_history_, &trim_history_, &set_fence_}) {
+                   &delete_object_, &insert_history_, &trim_history_, &set_fence_, &savepoint_,
+                   &rollback_to_, &release_, &read_counter_, &write_counter_}) {
     *st = Stmt();
   }
   db_ = sqlite::Db();

@@ -40,16 +40,22 @@ class SqliteEngine final : public Engine {
   // Recover() when the last commit failed; the status a batch fails with when it cannot.
   Status RecoverIfSuspect();
 
-  // Decides `p` and applies it inside the open transaction; a storage error is returned (the
-  // batch then fails), a decision is left in `p`.
+  // Decides `p` (every write of a batch, in a savepoint when atomic) and applies it inside the
+  // open transaction, recording the decision; a storage error is returned (the group commit
+  // then fails), a decision is left in `p`.
   Status Apply(Pending& p, std::int64_t now_ms, Verifier* verifier, std::int64_t& last_seq);
-  // Refuses `p` with `why`, recording it with the fence's highest token.
-  Status Refuse(Pending& p, Refusal why, Status status, std::int64_t now_ms,
-                std::int64_t& last_seq);
+  // Decides write `i` of `p` and applies it when accepted (its receipt in `*receipt`), without
+  // recording it. A refusal or a deferral is left in `p`.
+  Status Decide(Pending& p, std::size_t i, Verifier* verifier, WriteReceipt* receipt);
+  // Leaves the refusal of `p` by its write `i` in `p`.
+  Status Refuse(Pending& p, std::size_t i, Refusal why, Status status);
   // The fence of `lock`: false in `*exists` when it has none.
   Status ReadFence(const std::string& lock, bool* exists, std::int64_t* highest,
                    std::string* service);
-  Status Record(const Pending& p, std::int64_t now_ms, std::int64_t& last_seq);
+  Status Record(const WriteRequest& w, bool accepted, std::int64_t highest, Refusal why,
+                std::int64_t now_ms, std::int64_t& last_seq);
+  // Steps `stmt`, which returns no row.
+  Status Run(sqlite::Stmt& stmt, std::string_view doing);
 
   const StoreOptions& options_;
   std::string suspect_;  // why the last commit failed; empty when it did not
@@ -57,7 +63,11 @@ class SqliteEngine final : public Engine {
   sqlite::Db db_;
   sqlite::TxnStatements txn_;
   sqlite::Stmt advance_fence_, read_fence_, insert_fence_, read_object_, upsert_object_,
-      delete_object_, insert_history_, trim_history_, set_fence_;
+      delete_object_, insert_history_, trim_history_, set_fence_, savepoint_, rollback_to_,
+      release_, read_counter_, write_counter_;
+  // The store-wide version counter (common/store_types.h): the last version given, read at the
+  // start of each transaction and written back at its end when it moved.
+  std::int64_t last_version_ = 0;
 };
 
 }  // namespace fencekit::fencedstore

@@ -16,6 +16,8 @@ using sqlite::Stmt;
 struct SqliteReads::Reader {
   sqlite::Db db;
   Stmt get, fence, history;
+  // A listing's scan: [inclusive][bounded above], so that each uses the key's index as a range.
+  Stmt list[2][2];
 };
 
 SqliteReads::SqliteReads(const StoreOptions& options) : options_(options) {}
@@ -55,6 +57,34 @@ Result<StoredObject> SqliteReads::Get(std::string_view key) {
     if (!token.ok())
       return Status::Internal("stored token is invalid: " + token.status().message());
     return StoredObject{r.get.ColumnBytes(0), r.get.ColumnBytes(1), *token, r.get.ColumnInt(3)};
+  });
+}
+
+Result<ObjectPage> SqliteReads::List(const KeyRange& range, std::size_t limit) {
+  return WithReader([&](Reader& r) -> Result<ObjectPage> {
+    Stmt& st = r.list[range.inclusive ? 1 : 0][range.to ? 1 : 0];
+    sqlite::ResetOnExit reset(st);
+    st.BindBlob(1, range.from);
+    if (range.to) st.BindBlob(2, *range.to);
+    st.BindInt(3, static_cast<sqlite3_int64>(limit) + 1);
+    ObjectPage page;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      if (page.objects.size() == limit) {
+        page.next = page.objects.back().key;
+        break;
+      }
+      auto token = FencingToken::FromInt(st.ColumnInt(2));
+      if (!token.ok()) {
+        return Status::Internal("stored token is invalid: " + token.status().message());
+      }
+      page.objects.push_back(
+          ObjectInfo{st.ColumnBytes(0), st.ColumnBytes(1), *token, st.ColumnInt(3)});
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      return sqlite::Error(r.db.get(), rc, "listing objects");
+    }
+    return page;
   });
 }
 
@@ -124,6 +154,16 @@ Result<std::unique_ptr<SqliteReads::Reader>> SqliteReads::MakeReader() {
     auto st = Stmt::Prepare(r->db.get(), sql);
     if (!st.ok()) return st.status();
     *stmt = std::move(st).value();
+  }
+  for (int inclusive = 0; inclusive < 2; ++inclusive) {
+    for (int bounded = 0; bounded < 2; ++bounded) {
+      std::string sql = std::string("SELECT key, lock, token, version FROM objects WHERE key ") +
+                        (inclusive ? ">=" : ">") + " ?1" + (bounded ? " AND key < ?2" : "") +
+                        " ORDER BY key LIMIT ?3";
+      auto st = Stmt::Prepare(r->db.get(), sql);
+      if (!st.ok()) return st.status();
+      r->list[inclusive][bounded] = std::move(st).value();
+    }
   }
   return r;
 }

@@ -27,6 +27,7 @@ class SqliteReads final : public Reads {
   ~SqliteReads() override;
 
   Result<StoredObject> Get(std::string_view key) override;
+  Result<ObjectPage> List(const KeyRange& range, std::size_t limit) override;
   Result<std::optional<FenceState>> Fence(std::string_view lock) override;
   Result<std::vector<Decision>> History(std::size_t limit) override;
   // Closes the idle connections.

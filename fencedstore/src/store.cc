@@ -12,6 +12,29 @@
 #include "writer.h"
 
 namespace fencekit {
+namespace fencedstore {
+
+KeyRange ListRange(std::string_view prefix, std::string_view after) {
+  KeyRange range;
+  if (after < prefix) {
+    range.from = std::string(prefix);
+  } else {
+    range.from = std::string(after);
+    range.inclusive = false;
+  }
+  // The first byte string above every key with the prefix: the prefix without its trailing
+  // 0xFF bytes, its last byte plus one. None when the prefix is empty or all 0xFF.
+  std::string to(prefix);
+  while (!to.empty() && static_cast<unsigned char>(to.back()) == 0xFF) to.pop_back();
+  if (!to.empty()) {
+    to.back() = static_cast<char>(static_cast<unsigned char>(to.back()) + 1);
+    range.to = std::move(to);
+  }
+  return range;
+}
+
+}  // namespace fencedstore
+
 namespace {
 
 using fencedstore::Storage;
@@ -45,6 +68,25 @@ class Store final : public FencedStore {
 
   void Submit(WriteRequest request, WriteCallback done) override {
     writer_.Submit(std::move(request), std::move(done));
+  }
+
+  void SubmitBatch(BatchRequest batch, BatchCallback done) override {
+    writer_.SubmitBatch(std::move(batch), std::move(done));
+  }
+
+  Result<ObjectPage> List(std::string_view prefix, std::string_view after,
+                          std::size_t limit) override {
+    if (limit < 1 || limit > kMaxListLimit) {
+      return Status::InvalidArgument("a listing's limit must be 1 to " +
+                                     std::to_string(kMaxListLimit) + ", not " +
+                                     std::to_string(limit));
+    }
+    if (prefix.size() > options_.max_key_bytes || after.size() > options_.max_key_bytes) {
+      return Status::InvalidArgument("a listing's prefix and cursor are keys: at most " +
+                                     std::to_string(options_.max_key_bytes) + " bytes");
+    }
+    if (reads_ == nullptr) return Status::Unavailable("the store is closed");
+    return reads_->List(fencedstore::ListRange(prefix, after), limit);
   }
 
   Result<StoredObject> Get(std::string_view key) override {
@@ -119,6 +161,14 @@ Result<WriteReceipt> FencedStore::Write(WriteRequest request) {
   auto future = promise.get_future();
   Submit(std::move(request),
          [&promise](Result<WriteReceipt> r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+Result<std::vector<WriteReceipt>> FencedStore::WriteBatch(BatchRequest batch) {
+  std::promise<Result<std::vector<WriteReceipt>>> promise;
+  auto future = promise.get_future();
+  SubmitBatch(std::move(batch),
+              [&promise](Result<std::vector<WriteReceipt>> r) { promise.set_value(std::move(r)); });
   return future.get();
 }
 

@@ -22,25 +22,74 @@ void Writer::Start(std::unique_ptr<Engine> engine) {
 }
 
 void Writer::Submit(WriteRequest request, FencedStore::WriteCallback done) {
-  Status bad = CheckName("key", request.key, options_.max_key_bytes);
-  if (bad.ok()) bad = CheckName("lock name", request.lock, options_.max_key_bytes);
-  if (bad.ok() && !request.service.empty()) bad = CheckServiceId(request.service);
-  if (bad.ok() && request.service.empty() && options_.require_service) {
+  Pending p;
+  p.writes.push_back(std::move(request));
+  p.done = [done = std::move(done)](Result<std::vector<WriteReceipt>> r) {
+    if (!r.ok()) return done(r.status());
+    done(std::move(r->front()));
+  };
+  Enqueue(std::move(p));
+}
+
+void Writer::SubmitBatch(BatchRequest batch, FencedStore::BatchCallback done) {
+  Pending p;
+  p.done = std::move(done);
+  std::size_t bytes = 0;
+  for (const auto& w : batch.writes) bytes += w.key.size() + w.value.size();
+  Status bad = Status::Ok();
+  if (batch.writes.empty()) {
+    bad = Status::InvalidArgument("the batch has no writes; send at least one");
+  } else if (batch.writes.size() > options_.max_batch_writes) {
+    bad = Status::InvalidArgument("the batch has " + std::to_string(batch.writes.size()) +
+                                  " writes, more than the " +
+                                  std::to_string(options_.max_batch_writes) +
+                                  " one batch may have; split it under the same grant");
+  } else if (bytes > options_.max_batch_bytes) {
+    bad = Status::InvalidArgument("the batch's keys and values have " + std::to_string(bytes) +
+                                  " bytes, more than the " +
+                                  std::to_string(options_.max_batch_bytes) +
+                                  " one batch may have; split it under the same grant");
+  }
+  if (!bad.ok()) return p.done(bad);
+  p.writes.reserve(batch.writes.size());
+  for (auto& w : batch.writes) {
+    p.writes.push_back(WriteRequest{
+        w.is_delete ? WriteRequest::Kind::kDelete : WriteRequest::Kind::kPut, batch.lock,
+        batch.token, std::move(w.key), w.is_delete ? std::string() : std::move(w.value),
+        batch.service, batch.principal, w.if_version});
+  }
+  Enqueue(std::move(p));
+}
+
+void Writer::Enqueue(Pending p) {
+  const WriteRequest& grant = p.grant();
+  Status bad = CheckName("lock name", grant.lock, options_.max_key_bytes);
+  if (bad.ok() && !grant.service.empty()) bad = CheckServiceId(grant.service);
+  if (bad.ok() && grant.service.empty() && options_.require_service) {
     bad = Status::InvalidArgument(
         "this store requires the identity of the lock service that granted the token with "
         "every write; send the lease's service (the Fencing-Service header)");
   }
-  if (!bad.ok()) {
-    done(bad);
-    return;
+  for (std::size_t i = 0; bad.ok() && i < p.writes.size(); ++i) {
+    const WriteRequest& w = p.writes[i];
+    bad = CheckName(p.writes.size() == 1 ? "key" : "key of write " + std::to_string(i), w.key,
+                    options_.max_key_bytes);
+    if (bad.ok() && w.if_version && *w.if_version < 0) {
+      bad = Status::InvalidArgument("a write's version precondition is " +
+                                    std::to_string(*w.if_version) +
+                                    "; versions are >= 1 (0 asks for an absent key)");
+    }
   }
-  Pending p{std::move(request), std::move(done)};
-  std::size_t longest = 0;
-  for (const auto& [prefix, lock] : options_.lock_for) {
-    if (p.request.key.starts_with(prefix) &&
-        (p.prefix_lock == nullptr || prefix.size() > longest)) {
-      p.prefix_lock = &lock;
-      longest = prefix.size();
+  if (!bad.ok()) return p.done(bad);
+  p.prefix_locks.assign(p.writes.size(), nullptr);
+  for (std::size_t i = 0; i < p.writes.size(); ++i) {
+    std::size_t longest = 0;
+    for (const auto& [prefix, lock] : options_.lock_for) {
+      if (p.writes[i].key.starts_with(prefix) &&
+          (p.prefix_locks[i] == nullptr || prefix.size() > longest)) {
+        p.prefix_locks[i] = &lock;
+        longest = prefix.size();
+      }
     }
   }
   {
@@ -81,8 +130,8 @@ void Writer::Defer(Pending& p) {
     ++awaiting_;
   }
   auto held = std::make_shared<Pending>(std::move(p));
-  std::string lock = held->request.lock;
-  FencingToken token = held->request.token;
+  std::string lock = held->grant().lock;
+  FencingToken token = held->grant().token;
   SharedVerdict known = verifier_->Join(lock, token, [this, held](SharedVerdict answer) {
     held->verdict = std::move(answer);
     held->resumed = true;
@@ -101,6 +150,7 @@ StoreStats Writer::Stats() const {
   s.refused_wrong_lock = refused_wrong_lock_.load(std::memory_order_relaxed);
   s.refused_wrong_service = refused_wrong_service_.load(std::memory_order_relaxed);
   s.refused_unverified = refused_unverified_.load(std::memory_order_relaxed);
+  s.refused_precondition = refused_precondition_.load(std::memory_order_relaxed);
   if (verifier_ != nullptr) {
     s.verifications = verifier_->calls();
     s.verify_failures = verifier_->failures();
@@ -146,8 +196,10 @@ void Writer::WriterLoop() {
       if (queue_.empty() && admin_.empty()) break;
       for (auto& op : admin_) admin.push_back(std::move(op));
       admin_.clear();
-      std::size_t n = std::min(queue_.size(), options_.max_batch);
-      for (std::size_t i = 0; i < n; ++i) {
+      // Client batches are never split: take them while the transaction holds fewer writes.
+      std::size_t writes = 0;
+      while (!queue_.empty() && writes < options_.max_batch) {
+        writes += queue_.front().writes.size();
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
@@ -159,7 +211,7 @@ void Writer::WriterLoop() {
     CommitBatch(batch);
     recoveries_.store(engine_->recoveries(), std::memory_order_relaxed);
     for (auto& p : batch) {
-      if (p.resumed) verifier_->Resumed(p.request.lock, p.request.token);
+      if (p.resumed) verifier_->Resumed(p.grant().lock, p.grant().token);
       if (p.outcome == Outcome::kDeferred) {
         Defer(p);
       } else {
@@ -179,21 +231,27 @@ void Writer::CommitBatch(std::vector<Pending>& batch) {
       p.result = failure;
       p.outcome = Outcome::kFailed;
     }
-    failed_.fetch_add(batch.size(), std::memory_order_relaxed);
+    for (const auto& p : batch) failed_.fetch_add(p.writes.size(), std::memory_order_relaxed);
     return;
   }
   commits_.fetch_add(1, std::memory_order_relaxed);
+  std::size_t writes = 0;
+  for (const auto& p : batch) writes += p.writes.size();
   std::size_t bucket = 0;
-  while ((std::size_t{1} << bucket) < batch.size() && bucket + 1 < batch_buckets_.size()) {
+  while ((std::size_t{1} << bucket) < writes && bucket + 1 < batch_buckets_.size()) {
     ++bucket;
   }
   batch_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
   for (const auto& p : batch) {
     if (p.outcome == Outcome::kAccepted) {
-      accepted_.fetch_add(1, std::memory_order_relaxed);
+      accepted_.fetch_add(p.writes.size(), std::memory_order_relaxed);
     } else if (p.outcome == Outcome::kRefused) {
-      std::atomic<std::uint64_t>* counter[] = {nullptr, &refused_stale_, &refused_wrong_lock_,
-                                               &refused_wrong_service_, &refused_unverified_};
+      std::atomic<std::uint64_t>* counter[] = {nullptr,
+                                               &refused_stale_,
+                                               &refused_wrong_lock_,
+                                               &refused_wrong_service_,
+                                               &refused_unverified_,
+                                               &refused_precondition_};
       counter[static_cast<int>(p.refusal)]->fetch_add(1, std::memory_order_relaxed);
     }
   }

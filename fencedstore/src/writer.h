@@ -37,6 +37,8 @@ class Writer {
   // As FencedStore::Submit: `done` runs on the writer thread. After Stop, fails with
   // kUnavailable at once.
   void Submit(WriteRequest request, FencedStore::WriteCallback done);
+  // As FencedStore::SubmitBatch.
+  void SubmitBatch(BatchRequest batch, FencedStore::BatchCallback done);
   // As FencedStore::SetFence, run on the writer thread in a transaction of its own.
   void SetFence(std::string lock, FencingToken highest, std::string principal, bool unbind,
                 std::function<void(Result<Decision>)> done);
@@ -48,6 +50,8 @@ class Writer {
   bool Stop();
 
  private:
+  // Checks the names and bounds of `p`'s writes, finds their lock_for locks and queues it.
+  void Enqueue(Pending p);
   void WriterLoop();
   void CommitBatch(std::vector<Pending>& batch);
   // Hands a deferred write to the verifier; applies an answer it already has at once.
@@ -72,8 +76,8 @@ class Writer {
   std::unique_ptr<Engine> engine_;
 
   std::atomic<std::uint64_t> accepted_{0}, refused_stale_{0}, refused_wrong_lock_{0},
-      refused_wrong_service_{0}, refused_unverified_{0}, failed_{0}, commits_{0},
-      recoveries_{0};
+      refused_wrong_service_{0}, refused_unverified_{0}, refused_precondition_{0}, failed_{0},
+      commits_{0}, recoveries_{0};
   std::vector<std::atomic<std::uint64_t>> batch_buckets_;
 };
 

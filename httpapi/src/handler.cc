@@ -53,6 +53,8 @@ RefusalReason ReasonFor(Error e) {
       return RefusalReason::kUnverifiedToken;
     case Error::kVerifyUnavailable:
       return RefusalReason::kVerifyUnavailable;
+    case Error::kPreconditionFailed:
+      return RefusalReason::kPreconditionFailed;
     default:
       return RefusalReason::kStorageError;
   }
@@ -61,6 +63,35 @@ RefusalReason ReasonFor(Error e) {
 std::string NotEncoded(std::string_view what) {
   return "the " + std::string(what) +
          " in the path is not validly percent-encoded; encode reserved bytes as %XX";
+}
+
+// The answer to a write (or batch) the store refused or failed: the error body, with the
+// fence for a stale token (also in Fencing-Highest, for clients that read only one of them),
+// the bound lock for a wrong lock, the key's version and the key for a failed precondition.
+HttpResponse WriteRefusal(const Status& s, unsigned version, bool keep_alive) {
+  Error e = wire::ErrorForStoreStatus(s);
+  json::object o = wire::ErrorObject(e, s.message());
+  if (e == Error::kWrongLock) {
+    wire::PutName(o, "lock", s.bound_lock().value_or(std::string()));
+  } else if (e == Error::kPreconditionFailed) {
+    o["version"] = s.current_version().value_or(0);
+    wire::PutName(o, "key", s.key().value_or(std::string()));
+  } else if (e == Error::kStaleToken) {
+    o["highest"] = s.highest_token().value_or(0);
+  }
+  HttpResponse res =
+      JsonResponse(static_cast<http::status>(wire::Info(e).http_status), o, version, keep_alive);
+  if (e == Error::kStaleToken) {
+    res.set(wire::kHighestHeader, std::to_string(s.highest_token().value_or(0)));
+  }
+  return res;
+}
+
+// The values of every field `name` of `req`.
+std::vector<std::string_view> Fields(const HttpRequest& req, http::field name) {
+  std::vector<std::string_view> out;
+  for (auto [it, end] = req.equal_range(name); it != end; ++it) out.push_back(it->value());
+  return out;
 }
 
 }  // namespace
@@ -126,6 +157,10 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
     if (who != nullptr && !who->admin) return forbidden("read the history (admin only)");
     return HandleHistory(req, *parsed, respond);
   }
+  if (path == wire::kObjectsPath) {
+    if (req.method() != http::verb::get) return method_not_allowed("GET");
+    return HandleList(req, *parsed, who, respond);
+  }
   if (parsed->has_query() || parsed->has_fragment()) {
     return error(Error::kBadTarget,
                  "the path has a query ('?') or fragment ('#'); fenced takes none. If they are "
@@ -150,6 +185,10 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
       }
     }
     return HandleObject(std::move(req), std::move(*key), respond, who->name);
+  }
+  if (path == wire::kBatchPath) {
+    if (req.method() != http::verb::post) return method_not_allowed("POST");
+    return HandleBatch(req, who, respond);
   }
   if (path.starts_with(wire::kFencesPrefix)) {
     if (req.method() != http::verb::get && req.method() != http::verb::put) {
@@ -181,8 +220,8 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
   }
   error(Error::kNotFound,
         "no route for " + std::string(path) +
-            "; routes are /v1/objects/{key}, /v1/fences/{lock}, /v1/history, /healthz and "
-            "/metrics");
+            "; routes are /v1/objects/{key}, /v1/objects, /v1/batch, /v1/fences/{lock}, "
+            "/v1/history, /healthz and /metrics");
 }
 
 void Handler::Unauthorized(const HttpRequest& req, const Authorizer::Verdict& verdict,
@@ -222,6 +261,7 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
     res.set(wire::kTokenHeader, got->token.ToString());
     res.set(wire::kLockHeader, wire::NameToHeader(got->lock));
     res.set(wire::kVersionHeader, std::to_string(got->version));
+    res.set(http::field::etag, wire::ETag(got->version));
     res.keep_alive(keep_alive);
     if (req.method() == http::verb::get) {
       res.body() = std::move(got->value);
@@ -289,6 +329,12 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
                   "with every write (--require-service); send your lease's service in a "
                   "Fencing-Service header");
   }
+  auto if_version = wire::ParsePrecondition(Fields(req, http::field::if_match),
+                                            Fields(req, http::field::if_none_match));
+  if (!if_version.ok()) {
+    return refuse(Error::kBadPrecondition, RefusalReason::kBadPrecondition,
+                  if_version.status().message());
+  }
   const bool is_put = req.method() == http::verb::put;
   WriteRequest w{is_put ? WriteRequest::Kind::kPut : WriteRequest::Kind::kDelete,
                  std::move(lock),
@@ -296,7 +342,8 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
                  std::move(key),
                  is_put ? std::move(req.body()) : std::string(),
                  std::move(service),
-                 std::move(principal)};
+                 std::move(principal),
+                 *if_version};
 
   Metrics* metrics = metrics_;
   store_->Submit(std::move(w), [respond = std::move(respond), metrics, version, keep_alive,
@@ -304,26 +351,166 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
     if (r.ok()) {
       metrics->CountAccepted();
       auto status = is_put && r->created ? http::status::created : http::status::ok;
-      return respond(JsonResponse(status, wire::ReceiptToJson(*r, !is_put), version, keep_alive));
+      HttpResponse res =
+          JsonResponse(status, wire::ReceiptToJson(*r, !is_put), version, keep_alive);
+      if (is_put) res.set(http::field::etag, wire::ETag(r->version));
+      return respond(std::move(res));
     }
-    const Status& s = r.status();
-    Error e = wire::ErrorForStoreStatus(s);
-    metrics->CountRefused(ReasonFor(e));
-    if (e == Error::kWrongLock) {  // the bound lock in the body, so the client can retry under it
-      json::object o = wire::ErrorObject(e, s.message());
-      wire::PutName(o, "lock", s.bound_lock().value_or(std::string()));
-      return respond(JsonResponse(http::status::conflict, o, version, keep_alive));
-    }
-    if (e != Error::kStaleToken) return respond(ErrorResponse(e, s.message(), version, keep_alive));
-    // The fence in a header and in the body, for clients that read only one of them.
-    std::int64_t highest = s.highest_token().value_or(0);
-    json::object o{{"error", wire::Info(e).name},
-                   {"message", JsonSafeText(s.message())},
-                   {"highest", highest}};
-    HttpResponse res = JsonResponse(http::status::conflict, o, version, keep_alive);
-    res.set(wire::kHighestHeader, std::to_string(highest));
-    respond(std::move(res));
+    metrics->CountRefused(ReasonFor(wire::ErrorForStoreStatus(r.status())));
+    respond(WriteRefusal(r.status(), version, keep_alive));
   });
+}
+
+void Handler::HandleList(const HttpRequest& req, const boost::urls::url_view& url,
+                         const Principal* who, Respond& respond) {
+  const unsigned version = req.version();
+  const bool keep_alive = req.keep_alive();
+  auto error = [&](Error e, std::string_view message) {
+    respond(ErrorResponse(e, message, version, keep_alive));
+  };
+  if (url.has_fragment()) {
+    return error(Error::kBadTarget, "the listing's target has a fragment ('#'); send none");
+  }
+  std::optional<std::string> prefix, after;
+  std::size_t limit = wire::kDefaultListLimit;
+  bool has_limit = false;
+  // Percent-decoded, with '+' a plus: keys may hold any bytes but controls.
+  for (auto param : url.params(boost::urls::encoding_opts{})) {
+    std::optional<std::string>* slot = param.key == "prefix"  ? &prefix
+                                       : param.key == "after" ? &after
+                                                              : nullptr;
+    if (slot == nullptr && param.key != "limit") {
+      return error(Error::kBadTarget, "unknown parameter \"" + JsonSafeText(param.key) +
+                                          "\"; a listing takes prefix, after and limit");
+    }
+    if ((slot != nullptr && slot->has_value()) || (slot == nullptr && has_limit)) {
+      return error(Error::kBadTarget,
+                   "parameter \"" + std::string(param.key) + "\" was given more than once");
+    }
+    if (slot != nullptr) {
+      *slot = param.value;
+      if (param.value.size() > 1024) {
+        return error(Error::kBadKey,
+                     "\"" + std::string(param.key) + "\" is longer than a key may be (1024 bytes)");
+      }
+      continue;
+    }
+    has_limit = true;
+    auto parsed = wire::ParseCount(param.value, 1);
+    if (!parsed || *parsed > static_cast<std::int64_t>(wire::kMaxListLimit)) {
+      return error(Error::kBadLimit,
+                   "limit must be a whole number from 1 to " + std::to_string(wire::kMaxListLimit));
+    }
+    limit = static_cast<std::size_t>(*parsed);
+  }
+  if (!prefix) prefix.emplace();
+  if (!after) after.emplace();
+  if (who != nullptr && !who->MayRead(*prefix)) {
+    metrics_->CountForbidden();
+    return error(Error::kForbidden,
+                 "principal \"" + who->name + "\" may not list keys under prefix \"" +
+                     JsonSafeText(*prefix) +
+                     "\": it needs read rights on every key under it. List under one of its read "
+                     "prefixes, or an admin can grant it in the auth file (fenced --auth)");
+  }
+  // Up to ~1000 keys and locks of 1 KiB each: built on the long-read queue, never on an I/O
+  // thread.
+  auto shared_respond = std::make_shared<Respond>(std::move(respond));
+  bool queued = long_reads_->TryPost([this, prefix = std::move(*prefix), after = std::move(*after),
+                                      limit, version, keep_alive, shared_respond] {
+    auto page = store_->List(prefix, after, limit);
+    if (!page.ok()) {
+      Error e = wire::ErrorForStoreStatus(page.status(), Error::kBadKey);
+      return (*shared_respond)(ErrorResponse(e, page.status().message(), version, keep_alive));
+    }
+    (*shared_respond)(
+        JsonResponse(http::status::ok, wire::ObjectPageToJson(*page), version, keep_alive));
+  });
+  if (!queued) {
+    metrics_->CountLongReadRefused();
+    HttpResponse res = ErrorResponse(
+        Error::kBusy, "too many long reads are queued; retry in a second", version, keep_alive);
+    res.set(http::field::retry_after, "1");
+    (*shared_respond)(std::move(res));
+  }
+}
+
+void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond& respond) {
+  const unsigned version = req.version();
+  const bool keep_alive = req.keep_alive();
+  auto refuse = [&](Error e, RefusalReason reason, std::string_view message) {
+    metrics_->CountRefused(reason);
+    respond(ErrorResponse(e, message, version, keep_alive));
+  };
+  bool too_many = false;
+  auto batch = wire::BatchFromJson(req.body(), wire::kMaxBatchWrites, &too_many);
+  if (!batch.ok()) {
+    return refuse(too_many ? Error::kBatchTooLarge : Error::kBadBody, RefusalReason::kBadBatch,
+                  batch.status().message());
+  }
+  if (Status bad = CheckName("lock name", batch->lock); !bad.ok()) {
+    return refuse(Error::kBadLock, RefusalReason::kBadKey, bad.message());
+  }
+  for (std::size_t i = 0; i < batch->writes.size(); ++i) {
+    if (Status bad = CheckName("key of write " + std::to_string(i), batch->writes[i].key);
+        !bad.ok()) {
+      return refuse(Error::kBadKey, RefusalReason::kBadKey, bad.message());
+    }
+  }
+  if (!batch->service.empty()) {
+    if (Status bad = CheckServiceId(batch->service); !bad.ok()) {
+      return refuse(Error::kBadService, RefusalReason::kBadService,
+                    "the batch's \"service\" is malformed: " + bad.message() +
+                        "; send the service of your lease as it is");
+    }
+  } else if (store_->requires_service()) {
+    return refuse(Error::kServiceRequired, RefusalReason::kServiceRequired,
+                  "this fenced requires the identity of the lock service that granted the token "
+                  "with every write (--require-service); send your lease's service as the "
+                  "batch's \"service\"");
+  }
+  if (who != nullptr) {
+    auto forbidden = [&](const std::string& what) {
+      metrics_->CountForbidden();
+      respond(ErrorResponse(Error::kForbidden,
+                            "principal \"" + who->name + "\" may not " + what +
+                                "; an admin can grant it in the auth file (fenced --auth)",
+                            version, keep_alive));
+    };
+    if (!who->MayWrite(batch->lock)) {
+      return forbidden("write under lock \"" + JsonSafeText(batch->lock) + "\"");
+    }
+    for (const auto& w : batch->writes) {
+      if (!who->MayWrite(w.key)) return forbidden("write key \"" + JsonSafeText(w.key) + "\"");
+    }
+  }
+  std::vector<bool> is_delete;
+  is_delete.reserve(batch->writes.size());
+  for (const auto& w : batch->writes) is_delete.push_back(w.is_delete);
+  std::string lock = batch->lock;
+  FencingToken token = batch->token;
+  Metrics* metrics = metrics_;
+  store_->SubmitBatch(
+      BatchRequest{std::move(batch->lock), batch->token, std::move(batch->service),
+                   who != nullptr ? who->name : std::string(), std::move(batch->writes)},
+      [respond = std::move(respond), metrics, version, keep_alive, lock = std::move(lock), token,
+       is_delete = std::move(is_delete)](Result<std::vector<WriteReceipt>> r) {
+        if (r.ok()) {
+          metrics->CountAccepted(r->size());
+          return respond(JsonResponse(http::status::ok,
+                                      wire::BatchReceiptsToJson(lock, token, *r, is_delete),
+                                      version, keep_alive));
+        }
+        if (r.status().IsInvalidArgument()) {
+          // Names and services were checked above: what is left is the store's bounds
+          // (StoreOptions::max_batch_bytes, max_batch_writes).
+          metrics->CountRefused(RefusalReason::kBadBatch);
+          return respond(
+              ErrorResponse(Error::kBatchTooLarge, r.status().message(), version, keep_alive));
+        }
+        metrics->CountRefused(ReasonFor(wire::ErrorForStoreStatus(r.status())));
+        respond(WriteRefusal(r.status(), version, keep_alive));
+      });
 }
 
 void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view& url,

@@ -54,6 +54,11 @@ class Handler {
   void HandleSetFence(const HttpRequest& req, std::string lock, const Principal* who,
                       Respond& respond);
   void HandleHistory(const HttpRequest& req, const boost::urls::url_view& url, Respond& respond);
+  // GET /v1/objects?prefix=&after=&limit=: on the long-read queue.
+  void HandleList(const HttpRequest& req, const boost::urls::url_view& url, const Principal* who,
+                  Respond& respond);
+  // POST /v1/batch: several writes under one grant, all or none.
+  void HandleBatch(const HttpRequest& req, const Principal* who, Respond& respond);
 
   FencedStore* store_;
   Metrics* metrics_;

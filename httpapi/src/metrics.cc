@@ -11,7 +11,8 @@ constexpr std::string_view kReasonLabels[] = {
     "stale_token",        "missing_token",     "invalid_token", "bad_key",
     "body_too_large",     "headers_too_large", "storage_error", "malformed_request",
     "bad_framing",        "wrong_lock",        "wrong_service", "unverified_token",
-    "verify_unavailable", "service_required",  "bad_service"};
+    "verify_unavailable", "service_required",  "bad_service",   "precondition_failed",
+    "bad_batch",          "bad_precondition"};
 static_assert(std::size(kReasonLabels) == static_cast<std::size_t>(RefusalReason::kCount));
 
 void Append(std::string& out, const char* fmt, auto... args) {
@@ -80,7 +81,8 @@ std::string Metrics::Render(const StoreStats& store) const {
   Append(out, "fenced_commit_batch_size_sum %llu\n",
          static_cast<unsigned long long>(store.accepted + store.refused_stale +
                                          store.refused_wrong_lock + store.refused_wrong_service +
-                                         store.refused_unverified));
+                                         store.refused_unverified +
+                                         store.refused_precondition));
   auto counter = [&](const char* name, const char* help, const auto& value) {
     std::string_view n(name);
     out.append("# HELP ").append(n).append(" ").append(help).append("\n# TYPE ").append(n);

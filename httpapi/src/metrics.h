@@ -29,13 +29,18 @@ enum class RefusalReason {
   kVerifyUnavailable,  // the lock service could not be asked (the write failed closed)
   kServiceRequired,    // no Fencing-Service under --require-service
   kBadService,         // a malformed Fencing-Service
+  kPreconditionFailed,  // If-Match / If-None-Match (or a batch write's) did not hold
+  kBadBatch,            // a malformed or too large batch
+  kBadPrecondition,     // a malformed If-Match / If-None-Match
   kCount,
 };
 
 // Thread safety: every method is safe for concurrent use (relaxed atomics).
 class Metrics {
  public:
-  void CountAccepted() { accepted_.fetch_add(1, std::memory_order_relaxed); }
+  void CountAccepted(std::uint64_t writes = 1) {
+    accepted_.fetch_add(writes, std::memory_order_relaxed);
+  }
   void CountRefused(RefusalReason r) {
     refused_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
   }

@@ -61,6 +61,53 @@ class HttpStoreClient final : public StoreClient {
     return Write(http::verb::delete_, lock, token, key, {}, service);
   }
 
+  Result<WriteResponse> Write(std::string_view lock, FencingToken token, const ObjectWrite& write,
+                              std::string_view service) override {
+    return Write(write.is_delete ? http::verb::delete_ : http::verb::put, lock, token, write.key,
+                 write.value, service, write.if_version);
+  }
+
+  Result<std::vector<WriteResponse>> Batch(std::string_view lock, FencingToken token,
+                                           const std::vector<ObjectWrite>& writes,
+                                           std::string_view service) override {
+    if (Status bad = CheckName("lock name", lock); !bad.ok()) return bad;
+    for (const auto& w : writes) {
+      if (Status bad = CheckName("key", w.key); !bad.ok()) return bad;
+    }
+    if (!service.empty()) {
+      if (Status bad = CheckServiceId(service); !bad.ok()) return bad;
+    }
+    auto res = Exchange(http::verb::post, std::string(wire::kBatchPath), {}, {},
+                        wire::BatchToJson(lock, token, service, writes), {}, "application/json");
+    if (!res.ok()) return res.status();
+    if (res->result() != http::status::ok) {
+      return ErrorFrom(*res, "a batch of " + std::to_string(writes.size()) +
+                                 " writes under lock \"" + std::string(lock) + "\" with token " +
+                                 token.ToString());
+    }
+    auto body = ParseJson(res->body());
+    if (!body.ok()) return body.status();
+    auto receipts = wire::BatchReceiptsFromJson(*body, lock, token, writes);
+    if (!receipts.ok()) {
+      return Status::Unavailable(Where() + " sent a bad answer: " + receipts.status().message());
+    }
+    return receipts;
+  }
+
+  Result<ObjectPage> List(std::string_view prefix, std::string_view after,
+                          std::size_t limit) override {
+    auto res = Exchange(http::verb::get, wire::ListTarget(prefix, after, limit), {}, {}, {});
+    if (!res.ok()) return res.status();
+    if (res->result() != http::status::ok) return ErrorFrom(*res, "listing keys");
+    auto body = ParseJson(res->body());
+    if (!body.ok()) return body.status();
+    auto page = wire::ObjectPageFromJson(*body);
+    if (!page.ok()) {
+      return Status::Unavailable(Where() + " sent a bad listing: " + page.status().message());
+    }
+    return page;
+  }
+
   Result<GetResponse> Get(std::string_view key) override {
     auto res = Exchange(http::verb::get, wire::ObjectPath(key), {}, {}, {});
     if (!res.ok()) return res.status();
@@ -156,7 +203,7 @@ class HttpStoreClient final : public StoreClient {
 
   Result<WriteResponse> Write(http::verb verb, std::string_view lock, FencingToken token,
                               std::string_view key, std::string_view value,
-                              std::string_view service) {
+                              std::string_view service, IfVersion if_version = std::nullopt) {
     // The server's rule, checked here too so that a bad name fails before any I/O.
     if (Status bad = CheckName("key", key); !bad.ok()) return bad;
     if (!lock.empty()) {
@@ -165,7 +212,11 @@ class HttpStoreClient final : public StoreClient {
     if (!service.empty()) {
       if (Status bad = CheckServiceId(service); !bad.ok()) return bad;
     }
-    auto res = Exchange(verb, wire::ObjectPath(key), lock, token.ToString(), value, service);
+    if (if_version && *if_version < 0) {
+      return Status::InvalidArgument("a version precondition is a version >= 1, or kIfAbsent");
+    }
+    auto res = Exchange(verb, wire::ObjectPath(key), lock, token.ToString(), value, service,
+                        "application/octet-stream", if_version);
     if (!res.ok()) return res.status();
     auto code = res->result();
     if (code != http::status::ok && code != http::status::created) {
@@ -291,14 +342,20 @@ class HttpStoreClient final : public StoreClient {
   Result<http::response<http::string_body>> Exchange(
       http::verb verb, std::string target, std::string_view lock, std::string_view token,
       std::string_view body, std::string_view service = {},
-      std::string_view content_type = "application/octet-stream") {
+      std::string_view content_type = "application/octet-stream",
+      IfVersion if_version = std::nullopt) {
     http::request<http::string_body> req(verb, target, 11);
     req.set(http::field::host, host_ + ":" + port_);
     if (!authorization_.empty()) req.set(http::field::authorization, authorization_);
     if (!token.empty()) req.set(wire::kTokenHeader, token);
     if (!lock.empty()) req.set(wire::kLockHeader, lock);
     if (!service.empty()) req.set(wire::kServiceHeader, service);
-    if (verb == http::verb::put) {
+    if (if_version == kIfAbsent) {
+      req.set(http::field::if_none_match, "*");
+    } else if (if_version) {
+      req.set(http::field::if_match, wire::ETag(*if_version));
+    }
+    if (verb == http::verb::put || verb == http::verb::post) {
       req.body() = std::string(body);
       req.set(http::field::content_type, content_type);
     }

@@ -119,7 +119,10 @@ Result<EtcdUri> ParseEtcdUri(std::string_view uri) {
   if (query.find('#') != std::string_view::npos) return bad("it has a fragment");
   bool has_prefix = false;
   if (!query.empty()) {
-    auto params = boost::urls::parse_query(query);
+    // A copy: Boost.URL 1.81's parse_query reads its argument up to a NUL (strlen), past the
+    // end of a view that is not NUL-terminated (found by fuzz_lock_uri).
+    const std::string query_text(query);
+    auto params = boost::urls::parse_query(query_text);
     if (!params) return bad("its query is not key=value pairs joined by &");
     for (auto param : *params) {
       auto key = Decode(param.key);

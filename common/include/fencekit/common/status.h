@@ -26,6 +26,9 @@ enum class StatusCode {
   kUnverifiedToken,   // the lock service did not confirm the token as its holder's
   kUnauthenticated,   // no or unknown credentials
   kPermissionDenied,  // the credentials do not allow this
+  // a conditional write's precondition on the key's version does not hold; current_version()
+  // and key() say what the store holds
+  kPreconditionFailed,
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -68,6 +71,15 @@ class [[nodiscard]] Status {
     return {StatusCode::kPermissionDenied, std::move(msg)};
   }
 
+  // `version` is the key's version in the store (0: absent); `key` is the key whose
+  // precondition failed.
+  static Status PreconditionFailed(std::string msg, std::int64_t version, std::string key) {
+    Status s(StatusCode::kPreconditionFailed, std::move(msg));
+    s.current_version_ = version;
+    s.key_ = std::move(key);
+    return s;
+  }
+
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
@@ -85,11 +97,16 @@ class [[nodiscard]] Status {
   bool IsUnverifiedToken() const { return code_ == StatusCode::kUnverifiedToken; }
   bool IsUnauthenticated() const { return code_ == StatusCode::kUnauthenticated; }
   bool IsPermissionDenied() const { return code_ == StatusCode::kPermissionDenied; }
+  bool IsPreconditionFailed() const { return code_ == StatusCode::kPreconditionFailed; }
 
   // For kStaleToken: the highest token accepted for the lock when the write was refused.
   std::optional<std::int64_t> highest_token() const { return highest_token_; }
   // For kWrongLock: the lock the key is bound to.
   const std::optional<std::string>& bound_lock() const { return bound_lock_; }
+  // For kPreconditionFailed: the key's version when the write was refused (0: absent), and
+  // the key (in a batch, the write that refused it).
+  std::optional<std::int64_t> current_version() const { return current_version_; }
+  const std::optional<std::string>& key() const { return key_; }
 
   // "stale_token: <message>"; "ok" when ok().
   std::string ToString() const;
@@ -101,6 +118,8 @@ class [[nodiscard]] Status {
   std::string message_;
   std::optional<std::int64_t> highest_token_;
   std::optional<std::string> bound_lock_;
+  std::optional<std::int64_t> current_version_;
+  std::optional<std::string> key_;
 };
 
 namespace internal {

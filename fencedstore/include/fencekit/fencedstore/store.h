@@ -15,6 +15,11 @@
 // - with StoreOptions::verify, a token that would move a fence up is accepted only once the lock
 //   service confirms it (kUnverifiedToken otherwise).
 // Every refusal changes nothing but the history, which records it with its reason.
+//
+// A write may carry a precondition on the key's version (WriteRequest::if_version), checked in
+// the same transaction after the fence: kPreconditionFailed when it does not hold. A batch
+// (SubmitBatch) is several writes under one grant (lock, token), applied all or none: any
+// refusal refuses the whole batch, even when other writes share its group commit.
 #pragma once
 
 #include <chrono>
@@ -92,8 +97,14 @@ struct StoreOptions {
   // caller's or the writer's; concurrent writes needing the same (lock, token) share one call.
   TokenVerifier verify;
 
+  // Most writes of one batch (SubmitBatch), and most bytes of its keys and values together.
+  // Larger batches fail with kInvalidArgument.
+  std::size_t max_batch_writes = 1000;
+  std::size_t max_batch_bytes = 16 << 20;
+
   // --- Affects performance ---
   // Most writes committed in one transaction (group commit). 1 commits each write on its own.
+  // A batch (SubmitBatch) is never split: a transaction takes batches while it holds fewer.
   std::size_t max_batch = 256;
   // Threads calling `verify`, and the most distinct (lock, token) verifications waiting for
   // one; a write needing one more is answered kTimeout at once.
@@ -115,6 +126,18 @@ struct WriteRequest {
   std::string service;
   // Who asks (an authenticated principal's name), for the history; may be empty.
   std::string principal;
+  // The write applies only when the key's version is this (kIfAbsent: only when the key is
+  // absent); else kPreconditionFailed. nullopt: unconditional.
+  IfVersion if_version;
+};
+
+// Several writes under one grant, applied in order in one transaction, all or none.
+struct BatchRequest {
+  std::string lock;
+  FencingToken token;
+  std::string service;    // as WriteRequest::service
+  std::string principal;  // as WriteRequest::principal
+  std::vector<ObjectWrite> writes;
 };
 
 // Counters since Open. Safe to read while writes run.
@@ -124,6 +147,7 @@ struct StoreStats {
   std::uint64_t refused_wrong_lock = 0;
   std::uint64_t refused_wrong_service = 0;
   std::uint64_t refused_unverified = 0;
+  std::uint64_t refused_precondition = 0;
   std::uint64_t verifications = 0;    // calls of StoreOptions::verify
   std::uint64_t verify_failures = 0;  // calls that could not ask the lock service
   std::uint64_t failed = 0;           // writes failed by a storage error (never acknowledged)
@@ -140,6 +164,9 @@ struct StoreStats {
 class FencedStore {
  public:
   using WriteCallback = std::function<void(Result<WriteReceipt>)>;
+  using BatchCallback = std::function<void(Result<std::vector<WriteReceipt>>)>;
+  // Most objects one List call returns.
+  static constexpr std::size_t kMaxListLimit = 1000;
 
   // Opens or creates the database and migrates its schema forward. Fails with a clear message
   // when the file is not a fencekit store or was written by a newer version.
@@ -154,16 +181,31 @@ class FencedStore {
   // kInvalidArgument (a bad name or service id, or no service under require_service), kTimeout
   // (verification on advance could not ask the lock service, or too many verifications wait),
   // kIoError or kUnavailable (storage). `done` must not block: hand the result on.
+  // kPreconditionFailed when request.if_version does not hold: nothing changes, and the
+  // refusal is recorded like the others.
   virtual void Submit(WriteRequest request, WriteCallback done) = 0;
+  // Queues a batch: its writes are decided in order, each seeing the ones before it, and
+  // applied only if all are accepted; `done` gets one receipt per write, in order. Refusals
+  // and failures are Submit's, for the whole batch: nothing of it is applied, and a refusal is
+  // recorded once, as the write that refused it (its key in the message; in
+  // Status::key() for kPreconditionFailed). kInvalidArgument also for an empty batch, or one
+  // over max_batch_writes or max_batch_bytes.
+  virtual void SubmitBatch(BatchRequest batch, BatchCallback done) = 0;
 
   // Blocking forms of Submit.
   Result<WriteReceipt> Write(WriteRequest request);
   Result<WriteReceipt> Put(std::string_view lock, FencingToken token, std::string_view key,
                            std::string_view value);
   Result<WriteReceipt> Delete(std::string_view lock, FencingToken token, std::string_view key);
+  Result<std::vector<WriteReceipt>> WriteBatch(BatchRequest batch);
 
   // Reads are not fenced. kNotFound when absent.
   virtual Result<StoredObject> Get(std::string_view key) = 0;
+  // Up to `limit` (1 to kMaxListLimit) keys starting with `prefix` and greater than `after`
+  // (empty: from the first), in byte order, without their values. Unfenced like Get.
+  // kInvalidArgument for a bad limit, or a prefix or cursor longer than max_key_bytes.
+  virtual Result<ObjectPage> List(std::string_view prefix, std::string_view after,
+                                  std::size_t limit) = 0;
   // The highest accepted token for `lock`, or nullopt when it never accepted a write.
   virtual Result<std::optional<FencingToken>> Highest(std::string_view lock) = 0;
   // The fence of `lock` with its service binding, or nullopt when it has none.

@@ -30,7 +30,8 @@ struct StoreClientOptions {
 using WriteResponse = WriteReceipt;
 using GetResponse = StoredObject;
 
-// Errors: kStaleToken (409; highest_token() holds the store's fence), kInvalidArgument (the
+// Errors: kStaleToken (409; highest_token() holds the store's fence), kPreconditionFailed (412;
+// current_version() and key() say what the store holds), kInvalidArgument (the
 // request was refused as malformed: 400, 413, 428, 431), kNotFound, kUnauthenticated (401: no
 // or unknown bearer token), kPermissionDenied (403: outside the token's rights), kUnavailable
 // (cannot connect, TLS handshake or certificate check failed, timed out, or 5xx).
@@ -57,7 +58,23 @@ class StoreClient {
   Result<WriteResponse> Delete(std::string_view lock, FencingToken token, std::string_view key) {
     return Delete(lock, token, key, {});
   }
+  // A put or delete of `write.key` whose write.if_version is sent as If-Match: "N" (or
+  // If-None-Match: * for kIfAbsent).
+  virtual Result<WriteResponse> Write(std::string_view lock, FencingToken token,
+                                      const ObjectWrite& write, std::string_view service) = 0;
+  // Several writes under one grant (POST /v1/batch), applied all or none: one receipt per
+  // write, in order. `lock` must be given. Refusals are those of a single write, for the
+  // whole batch (the message names the write); kInvalidArgument also for a batch the server
+  // finds too large (413).
+  virtual Result<std::vector<WriteResponse>> Batch(std::string_view lock, FencingToken token,
+                                                   const std::vector<ObjectWrite>& writes,
+                                                   std::string_view service) = 0;
   virtual Result<GetResponse> Get(std::string_view key) = 0;
+  // One page of the keys starting with `prefix` and after `after` (GET /v1/objects): pass the
+  // page's `next` as `after` for the next one. `limit` 1 to 1000; 0 takes the server's default
+  // (100).
+  virtual Result<ObjectPage> List(std::string_view prefix, std::string_view after,
+                                  std::size_t limit) = 0;
   // The store's highest accepted token for `lock`; nullopt when none was accepted yet.
   virtual Result<std::optional<FencingToken>> Highest(std::string_view lock) = 0;
   // The fence with its lock-service binding; nullopt when none was accepted yet.
