@@ -10,8 +10,11 @@
 #include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
 #include "fencekit/fencedstore/store.h"
+#include "health.h"
+#include "ui_assets.h"
 #include "wire.h"
 #include "work_queue.h"
+#include "write_watch.h"
 
 namespace fencekit {
 namespace http = boost::beast::http;
@@ -58,6 +61,11 @@ RefusalReason ReasonFor(Error e) {
   }
 }
 
+// The routes every client may ask without a bearer token: the probes and the static page.
+bool IsOpenPath(std::string_view path) {
+  return path == wire::kHealthPath || path == wire::kReadyPath || FindUiAsset(path) != nullptr;
+}
+
 std::string NotEncoded(std::string_view what) {
   return "the " + std::string(what) +
          " in the path is not validly percent-encoded; encode reserved bytes as %XX";
@@ -75,7 +83,7 @@ HttpResponse Handler::ErrorResponse(Error e, std::string_view message, unsigned 
   return res;
 }
 
-void Handler::Handle(HttpRequest&& req, Respond respond) {
+void Handler::Handle(HttpRequest&& req, Respond respond, const Principal** who_out) {
   if (req.method() == http::verb::head) {
     // An answer to HEAD has no body, refusals included, or the client would read the body's
     // bytes as the start of the next response: keep its length, drop the bytes.
@@ -97,15 +105,16 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
                  "the request target is not a valid path; percent-encode the key");
   }
   std::string_view path = parsed->encoded_path();
-  // Who asks: every route but /healthz needs a known bearer token under --auth.
+  // Who asks: every route but the probes and the page needs a known bearer token under --auth.
   const Principal* who = nullptr;
-  if (auth_ != nullptr && path != wire::kHealthPath) {
+  if (auth_ != nullptr && !IsOpenPath(path)) {
     auto [first, end] = req.equal_range(http::field::authorization);
     auto count = static_cast<std::size_t>(std::distance(first, end));
     auto verdict = auth_->Authenticate(
         count != 0 ? std::string_view(first->value()) : std::string_view(), count);
     if (verdict.outcome != Authorizer::Outcome::kOk) return Unauthorized(req, verdict, respond);
     who = verdict.principal;
+    if (who_out != nullptr) *who_out = who;
   }
   auto forbidden = [&](std::string_view what) {
     metrics_->CountForbidden();
@@ -163,10 +172,22 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
     }
     return HandleFence(req, std::move(*lock), respond);
   }
-  if (path == wire::kHealthPath) {
+  if (path == wire::kHealthPath || path == wire::kReadyPath) {
     if (req.method() != http::verb::get) return method_not_allowed("GET");
-    return respond(JsonResponse(http::status::ok, json::object{{"status", "ok"}}, req.version(),
-                                req.keep_alive()));
+    return HandleHealth(req, path == wire::kReadyPath, respond);
+  }
+  if (path == wire::kEventsPath) {
+    // Each principal sees the decisions on the keys and locks it may read (events.h).
+    if (req.method() != http::verb::get) return method_not_allowed("GET");
+    HttpResponse res(http::status::ok, req.version());
+    res.set(http::field::content_type, kEventStreamType);
+    return respond(std::move(res));
+  }
+  if (FindUiAsset(path) != nullptr) {
+    if (req.method() != http::verb::get && req.method() != http::verb::head) {
+      return method_not_allowed("GET, HEAD");
+    }
+    return HandleUi(req, path, respond);
   }
   if (path == wire::kMetricsPath) {
     if (req.method() != http::verb::get) return method_not_allowed("GET");
@@ -181,8 +202,8 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
   }
   error(Error::kNotFound,
         "no route for " + std::string(path) +
-            "; routes are /v1/objects/{key}, /v1/fences/{lock}, /v1/history, /healthz and "
-            "/metrics");
+            "; routes are /v1/objects/{key}, /v1/fences/{lock}, /v1/history, /v1/events, /ui, "
+            "/healthz, /readyz and /metrics");
 }
 
 void Handler::Unauthorized(const HttpRequest& req, const Authorizer::Verdict& verdict,
@@ -290,6 +311,8 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
                   "Fencing-Service header");
   }
   const bool is_put = req.method() == http::verb::put;
+  WriteFacts facts;
+  if (hooks_.writes != nullptr) facts = {is_put, lock, key, token->value(), principal};
   WriteRequest w{is_put ? WriteRequest::Kind::kPut : WriteRequest::Kind::kDelete,
                  std::move(lock),
                  *token,
@@ -300,7 +323,9 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
 
   Metrics* metrics = metrics_;
   store_->Submit(std::move(w), [respond = std::move(respond), metrics, version, keep_alive,
-                                is_put](Result<WriteReceipt> r) {
+                                is_put, writes = hooks_.writes,
+                                facts = std::move(facts)](Result<WriteReceipt> r) {
+    if (writes != nullptr) writes->Decided(facts, r);  // the feed, the log, the write state
     if (r.ok()) {
       metrics->CountAccepted();
       auto status = is_put && r->created ? http::status::created : http::status::ok;
@@ -362,6 +387,48 @@ void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view&
         Error::kBusy, "too many long reads are queued; retry in a second", version, keep_alive);
     res.set(http::field::retry_after, "1");
     (*shared_respond)(std::move(res));
+  }
+}
+
+void Handler::HandleUi(const HttpRequest& req, std::string_view path, Respond& respond) {
+  const UiAsset* asset = FindUiAsset(path);
+  HttpResponse res(http::status::ok, req.version());
+  res.set(http::field::content_type, asset->content_type);
+  // The page runs only its own script and talks only to this fenced; text from the feed is
+  // never markup (app.js), and this policy would stop a script it smuggled in anyway.
+  res.set("Content-Security-Policy",
+          "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+          "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+  res.set("X-Content-Type-Options", "nosniff");
+  res.set("Referrer-Policy", "no-referrer");
+  res.set(http::field::cache_control, "no-cache");
+  res.keep_alive(req.keep_alive());
+  res.body() = asset->body;
+  res.prepare_payload();
+  respond(std::move(res));
+}
+
+void Handler::HandleHealth(const HttpRequest& req, bool ready, Respond& respond) {
+  const unsigned version = req.version();
+  const bool keep_alive = req.keep_alive();
+  if (hooks_.health == nullptr) {
+    return respond(
+        JsonResponse(http::status::ok, json::object{{"status", "ok"}}, version, keep_alive));
+  }
+  auto done = [respond = std::move(respond), version, keep_alive, ready](Status s) {
+    if (s.ok()) {
+      return respond(
+          JsonResponse(http::status::ok, json::object{{"status", "ok"}}, version, keep_alive));
+    }
+    HttpResponse res = ErrorResponse(ready ? Error::kNotReady : Error::kStorageError, s.message(),
+                                     version, keep_alive);
+    res.set(http::field::retry_after, "1");
+    respond(std::move(res));
+  };
+  if (ready) {
+    hooks_.health->CheckReady(std::move(done));
+  } else {
+    hooks_.health->CheckLive(std::move(done));
   }
 }
 

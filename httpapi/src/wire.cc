@@ -18,7 +18,7 @@ namespace {
 
 constexpr auto kPathChars = boost::urls::unreserved_chars + '/';
 
-constexpr std::array<ErrorInfo, 27> kErrors = {{
+constexpr std::array<ErrorInfo, 29> kErrors = {{
     {Error::kStaleToken, "stale_token", 409, StatusCode::kStaleToken},
     {Error::kMissingToken, "missing_token", 428, StatusCode::kInvalidArgument},
     {Error::kInvalidToken, "invalid_token", 400, StatusCode::kInvalidArgument},
@@ -47,6 +47,8 @@ constexpr std::array<ErrorInfo, 27> kErrors = {{
     {Error::kUnauthorized, "unauthorized", 401, StatusCode::kUnauthenticated},
     {Error::kForbidden, "forbidden", 403, StatusCode::kPermissionDenied},
     {Error::kBadBody, "bad_body", 400, StatusCode::kInvalidArgument},
+    {Error::kTooManyStreams, "too_many_streams", 503, StatusCode::kUnavailable},
+    {Error::kNotReady, "not_ready", 503, StatusCode::kUnavailable},
 }};
 
 constexpr bool InEnumOrder() {

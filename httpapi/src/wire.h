@@ -23,6 +23,10 @@ inline constexpr std::string_view kFencesPrefix = "/v1/fences/";
 inline constexpr std::string_view kHistoryPath = "/v1/history";
 inline constexpr std::string_view kHealthPath = "/healthz";
 inline constexpr std::string_view kMetricsPath = "/metrics";
+// The store's decisions as Server-Sent Events, the page that draws them, and readiness.
+inline constexpr std::string_view kEventsPath = "/v1/events";
+inline constexpr std::string_view kUiPath = "/ui";
+inline constexpr std::string_view kReadyPath = "/readyz";
 // Most decisions one history read returns.
 inline constexpr std::size_t kMaxHistoryLimit = 10000;
 // The path of a key or a lock, percent-encoded so that any bytes survive.
@@ -82,6 +86,8 @@ enum class Error {
   kUnauthorized,               // 401: no or unknown bearer token
   kForbidden,                  // 403: outside the principal's rights
   kBadBody,                    // 400: a JSON body that is not what the route takes
+  kTooManyStreams,             // 503: GET /v1/events beyond --max-event-streams
+  kNotReady,                   // 503: GET /readyz while the store cannot take writes
 };
 struct ErrorInfo {
   Error error;
