@@ -322,8 +322,8 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
                  std::move(principal)};
 
   Metrics* metrics = metrics_;
-  store_->Submit(std::move(w), [respond = std::move(respond), metrics, version, keep_alive,
-                                is_put, writes = hooks_.writes,
+  store_->Submit(std::move(w), [respond = std::move(respond), metrics, version, keep_alive, is_put,
+                                writes = hooks_.writes,
                                 facts = std::move(facts)](Result<WriteReceipt> r) {
     if (writes != nullptr) writes->Decided(facts, r);  // the feed, the log, the write state
     if (r.ok()) {

@@ -29,7 +29,7 @@ inline constexpr std::string_view kEventStreamType = "text/event-stream";
 // What the server adds to the routes; each may be null (then: no decision hook, and /healthz
 // and /readyz answer without asking the database).
 struct HandlerHooks {
-  WriteWatch* writes = nullptr;   // told every write's result (write_watch.h)
+  WriteWatch* writes = nullptr;     // told every write's result (write_watch.h)
   HealthChecker* health = nullptr;  // answers /healthz and /readyz (health.h)
 };
 

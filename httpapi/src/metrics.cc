@@ -108,8 +108,7 @@ std::string Metrics::Render(const StoreStats& store) const {
           unauthorized_);
   counter("fenced_requests_forbidden_total",
           "Requests answered 403 forbidden: outside the principal's rights (--auth).", forbidden_);
-  counter("fenced_event_streams_open", "Event streams (GET /v1/events) open now.",
-          event_streams_);
+  counter("fenced_event_streams_open", "Event streams (GET /v1/events) open now.", event_streams_);
   counter("fenced_event_streams_refused_total",
           "Event streams answered 503 because --max-event-streams were open.",
           event_streams_refused_);
@@ -130,8 +129,7 @@ std::string Metrics::Render(const StoreStats& store) const {
                 "closed with 503 verify_unavailable).",
                 store.verify_failures);
   store_counter("fenced_store_write_failures_total",
-                "Writes failed by a storage error (never acknowledged; 503 or 500).",
-                store.failed);
+                "Writes failed by a storage error (never acknowledged; 503 or 500).", store.failed);
   store_counter("fenced_store_recoveries_total",
                 "Times the store reopened and checked its database after a failed commit (a "
                 "failed fsync, say); writes fail until that succeeds.",

@@ -52,9 +52,7 @@ class Metrics {
   // The event feed (GET /v1/events): streams open now, streams refused at the limit, events a
   // slow reader skipped.
   void SetEventStreams(std::uint64_t n) { event_streams_.store(n, std::memory_order_relaxed); }
-  void CountEventStreamRefused() {
-    event_streams_refused_.fetch_add(1, std::memory_order_relaxed);
-  }
+  void CountEventStreamRefused() { event_streams_refused_.fetch_add(1, std::memory_order_relaxed); }
   void CountEventsDropped(std::uint64_t n) {
     events_dropped_.fetch_add(n, std::memory_order_relaxed);
   }

@@ -167,8 +167,12 @@ class ServerImpl final : public Server {
             RefuseConnection(std::move(socket));
           } else {
             socket.set_option(tcp::no_delay(true), ec);
-            SessionHost host{&options_,  &handler_,  &metrics_, &stop_requested_,
-                             &registry_, &events_,
+            SessionHost host{&options_,
+                             &handler_,
+                             &metrics_,
+                             &stop_requested_,
+                             &registry_,
+                             &events_,
                              options_.access_log ? &log_ : nullptr};
             if (tls_) {
               std::make_shared<TlsSession>(host, std::move(socket), *tls_)->Start();

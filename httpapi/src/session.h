@@ -8,10 +8,10 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
 #include <functional>
@@ -62,8 +62,8 @@ struct SessionHost {
   Metrics* metrics;
   const std::atomic<bool>* stopping;  // the server is stopping
   SessionRegistry* registry;
-  EventHub* events;      // the feed of GET /v1/events
-  LogSink* access_log;   // null without ServerOptions::access_log
+  EventHub* events;     // the feed of GET /v1/events
+  LogSink* access_log;  // null without ServerOptions::access_log
 };
 
 // What the server's watchdogs and Stop() see of a session, plain or TLS. Virtual calls happen
@@ -188,7 +188,7 @@ class Session final : public SessionBase {
   // The event stream, once started.
   std::shared_ptr<EventStream> events_;
   std::optional<net::steady_timer> heartbeat_;
-  std::string events_out_;  // being written
+  std::string events_out_;            // being written
   std::array<char, 256> peer_bytes_;  // what the peer sends meanwhile, dropped
 };
 
