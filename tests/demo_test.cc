@@ -1,19 +1,20 @@
 // The GC-pause demo end to end (real fenced, real client processes, real SIGSTOP), judged by
 // its JSON; and its HTML timeline rendered by headless Chromium.
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <boost/json/parse.hpp>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "support/chromium.h"
 #include "support/etcd_server.h"
 #include "support/test_support.h"
 
 namespace fencekit {
 namespace {
 
+using testing::DistinctImageBytes;
 using testing::RunCommand;
 using testing::TempDir;
 
@@ -149,28 +150,6 @@ TEST(DemoTest, UnknownScenarioIsAClearError) {
   auto run = RunDemo(dir, {"--scenario", "meteor-strike"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("unknown scenario"), std::string::npos) << run.err;
-}
-
-// Counts the distinct byte values of a PNG's inflated image data: a blank page has a handful
-// (filter bytes and one colour), a drawn diagram many.
-int DistinctImageBytes(const std::string& png) {
-  std::string idat;
-  for (std::size_t at = 8; at + 8 <= png.size();) {
-    std::uint32_t len = (static_cast<unsigned char>(png[at]) << 24) |
-                        (static_cast<unsigned char>(png[at + 1]) << 16) |
-                        (static_cast<unsigned char>(png[at + 2]) << 8) |
-                        static_cast<unsigned char>(png[at + 3]);
-    if (png.compare(at + 4, 4, "IDAT") == 0) idat += png.substr(at + 8, len);
-    at += 12 + len;
-  }
-  std::string raw(64 << 20, '\0');
-  uLongf raw_len = raw.size();
-  if (uncompress(reinterpret_cast<Bytef*>(raw.data()), &raw_len,
-                 reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK) {
-    return 0;
-  }
-  std::set<unsigned char> seen(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(raw_len));
-  return static_cast<int>(seen.size());
 }
 
 TEST(DemoHtmlTest, TimelineRendersInHeadlessChromium) {

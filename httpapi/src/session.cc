@@ -76,6 +76,11 @@ template <class Stream>
 void Session<Stream>::OnHeader(beast::error_code ec) {
   idle_ = false;
   started_ = std::chrono::steady_clock::now();
+  // The request line, once parsed (also when a header field or the declared length is refused).
+  if (host_.access_log != nullptr && !parser_->get().target().empty()) {
+    method_ = parser_->get().method_string();
+    target_ = parser_->get().target();
+  }
   if (ec == http::error::body_limit) {  // the declared Content-Length is over the limit
     return RefuseBodyTooLarge("larger than");
   }
@@ -97,10 +102,6 @@ void Session<Stream>::OnHeader(beast::error_code ec) {
     return Close();
   }
   auto& req = parser_->get();
-  if (host_.access_log != nullptr) {
-    method_ = req.method_string();
-    target_ = req.target();
-  }
   if (auto bad = CheckFraming(req.base())) {
     return RefuseAndClose(bad->error, RefusalReason::kBadFraming, std::move(bad->message));
   }
