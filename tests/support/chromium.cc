@@ -95,18 +95,10 @@ Chromium::Chromium(const std::string& dir, int width, int height) {
 
 Chromium::~Chromium() {
   if (pid_ > 0) {
-    Call("Browser.close", {}, std::chrono::seconds(5), /*in_page=*/false);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    // Its profile is thrown away: no need to wait for an orderly exit (seconds).
+    kill(-pid_, SIGKILL);
     int status = 0;
-    while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(-pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    kill(-pid_, SIGKILL);  // helpers left behind, if any
+    waitpid(pid_, &status, 0);
   }
   if (to_browser_ >= 0) close(to_browser_);
   if (from_browser_ >= 0) close(from_browser_);

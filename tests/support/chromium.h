@@ -24,7 +24,7 @@ class Chromium {
  public:
   // Starts it with a fresh profile under `dir` and a window of width x height.
   explicit Chromium(const std::string& dir, int width = 1400, int height = 800);
-  // Closes the browser; kills what is left of it.
+  // Kills the browser and its helpers.
   ~Chromium();
   Chromium(const Chromium&) = delete;
   Chromium& operator=(const Chromium&) = delete;
