@@ -22,16 +22,21 @@ std::string LaneTitle(const std::string& actor) {
 
 const char* Colour(Kind k) {
   switch (k) {
-    case Kind::kAccepted: return "\033[32m";
+    case Kind::kAccepted:
+      return "\033[32m";
     case Kind::kRefused:
-    case Kind::kLost: return "\033[31m";
+    case Kind::kLost:
+      return "\033[31m";
     case Kind::kPause:
     case Kind::kResume:
-    case Kind::kSend: return "\033[33m";
+    case Kind::kSend:
+      return "\033[33m";
     case Kind::kGrant:
     case Kind::kExpire:
-    case Kind::kRestart: return "\033[36m";
-    default: return "";
+    case Kind::kRestart:
+      return "\033[36m";
+    default:
+      return "";
   }
 }
 
@@ -39,11 +44,20 @@ std::string Escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -90,8 +104,8 @@ std::string RenderTerminal(const Timeline& t, bool colour) {
   out += "\n";
   while (out.find(" \n") != std::string::npos) out.replace(out.find(" \n"), 2, "\n");
   for (const auto& e : t.events) {
-    auto lane = static_cast<std::size_t>(std::find(kLanes.begin(), kLanes.end(), e.actor) -
-                                         kLanes.begin());
+    auto lane =
+        static_cast<std::size_t>(std::find(kLanes.begin(), kLanes.end(), e.actor) - kLanes.begin());
     std::string text = e.event;
     if (e.token) text += ", token " + std::to_string(*e.token);
     if (!e.status.empty()) text += ": " + e.status;
@@ -210,8 +224,10 @@ std::string RenderHtml(const Timeline& t) {
     const char* fill = "#555";
     if (e.kind == Kind::kAccepted) fill = "#2a9d2a";
     if (e.kind == Kind::kRefused || e.kind == Kind::kLost) fill = "#d62728";
-    if (e.kind == Kind::kGrant || e.kind == Kind::kExpire || e.kind == Kind::kRestart) fill = "#1f77b4";
-    if (e.kind == Kind::kPause || e.kind == Kind::kResume || e.kind == Kind::kSend) fill = "#e08000";
+    if (e.kind == Kind::kGrant || e.kind == Kind::kExpire || e.kind == Kind::kRestart)
+      fill = "#1f77b4";
+    if (e.kind == Kind::kPause || e.kind == Kind::kResume || e.kind == Kind::kSend)
+      fill = "#e08000";
     std::string label = e.event + (e.token ? ", token " + std::to_string(*e.token) : "");
     if (!e.status.empty()) label += ": " + e.status;
     std::snprintf(buf, sizeof buf,

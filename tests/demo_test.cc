@@ -1,14 +1,18 @@
 // The GC-pause demo end to end (real fenced, real client processes, real SIGSTOP), judged by
 // its JSON; and its HTML timeline rendered by headless Chromium.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <boost/json/parse.hpp>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
+#include "fencekit/procutil/child_process.h"
 #include "support/chromium.h"
 #include "support/etcd_server.h"
+#include "support/event_reader.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -143,6 +147,69 @@ TEST(DemoTest, RedlockClockJumpTwoHoldersOlderTokenRefused) {
         std::string(e.as_object().at("event").as_string()).find("two holders") != std::string::npos;
   }
   EXPECT_TRUE(two_holders);
+}
+
+TEST(DemoServeTest, TheScenarioWaitsForAViewerWhoSeesItThenFencedKeepsServing) {
+  using namespace std::chrono_literals;
+  TempDir dir;
+  procutil::ChildProcess demo;
+  ASSERT_TRUE(demo.Start({.argv = {DEMO_BINARY, "--serve", "--color", "never"},
+                          .output_path = dir.File("out")})
+                  .ok());
+  std::string out;
+  std::smatch m;
+  const std::regex where("Open http://127\\.0\\.0\\.1:(\\d+)/ui in a browser");
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        out = Slurp(dir.File("out"));
+        return std::regex_search(out, m, where);
+      },
+      30s))
+      << out;
+  const auto port = static_cast<std::uint16_t>(std::stoi(m[1].str()));
+  EXPECT_EQ(out.find("Scenario gc-pause"), std::string::npos) << "it must wait for a viewer";
+
+  // The viewer: what the page reads. B's write lands, then A's stale one bounces.
+  testing::EventReader page(port);
+  ASSERT_EQ(page.ReadHeader(), 200);
+  auto b = page.NextEvent(30s);
+  ASSERT_TRUE(b) << Slurp(dir.File("out"));
+  EXPECT_EQ(b->second.at("decision").as_string(), "accepted");
+  EXPECT_EQ(b->second.at("key").as_string(), "shared-record");
+  EXPECT_EQ(b->second.at("lock").as_string(), "demo-lock");
+  auto a = page.NextEvent(30s);
+  ASSERT_TRUE(a) << Slurp(dir.File("out"));
+  EXPECT_EQ(a->second.at("decision").as_string(), "refused");
+  EXPECT_EQ(a->second.at("reason").as_string(), "stale_token");
+  const std::int64_t highest = b->second.at("token").as_int64();
+  EXPECT_LT(a->second.at("token").as_int64(), highest);
+
+  // Then it keeps serving: one's own writes land or bounce, on the page too.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return Slurp(dir.File("out")).find("Ctrl-C stops it.") != std::string::npos; }, 30s))
+      << Slurp(dir.File("out"));
+  out = Slurp(dir.File("out"));
+  EXPECT_NE(out.find("verdict: stale write refused"), std::string::npos) << out;
+  EXPECT_NE(out.find("-H 'Fencing-Token: " + std::to_string(highest + 5) + "'"), std::string::npos)
+      << out;
+  testing::RawConnection c(port);
+  for (std::int64_t token : {highest + 5, std::int64_t{1}}) {
+    c.Send(testing::Request(
+        "PUT", "/v1/objects/shared-record",
+        {{"Fencing-Token", std::to_string(token)}, {"Fencing-Lock", "demo-lock"}}, "mine"));
+    EXPECT_EQ(c.Read().status, token == 1 ? 409 : 200);
+    auto e = page.NextEvent(10s);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->second.at("token").as_int64(), token);
+    EXPECT_EQ(e->second.at("decision").as_string(), token == 1 ? "refused" : "accepted");
+  }
+
+  demo.Signal(SIGINT);
+  int status = 0;
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return waitpid(demo.pid(), &status, WNOHANG) == demo.pid(); }, 10s));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(page.ClosedByPeer(5s)) << "fenced stops with the demo";
 }
 
 TEST(DemoTest, UnknownScenarioIsAClearError) {
