@@ -7,6 +7,8 @@
 # Usage: bench/http_bench.sh [seconds per run, default 10] [rounds, default 3]
 #   FENCED=path/to/fenced   (default build/bench/tools/fenced)
 #   FENCED_ARGS="..."       extra fenced options, e.g. "--threads 2"
+#   EVENT_READERS=N         N readers of GET /v1/events (curl) stay connected throughout, so the
+#                           write path publishes every decision (default 0: nobody listens)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/lib.sh"  # median
@@ -93,6 +95,11 @@ start_fenced() {
     cat "$work/fenced.log" >&2
     exit 1
   fi
+  local i
+  for i in $(seq "${EVENT_READERS:-0}"); do
+    curl -sN "$fenced_url/v1/events" >/dev/null &
+    pids+=($!)
+  done
 }
 
 start_nginx
