@@ -5,9 +5,11 @@
 
 #include <boost/json/parse.hpp>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <regex>
+#include <thread>
 
 #include "fencekit/common/text.h"
 #include "log_sink.h"
@@ -311,6 +313,28 @@ TEST_F(OpsTest, MetricsCarryTheBuildInfo) {
   EXPECT_NE(r.body.find("# TYPE fenced_build_info gauge\nfenced_build_info{version=\"" +
                         std::string(FENCEKIT_VERSION) + "\"} 1\n"),
             std::string::npos);
+}
+
+// --- Shutdown ----------------------------------------------------------------------------
+
+// The write watchdog's timer used to be re-armed by a tick already due when Stop() cancelled
+// it, and then kept the I/O threads (and Wait()) running for ever.
+TEST_F(OpsTest, StopReturnsWhenTheWriteWatchdogTicksAtTheSameTime) {
+  for (int i = 0; i < 150; ++i) {
+    StartServer({.threads = 1, .write_timeout = 40ms});              // a watchdog tick every 10 ms
+    std::this_thread::sleep_for(std::chrono::milliseconds(i % 11));  // stop at varied phases
+    auto stopped = std::make_shared<std::promise<void>>();
+    auto done = stopped->get_future();
+    std::thread([server = server_.get(), stopped] {
+      server->Stop();
+      server->Wait();
+      stopped->set_value();
+    }).detach();
+    if (done.wait_for(5s) != std::future_status::ready) {
+      (void)server_.release();  // still running: leaked rather than waited for
+      FAIL() << "Stop() and Wait() did not return within 5 s (round " << i << ")";
+    }
+  }
 }
 
 // --- The page's files ---------------------------------------------------------------------

@@ -252,7 +252,9 @@ class ServerImpl final : public Server {
         limit / 4, std::chrono::milliseconds(10), std::chrono::seconds(1));
     write_watch_timer_.expires_after(interval);
     write_watch_timer_.async_wait([this, limit](beast::error_code ec) {
-      if (ec) return;
+      // Stop() cancels the timer, but a tick already due runs anyway: it must not re-arm, or
+      // the I/O threads never run out of work and Wait() never returns.
+      if (ec || stop_requested_.load()) return;
       auto now = std::chrono::steady_clock::now();
       auto overdue =
           registry_.Collect([&](const SessionBase& s) { return s.WriteOverdue(now, limit); });
