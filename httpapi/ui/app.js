@@ -187,6 +187,19 @@
     while (body.rows.length > MAX_ROWS) body.deleteRow(body.rows.length - 1);
   }
 
+  // Drawn at most every 100 ms, however fast decisions come.
+  let drawPending = false;
+  function draw() {
+    drawPending = false;
+    const scroller = $('scroller');
+    const atEnd = scroller.scrollLeft + scroller.clientWidth >= scroller.scrollWidth - 20;
+    render();
+    if (atEnd) scroller.scrollLeft = scroller.scrollWidth;
+    if ($('status').dataset.state === 'live') {
+      setStatus('live', 'live: ' + events.length + ' decision(s) shown');
+    }
+  }
+
   function onDecision(ev) {
     if (typeof ev !== 'object' || ev === null || typeof ev.id !== 'number' ||
         typeof ev.token !== 'number' || typeof ev.time_ms !== 'number') {
@@ -194,12 +207,11 @@
     }
     events.push(ev);
     if (events.length > MAX_EVENTS) events.splice(0, events.length - MAX_EVENTS);
-    const scroller = $('scroller');
-    const atEnd = scroller.scrollLeft + scroller.clientWidth >= scroller.scrollWidth - 20;
-    render();
     addRow(ev);
-    if (atEnd) scroller.scrollLeft = scroller.scrollWidth;
-    setStatus('live', 'live: ' + events.length + ' decision(s) shown');
+    if (!drawPending) {
+      drawPending = true;
+      setTimeout(draw, 100);
+    }
   }
 
   function onBlock(block) {
