@@ -169,7 +169,9 @@ bool Chromium::Open(const std::string& url) {
            std::chrono::seconds(10), false);
   if (!attached) return false;
   session_ = std::string(attached->at("sessionId").as_string());
-  return WaitUntil("document.readyState === 'complete'", std::chrono::seconds(20));
+  // A new tab holds about:blank, complete at once, until the navigation commits.
+  return WaitUntil("location.href !== 'about:blank' && document.readyState === 'complete'",
+                   std::chrono::seconds(20));
 }
 
 std::optional<json::value> Chromium::Evaluate(const std::string& expression,
