@@ -204,10 +204,8 @@ std::string Chromium::Screenshot() {
 int DistinctImageBytes(const std::string& png) {
   std::string idat;
   for (std::size_t at = 8; at + 8 <= png.size();) {
-    std::uint32_t len = (static_cast<unsigned char>(png[at]) << 24) |
-                        (static_cast<unsigned char>(png[at + 1]) << 16) |
-                        (static_cast<unsigned char>(png[at + 2]) << 8) |
-                        static_cast<unsigned char>(png[at + 3]);
+    auto byte = [&](std::size_t i) { return std::uint32_t{static_cast<unsigned char>(png[i])}; };
+    std::uint32_t len = byte(at) << 24 | byte(at + 1) << 16 | byte(at + 2) << 8 | byte(at + 3);
     if (png.compare(at + 4, 4, "IDAT") == 0) idat += png.substr(at + 8, len);
     at += 12 + len;
   }
