@@ -142,6 +142,18 @@ void WaitForStart(long long start_at_ms) {
       std::chrono::system_clock::time_point(std::chrono::milliseconds(start_at_ms)));
 }
 
+// The end of the measured window. With --start-at-ms, the window is the same wall-clock span
+// for every process, so that one started late (a loaded machine) does not run alone at the end.
+Clock::time_point WindowEnd(const Args& a, Clock::time_point start) {
+  auto length =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+  if (a.start_at_ms <= 0) return start + length;
+  auto since_start =
+      std::chrono::system_clock::now() -
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(a.start_at_ms));
+  return start + length - std::chrono::duration_cast<Clock::duration>(since_start);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The floor: the least a Redis lock with a token can do per cycle, two round trips, nothing else
 // (owner ids are a counter of the same length as fencekit's 128-bit hex owners).
@@ -329,8 +341,7 @@ int Cycle(const Args& a, bool contend) {
 
   Recorder rec;
   auto start = Clock::now();
-  auto end =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+  auto end = WindowEnd(a, start);
   for (auto t = start; t < end;) {
     auto lease = contend ? lc.Acquire(a.lock, std::min(end, t + std::chrono::seconds(10)), ttl)
                          : lc.TryAcquire(a.lock, ttl);

@@ -231,11 +231,10 @@ void Run(std::string_view op, etcd::EtcdProtocol& p, const std::deque<Reply>& re
     auto moved = p.MoveKeyToLease(kLock, kOwner, fencekit::FencingToken(), 43);
     if (!moved.ok()) CheckStatus(moved.status());
   } else if (op == "exists") {
-    auto there = p.Exists(etcd::EtcdProtocol::Key(kLock, kOwner));
+    auto there = p.Exists(p.Key(kLock, kOwner));
     if (!there.ok()) CheckStatus(there.status());
   } else if (op == "watch_key" || op == "watch_line") {
-    auto watch =
-        op == "watch_key" ? p.WatchKey(etcd::EtcdProtocol::Key(kLock, kOwner)) : p.WatchLine(kLock);
+    auto watch = op == "watch_key" ? p.WatchKey(p.Key(kLock, kOwner)) : p.WatchLine(kLock);
     if (!watch.ok()) return CheckStatus(watch.status());
     // The stream's messages, as the backend reads them, until it ends.
     for (int n = 0; n < 16; ++n) {

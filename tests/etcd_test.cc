@@ -1,5 +1,6 @@
 // The etcd backend beyond the shared suite (tests/lockclient_test.cc): the line of waiters,
-// endpoint failover, and a real 3-member cluster losing its leader and freezing a holder.
+// endpoint failover, the key prefix, and a real 3-member cluster losing its leader and freezing
+// a holder. TLS and authentication: tests/etcd_tls_test.cc.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -12,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
-#include "fencekit/httpapi/store_client.h"
 #include "fencekit/fencing/fenced_writes.h"
+#include "fencekit/httpapi/store_client.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "support/etcd_server.h"
 #include "support/redis_server.h"
@@ -141,6 +142,27 @@ TEST(EtcdLockTest, MalformedUrisAreRefusedWithTheExpectedForm) {
     EXPECT_TRUE(c.status().IsInvalidArgument()) << uri << ": " << c.status().ToString();
     EXPECT_NE(c.status().message().find("etcd://h1:p1"), std::string::npos) << uri;
   }
+}
+
+TEST(EtcdLockTest, KeyPrefixKeepsEveryKeyUnderItAndSeparatesTheLocksOfTwoPrefixes) {
+  EtcdCluster etcd(1);
+  auto team_a = Open(etcd.uri() + "?prefix=team-a/locks/");
+  auto team_b = Open(etcd.uri() + "/?prefix=team-b/");
+  ASSERT_NE(team_a, nullptr);
+  ASSERT_NE(team_b, nullptr);
+  EXPECT_EQ(team_a->service(), etcd.uri() + "?prefix=team-a/locks/");
+  auto a = team_a->TryAcquire("job", 30s);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  // The same lock name under another prefix is another lock.
+  auto b = team_b->TryAcquire("job", 30s);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_TRUE(team_a->TryAcquire("job").status().IsBusy());
+  EXPECT_EQ(etcd.CountKeys("team-a/locks/lock/"), 1);
+  EXPECT_EQ(etcd.CountKeys("team-b/lock/"), 1);
+  EXPECT_EQ(etcd.CountKeys("fencekit/"), 0);
+  EXPECT_TRUE(team_a->Release(*a).ok());
+  EXPECT_TRUE(team_b->Release(*b).ok());
+  EXPECT_EQ(etcd.CountKeys("team-a/locks/lock/"), 0);
 }
 
 TEST(EtcdClusterTest, LeaderKilledClientCarriesOnThroughAnotherMemberAndTokensKeepIncreasing) {

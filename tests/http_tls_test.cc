@@ -10,49 +10,18 @@
 #include "fencekit/httpapi/server.h"
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/procutil/child_process.h"
+#include "support/pki.h"
 #include "support/test_support.h"
 
 namespace fencekit {
 namespace {
 
 using testing::CommandResult;
+using testing::Pki;
 using testing::RawConnection;
 using testing::Request;
 using testing::RunCommand;
 using testing::TempDir;
-
-// A CA, a server certificate it signed for IP:127.0.0.1 and DNS:localhost, and one for another
-// host only.
-class Pki {
- public:
-  Pki() {
-    Run({"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-keyout", ca_key(), "-out", ca(), "-days", "2", "-subj",
-         "/CN=fencekit test CA"});
-    Issue("server", "subjectAltName=IP:127.0.0.1,DNS:localhost");
-    Issue("other", "subjectAltName=DNS:other.example");
-  }
-  std::string ca() const { return dir_.File("ca.pem"); }
-  std::string ca_key() const { return dir_.File("ca.key"); }
-  std::string cert(const std::string& name = "server") const { return dir_.File(name + ".pem"); }
-  std::string key(const std::string& name = "server") const { return dir_.File(name + ".key"); }
-  const TempDir& dir() const { return dir_; }
-
- private:
-  void Run(const std::vector<std::string>& argv) {
-    CommandResult r = RunCommand(argv);
-    ASSERT_EQ(r.exit_code, 0) << argv[1] << ": " << r.err;
-  }
-  void Issue(const std::string& name, const std::string& san) {
-    std::string ext = dir_.File(name + ".ext");
-    std::ofstream(ext) << san << "\n";
-    Run({"openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", key(name), "-out", dir_.File(name + ".csr"), "-subj", "/CN=" + name});
-    Run({"openssl", "x509", "-req", "-in", dir_.File(name + ".csr"), "-CA", ca(), "-CAkey",
-         ca_key(), "-CAcreateserial", "-out", cert(name), "-days", "2", "-extfile", ext});
-  }
-  TempDir dir_;
-};
 
 class HttpTlsTest : public ::testing::Test {
  protected:

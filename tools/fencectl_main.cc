@@ -56,6 +56,11 @@ Lock service URIs (--locks):
   redis://[:password@]host:port[/db]   one Redis node
   redlock://h1:p1,h2:p2,h3:p3          Redlock over independent Redis nodes
   etcd://h1:p1[,h2:p2,...]             an etcd cluster (its gRPC gateway)
+  etcds://h1:p1[,...]?cacert=FILE      the same over HTTPS, verified with that CA (default: the
+                                       system's); &cert=FILE&key=FILE for a client certificate
+  etcd[s]://user:password@h1:p1,...    as an etcd user (percent-encode / ? # @ : in a password)
+  etcd[s]://...?prefix=app/locks/      keys under that prefix (default fencekit/): the one
+                                       an etcd user's role must grant readwrite on
 --store defaults to $FENCEKIT_STORE, else http://127.0.0.1:8080 (https:// URLs too); the
 store commands take --token-file FILE (default: the token in $FENCEKIT_STORE_TOKEN) and
 --ca-file FILE (for https; default: the system's certificate authorities)
@@ -84,7 +89,8 @@ void AddLockOptions(po::options_description& desc) {
   desc.add_options()("locks",
                      po::value<std::string>()->default_value(DefaultLocks()),
                      "lock service URI: sqlite:///path/locks.db, redis://host:port[/db], "
-                     "redlock://h1:p1,h2:p2,h3:p3 or etcd://h1:p1[,h2:p2,...]")(
+                     "redlock://h1:p1,h2:p2,h3:p3, etcd://h1:p1[,h2:p2,...] or "
+                     "etcds://[user:password@]h1:p1[,...]?cacert=FILE[&prefix=P]")(
       "name", po::value<std::string>()->required(), "lock name");
 }
 
@@ -134,7 +140,7 @@ int Acquire(const std::vector<std::string>& args) {
   auto granted = AcquireFromOptions(p->vm);
   if (!granted.ok()) return FailStatus(granted.status());
   json::object o = LeaseJson(granted->lease);
-  o["locks"] = p->vm["locks"].as<std::string>();
+  o["locks"] = LockUriWithoutPassword(p->vm["locks"].as<std::string>());
   Print(o);
   return kExitOk;
 }

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "fencectl_cli.h"
+#include "fencekit/lockclient/lock_client.h"
 #include "fencekit/pausetest/runner.h"
 
 namespace fencekit::fencectl {
@@ -60,7 +61,8 @@ int PauseTest(const std::vector<std::string>& args) {
     if (!d.ok()) return Fail(kExitError, std::string("--") + name + ": " + d.status().message());
     *out = *d;
   }
-  if (o.locks_uri.starts_with("etcd://") || o.start_etcd > 0) {
+  if (o.locks_uri.starts_with("etcd://") || o.locks_uri.starts_with("etcds://") ||
+      o.start_etcd > 0) {
     // etcd leases are whole seconds; holders hold a while, so that pauses land on them rather
     // than on waiters (a paused waiter holds up etcd's line). See docs/testing-with-pauses.md.
     if (vm["ttl"].defaulted()) o.ttl = std::chrono::seconds(1);
@@ -84,7 +86,7 @@ int PauseTest(const std::vector<std::string>& args) {
                 : o.start_etcd > 0 ? "own etcd cluster of " + std::to_string(o.start_etcd) +
                                          (o.start_etcd == 1 ? " member" : " members")
                 : o.locks_uri.empty() ? "embedded sqlite"
-                                      : o.locks_uri)
+                                      : LockUriWithoutPassword(o.locks_uri))
             << (o.restart_locks ? ", restarted empty each run" : "") << "); "
             << (o.kill_etcd_leader ? "etcd leader SIGKILLed and restarted in " +
                                          std::to_string(s.etcd_leader_kills) + " of " +

@@ -65,15 +65,6 @@ TokenVerifier VerifierOver(LockClient* client) {
   };
 }
 
-// `uri` with the password of a "scheme://user:password@host" form replaced, for messages.
-std::string WithoutPassword(const std::string& uri) {
-  auto scheme = uri.find("://");
-  if (scheme == std::string::npos) return uri;
-  auto at = uri.find('@', scheme + 3);
-  if (at == std::string::npos || uri.find('/', scheme + 3) < at) return uri;
-  return uri.substr(0, scheme + 3) + "***" + uri.substr(at);
-}
-
 // "PREFIX=LOCK" (split at the first '='; the prefix may be empty, binding every key).
 bool ParseLockFor(const std::string& text, std::pair<std::string, std::string>& out) {
   auto eq = text.find('=');
@@ -253,7 +244,7 @@ int main(int argc, char** argv) {
   if (!verify_with.empty()) {
     auto client = LockClient::Open(verify_with);
     if (!client.ok()) {
-      return Fail("--verify-with " + WithoutPassword(verify_with) +
+      return Fail("--verify-with " + LockUriWithoutPassword(verify_with) +
                   ": cannot open the lock service: " + client.status().message());
     }
     verify_client = std::move(client).value();

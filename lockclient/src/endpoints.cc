@@ -64,4 +64,16 @@ Result<std::vector<Endpoint>> ParseEndpoints(std::string_view list, int default_
   return out;
 }
 
+std::string UriWithoutPassword(std::string_view uri) {
+  std::size_t scheme = uri.find("://");
+  if (scheme == std::string_view::npos) return std::string(uri);
+  // The last '@' anywhere: a password with an unencoded '/', '?' or '#' is hidden too (at
+  // worst, a query holding an '@' hides the hosts as well).
+  std::size_t at = uri.rfind('@');
+  if (at == std::string_view::npos || at < scheme + 3) return std::string(uri);
+  std::size_t colon = uri.substr(0, at).find(':', scheme + 3);
+  if (colon == std::string_view::npos) return std::string(uri);
+  return std::string(uri.substr(0, colon)) + ":***" + std::string(uri.substr(at));
+}
+
 }  // namespace fencekit

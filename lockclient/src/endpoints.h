@@ -1,5 +1,5 @@
-// Endpoint lists: the host:port part of redis://, redlock:// and etcd:// URIs. Private to
-// lockclient.
+// Endpoint lists: the host:port part of redis://, redlock:// and etcd:// URIs, and lock
+// URIs shown without their password. Private to lockclient.
 #pragma once
 
 #include <string>
@@ -23,5 +23,8 @@ struct Endpoint {
 // above 0, an entry may leave out ":port" and gets that one.
 // kInvalidArgument saying which entry is wrong and why (the caller adds the URI and its form).
 Result<std::vector<Endpoint>> ParseEndpoints(std::string_view list, int default_port = 0);
+
+// As LockUriWithoutPassword (lock_client.h).
+std::string UriWithoutPassword(std::string_view uri);
 
 }  // namespace fencekit

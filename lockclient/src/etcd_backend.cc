@@ -12,6 +12,8 @@
 #include "backend.h"
 #include "endpoints.h"
 #include "etcd_protocol.h"
+#include "etcd_tls.h"
+#include "etcd_uri.h"
 #include "fencekit/common/names.h"
 
 namespace fencekit {
@@ -27,17 +29,18 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 // watch has a connection of its own).
 class EtcdBackend final : public LockBackend {
  public:
-  EtcdBackend(std::vector<Endpoint> endpoints, const LockOptions& options, std::string service)
-      : etcd_(std::move(endpoints), options.op_timeout, options.pool_size, service),
+  EtcdBackend(EtcdUri uri, etcd::GatewayAccess access, const LockOptions& options)
+      : etcd_(std::move(uri.endpoints), options.op_timeout, options.pool_size, uri.shown,
+              std::move(access), std::move(uri.key_prefix)),
         clock_(options.clock != nullptr ? options.clock : Clock::Real()),
-        service_(std::move(service)) {}
+        service_(std::move(uri.shown)) {}
 
   Result<Granted> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
                              milliseconds* holder_remaining) override {
     auto joined = Join(lock, owner, ttl);
     if (!joined.ok()) return joined.status();
     const Place& place = joined->place;
-    if (place.first_key == EtcdProtocol::Key(lock, owner)) {
+    if (place.first_key == etcd_.Key(lock, owner)) {
       return Grant(lock, place.first_rev, place.service);
     }
     // Busy: leave the line at once, so nobody waits behind a contender that went away.
@@ -253,7 +256,7 @@ Result<Granted> EtcdBackend::AcquireInLine(std::string_view lock, std::string_vi
   auto joined = Join(lock, owner, ttl);
   if (!joined.ok()) return joined.status();
   const LeaseRef lease = joined->lease;
-  const std::string my_key = EtcdProtocol::Key(lock, owner);
+  const std::string my_key = etcd_.Key(lock, owner);
   if (joined->place.first_key == my_key) {
     return Grant(lock, joined->place.first_rev, joined->place.service);
   }
@@ -319,14 +322,21 @@ Result<Granted> EtcdBackend::AcquireInLine(std::string_view lock, std::string_vi
 
 Result<std::unique_ptr<LockBackend>> OpenEtcdBackend(std::string_view uri,
                                                      const LockOptions& options) {
-  auto endpoints = ParseEndpoints(uri.substr(std::string_view("etcd://").size()));
-  if (!endpoints.ok()) {
-    return Status::InvalidArgument("lock service URI \"" + std::string(uri) + "\" is invalid: " +
-                                   endpoints.status().message() + "; use etcd://h1:p1[,h2:p2,...]");
+  auto parsed = ParseEtcdUri(uri);
+  if (!parsed.ok()) return parsed.status();
+  etcd::GatewayAccess access{.user = parsed->user, .password = parsed->password};
+  if (parsed->tls) {
+    auto tls = etcd::MakeTlsContext(parsed->ca_file, parsed->cert_file, parsed->key_file);
+    if (!tls.ok()) {
+      return Status::InvalidArgument("lock service " + parsed->shown + ": " +
+                                     tls.status().message());
+    }
+    access.tls = std::move(tls).value();
   }
   auto backend =
-      std::make_unique<EtcdBackend>(std::move(endpoints).value(), options, std::string(uri));
-  // Fail at open, with a clear message, when no endpoint answers.
+      std::make_unique<EtcdBackend>(std::move(parsed).value(), std::move(access), options);
+  // Fail at open, with a clear message, when no endpoint answers, the credentials are wrong or
+  // the user may not use the key prefix.
   if (auto info = backend->Inspect("fencekit-open-check"); !info.ok()) return info.status();
   return std::unique_ptr<LockBackend>(std::move(backend));
 }

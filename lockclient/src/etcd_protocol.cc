@@ -14,30 +14,8 @@ namespace {
 namespace json = boost::json;
 using std::chrono::milliseconds;
 
-// Lock names may hold any byte but NUL; the length prefix keeps one lock's line from being
-// a prefix of another's ("a" and "a/b").
-std::string Prefix(std::string_view lock) {
-  return "fencekit/lock/" + std::to_string(lock.size()) + ":" + std::string(lock) + "/";
-}
-std::string PrefixEnd(std::string_view lock) {
-  std::string end = Prefix(lock);
-  end.back() = '/' + 1;
-  return end;
-}
-std::string LastKey(std::string_view lock) {
-  return Base64Encode("fencekit/last/" + std::to_string(lock.size()) + ":" + std::string(lock));
-}
-
 json::object Range(std::string key) {
   return json::object{{"request_range", json::object{{"key", std::move(key)}}}};
-}
-// The line's first key: the holder.
-json::object RangeFirst(std::string_view lock) {
-  return json::object{{"request_range", json::object{{"key", Base64Encode(Prefix(lock))},
-                                                     {"range_end", Base64Encode(PrefixEnd(lock))},
-                                                     {"sort_target", "CREATE"},
-                                                     {"sort_order", "ASCEND"},
-                                                     {"limit", "1"}}}};
 }
 
 // The first kv of a range response (or of a txn's response_range entry), if any.
@@ -71,10 +49,8 @@ std::optional<json::object> ParseResult(const std::string& line) {
   return *result;
 }
 
-bool IsCreated(const std::string& line) {
-  auto result = ParseResult(line);
-  if (!result) return false;
-  const json::value* c = result->if_contains("created");
+bool IsCreated(const json::object& result) {
+  const json::value* c = result.if_contains("created");
   return c != nullptr && c->is_bool() && c->as_bool();
 }
 
@@ -112,11 +88,52 @@ std::string ServiceId(const json::object& reply) {
 }  // namespace
 
 EtcdProtocol::EtcdProtocol(std::vector<Endpoint> endpoints, milliseconds op_timeout, int pool_size,
-                           std::string service)
-    : gateway_(std::move(endpoints), op_timeout, pool_size), service_(std::move(service)) {}
+                           std::string service, GatewayAccess access, std::string key_prefix)
+    : gateway_(std::move(endpoints), op_timeout, pool_size, std::move(access)),
+      service_(std::move(service)),
+      key_prefix_(std::move(key_prefix)) {}
 
-std::string EtcdProtocol::Key(std::string_view lock, std::string_view owner) {
+// Lock names may hold any byte but NUL; the length prefix keeps one lock's line from being
+// a prefix of another's ("a" and "a/b").
+std::string EtcdProtocol::Prefix(std::string_view lock) const {
+  return key_prefix_ + "lock/" + std::to_string(lock.size()) + ":" + std::string(lock) + "/";
+}
+std::string EtcdProtocol::PrefixEnd(std::string_view lock) const {
+  std::string end = Prefix(lock);
+  end.back() = '/' + 1;
+  return end;
+}
+std::string EtcdProtocol::LastKey(std::string_view lock) const {
+  return Base64Encode(key_prefix_ + "last/" + std::to_string(lock.size()) + ":" +
+                      std::string(lock));
+}
+// The line's first key: the holder.
+json::object EtcdProtocol::RangeFirst(std::string_view lock) const {
+  return json::object{{"request_range", json::object{{"key", Base64Encode(Prefix(lock))},
+                                                     {"range_end", Base64Encode(PrefixEnd(lock))},
+                                                     {"sort_target", "CREATE"},
+                                                     {"sort_order", "ASCEND"},
+                                                     {"limit", "1"}}}};
+}
+
+std::string EtcdProtocol::Key(std::string_view lock, std::string_view owner) const {
   return Base64Encode(Prefix(lock) + std::string(owner));
+}
+
+Result<json::object> EtcdProtocol::Call(std::string_view target, const json::object& body,
+                                        int* sends) {
+  auto reply = gateway_.Call(target, body, sends);
+  if (!reply.ok()) return WithPrefixHint(reply.status());
+  return reply;
+}
+
+Status EtcdProtocol::WithPrefixHint(Status s) const {
+  if (!s.IsPermissionDenied()) return s;
+  return Status::PermissionDenied(
+      s.message() + "; the lock keys are under \"" + key_prefix_ +
+      "\": grant the user's role readwrite on that prefix (etcdctl role grant-permission "
+      "--prefix ROLE readwrite " +
+      key_prefix_ + "), or give a prefix it may use with ?prefix=");
 }
 
 std::int64_t EtcdProtocol::Seconds(milliseconds ttl) {
@@ -124,8 +141,8 @@ std::int64_t EtcdProtocol::Seconds(milliseconds ttl) {
 }
 
 Result<LeaseRef> EtcdProtocol::GrantLease(milliseconds ttl) {
-  auto reply = gateway_.Call("/v3/lease/grant", json::object{{"TTL", std::to_string(Seconds(ttl))}},
-                             nullptr);
+  auto reply =
+      Call("/v3/lease/grant", json::object{{"TTL", std::to_string(Seconds(ttl))}}, nullptr);
   if (!reply.ok()) return reply.status();
   if (auto e = String(*reply, "error"); !e.empty()) {
     return Status::Unavailable("etcd at " + service_ + " refused a lease: " + e);
@@ -136,8 +153,7 @@ Result<LeaseRef> EtcdProtocol::GrantLease(milliseconds ttl) {
 }
 
 Result<std::int64_t> EtcdProtocol::KeepAlive(std::int64_t id) {
-  auto reply =
-      gateway_.Call("/v3/lease/keepalive", json::object{{"ID", std::to_string(id)}}, nullptr);
+  auto reply = Call("/v3/lease/keepalive", json::object{{"ID", std::to_string(id)}}, nullptr);
   if (!reply.ok()) {
     if (reply.status().IsNotFound()) return std::int64_t{0};
     return reply.status();
@@ -152,21 +168,21 @@ Result<std::int64_t> EtcdProtocol::KeepAlive(std::int64_t id) {
 }
 
 Status EtcdProtocol::Revoke(std::int64_t id, int* sends) {
-  auto reply = gateway_.Call("/v3/lease/revoke", json::object{{"ID", std::to_string(id)}}, sends);
+  auto reply = Call("/v3/lease/revoke", json::object{{"ID", std::to_string(id)}}, sends);
   return reply.ok() ? Status::Ok() : reply.status();
 }
 
 milliseconds EtcdProtocol::Remaining(std::int64_t lease_id) {
   if (lease_id == 0) return milliseconds(0);
-  auto reply = gateway_.Call("/v3/lease/timetolive", json::object{{"ID", std::to_string(lease_id)}},
-                             nullptr);
+  auto reply =
+      Call("/v3/lease/timetolive", json::object{{"ID", std::to_string(lease_id)}}, nullptr);
   if (!reply.ok()) return milliseconds(0);
   return milliseconds(Ttl(*reply) * 1000);
 }
 
 std::int64_t EtcdProtocol::GrantedTtl(std::int64_t lease_id) {
-  auto reply = gateway_.Call("/v3/lease/timetolive", json::object{{"ID", std::to_string(lease_id)}},
-                             nullptr);
+  auto reply =
+      Call("/v3/lease/timetolive", json::object{{"ID", std::to_string(lease_id)}}, nullptr);
   return reply.ok() ? std::clamp<std::int64_t>(Int(*reply, "grantedTTL"), 0, kMaxTtlSeconds) : 0;
 }
 
@@ -182,7 +198,7 @@ Result<Place> EtcdProtocol::Enqueue(std::string_view lock, std::string_view owne
        json::array{json::object{{"target", "CREATE"}, {"key", my_key}, {"create_revision", "0"}}}},
       {"success", json::array{put_mine, put_last, RangeFirst(lock)}},
       {"failure", json::array{Range(my_key), RangeFirst(lock)}}};
-  auto reply = gateway_.Call("/v3/kv/txn", txn, nullptr);
+  auto reply = Call("/v3/kv/txn", txn, nullptr);
   if (!reply.ok()) return reply.status();
   Place place;
   place.revision = Revision(*reply);
@@ -215,7 +231,7 @@ Result<Place> EtcdProtocol::Look(std::string_view lock, std::string_view owner, 
                                      {"limit", "1"},
                                      {"keys_only", true}}}};
   json::object txn{{"success", json::array{RangeFirst(lock), before, Range(Key(lock, owner))}}};
-  auto reply = gateway_.Call("/v3/kv/txn", txn, nullptr);
+  auto reply = Call("/v3/kv/txn", txn, nullptr);
   if (!reply.ok()) return reply.status();
   Place place;
   place.revision = Revision(*reply);
@@ -236,7 +252,7 @@ Result<Place> EtcdProtocol::Look(std::string_view lock, std::string_view owner, 
 
 Result<std::optional<ContenderKey>> EtcdProtocol::ReadKey(std::string_view lock,
                                                           std::string_view owner) {
-  auto reply = gateway_.Call("/v3/kv/range", json::object{{"key", Key(lock, owner)}}, nullptr);
+  auto reply = Call("/v3/kv/range", json::object{{"key", Key(lock, owner)}}, nullptr);
   if (!reply.ok()) return reply.status();
   const json::object* kv = FirstKv(&*reply);
   if (kv == nullptr) return std::optional<ContenderKey>();
@@ -244,8 +260,8 @@ Result<std::optional<ContenderKey>> EtcdProtocol::ReadKey(std::string_view lock,
 }
 
 std::optional<std::int64_t> EtcdProtocol::HolderToken(std::string_view lock) {
-  auto reply = gateway_.Call("/v3/kv/txn", json::object{{"success", json::array{RangeFirst(lock)}}},
-                             nullptr);
+  auto reply =
+      Call("/v3/kv/txn", json::object{{"success", json::array{RangeFirst(lock)}}}, nullptr);
   if (!reply.ok()) return std::nullopt;
   const json::object* first = FirstKv(TxnResponse(*reply, 0, "response_range"));
   if (first == nullptr) return std::nullopt;
@@ -254,7 +270,7 @@ std::optional<std::int64_t> EtcdProtocol::HolderToken(std::string_view lock) {
 
 Result<LineHead> EtcdProtocol::ReadHead(std::string_view lock) {
   json::object txn{{"success", json::array{RangeFirst(lock), Range(LastKey(lock))}}};
-  auto reply = gateway_.Call("/v3/kv/txn", txn, nullptr);
+  auto reply = Call("/v3/kv/txn", txn, nullptr);
   if (!reply.ok()) return reply.status();
   LineHead head;
   head.service = ServiceId(*reply);
@@ -272,7 +288,7 @@ Result<LineHead> EtcdProtocol::ReadHead(std::string_view lock) {
 
 Result<Holder> EtcdProtocol::ReadHolder(std::string_view lock) {
   json::object range = RangeFirst(lock)["request_range"].as_object();
-  auto reply = gateway_.Call("/v3/kv/range", range, nullptr);
+  auto reply = Call("/v3/kv/range", range, nullptr);
   if (!reply.ok()) return reply.status();
   Holder holder{.service = ServiceId(*reply)};
   if (const json::object* first = FirstKv(&*reply)) holder.token = Int(*first, "create_revision");
@@ -290,52 +306,54 @@ Result<bool> EtcdProtocol::MoveKeyToLease(std::string_view lock, std::string_vie
        json::array{json::object{{"request_put", json::object{{"key", my_key},
                                                              {"lease", std::to_string(lease_id)},
                                                              {"ignore_value", true}}}}}}};
-  auto reply = gateway_.Call("/v3/kv/txn", txn, nullptr);
+  auto reply = Call("/v3/kv/txn", txn, nullptr);
   if (!reply.ok()) return reply.status();
   return Succeeded(*reply);
 }
 
 Result<bool> EtcdProtocol::Exists(const std::string& key) {
-  auto reply =
-      gateway_.Call("/v3/kv/range", json::object{{"key", key}, {"count_only", true}}, nullptr);
+  auto reply = Call("/v3/kv/range", json::object{{"key", key}, {"count_only", true}}, nullptr);
   if (!reply.ok()) return reply.status();
   return Int(*reply, "count") != 0;
 }
 
-Result<std::unique_ptr<GatewayConn>> EtcdProtocol::WatchKey(const std::string& key) {
-  auto stream = gateway_.Stream();
-  if (!stream.ok()) return stream.status();
-  json::object create{{"key", key}, {"filters", json::array{"NOPUT"}}};
-  Status s =
-      (*stream)->OpenStream("/v3/watch", json::serialize(json::object{{"create_request", create}}),
-                            gateway_.op_timeout());
-  if (s.ok()) {
+Result<std::unique_ptr<GatewayConn>> EtcdProtocol::Watch(const json::object& create,
+                                                         bool confirmed) {
+  const std::string body = json::serialize(json::object{{"create_request", create}});
+  for (int attempt = 0;; ++attempt) {
+    auto stream = gateway_.Stream("/v3/watch", body);
+    if (!stream.ok() || !confirmed) return stream;
     auto created = (*stream)->NextMessage(gateway_.op_timeout());
-    if (!created.ok()) {
-      s = created.status();
-    } else if (!created->has_value() || !IsCreated(**created)) {
+    std::optional<json::object> result;
+    if (created.ok() && created->has_value()) result = ParseResult(**created);
+    if (result && IsCreated(*result) && !IsCanceled(**created)) return stream;
+    Status s = created.status();
+    if (s.ok() && result && IsCreated(*result)) {
+      // Created and canceled at once: etcd refused the watch (its token, its permission).
+      bool retry = false;
+      s = gateway_.StreamRefused(**stream, String(*result, "cancel_reason"), &retry);
+      if (retry && attempt == 0) continue;
+      if (s.ok()) s = Status::Unavailable("etcd at " + service_ + " refused a watch twice");
+      return WithPrefixHint(s);
+    }
+    if (s.ok()) {
       s = Status::Unavailable("etcd at " + (*stream)->endpoint().Name() +
                               " did not confirm a watch");
     }
-  }
-  if (!s.ok()) {
     gateway_.Failed((*stream)->index());
     return s;
   }
-  return stream;
+}
+
+Result<std::unique_ptr<GatewayConn>> EtcdProtocol::WatchKey(const std::string& key) {
+  return Watch(json::object{{"key", key}, {"filters", json::array{"NOPUT"}}}, true);
 }
 
 Result<std::unique_ptr<GatewayConn>> EtcdProtocol::WatchLine(std::string_view lock) {
-  auto stream = gateway_.Stream();
-  if (!stream.ok()) return stream.status();
-  json::object create{{"key", Base64Encode(Prefix(lock))},
-                      {"range_end", Base64Encode(PrefixEnd(lock))},
-                      {"filters", json::array{"NOPUT"}}};
-  Status s =
-      (*stream)->OpenStream("/v3/watch", json::serialize(json::object{{"create_request", create}}),
-                            gateway_.op_timeout());
-  if (!s.ok()) return s;
-  return stream;
+  return Watch(json::object{{"key", Base64Encode(Prefix(lock))},
+                            {"range_end", Base64Encode(PrefixEnd(lock))},
+                            {"filters", json::array{"NOPUT"}}},
+               false);
 }
 
 bool EtcdProtocol::IsDeleteEvent(const std::string& message) {

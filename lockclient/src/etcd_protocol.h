@@ -2,10 +2,12 @@
 // that read and change it (leases, the enqueue txn, reads of the line, watches), each reply
 // parsed into a plain value. It decides nothing: EtcdBackend does. Private to lockclient.
 //
-// A lock is a line of keys under fencekit/lock/<length>:<name>/, one per contender, each
+// A lock is a line of keys under <prefix>lock/<length>:<name>/, one per contender, each
 // attached to that contender's etcd lease. The key with the lowest create_revision holds the
-// lock, and that revision is the fencing token. fencekit/last/<length>:<name> is written by
-// every enqueue: its mod_revision is the last token issued.
+// lock, and that revision is the fencing token. <prefix>last/<length>:<name> is written by
+// every enqueue: its mod_revision is the last token issued. The prefix is "fencekit/" unless
+// the URI says otherwise (?prefix=); every key this client touches is under it, so an etcd
+// user needs readwrite permission on that prefix only.
 //
 // Gateway quirks (etcd 3.4): int64 fields are JSON strings, keys and values are base64, default
 // values are omitted (a failed txn has no "succeeded", a PUT event has no "type", an expired
@@ -76,12 +78,14 @@ struct Holder {
 // Thread safety: safe for concurrent use.
 class EtcdProtocol {
  public:
-  // `service`: the URI, for messages.
+  // `service`: the URI without its password, for messages. `key_prefix` passes
+  // CheckEtcdKeyPrefix (etcd_uri.h).
   EtcdProtocol(std::vector<Endpoint> endpoints, std::chrono::milliseconds op_timeout, int pool_size,
-               std::string service);
+               std::string service, GatewayAccess access = {},
+               std::string key_prefix = "fencekit/");
 
   // The base64 key of `owner`'s place in `lock`'s line.
-  static std::string Key(std::string_view lock, std::string_view owner);
+  std::string Key(std::string_view lock, std::string_view owner) const;
   // Whole seconds for a ttl, at least 1.
   static std::int64_t Seconds(std::chrono::milliseconds ttl);
 
@@ -128,10 +132,21 @@ class EtcdProtocol {
   Result<FencingToken> Token(std::string_view lock, std::int64_t revision) const;
 
  private:
+  // Gateway::Call, with what to do about kPermissionDenied.
+  Result<boost::json::object> Call(std::string_view target, const boost::json::object& body,
+                                   int* sends);
+  // A watch on a new connection, once etcd confirmed it (`confirmed`) or at once.
+  Result<std::unique_ptr<GatewayConn>> Watch(const boost::json::object& create, bool confirmed);
+  Status WithPrefixHint(Status s) const;
+  std::string Prefix(std::string_view lock) const;
+  std::string PrefixEnd(std::string_view lock) const;
+  std::string LastKey(std::string_view lock) const;
+  boost::json::object RangeFirst(std::string_view lock) const;
   Status BadReply(std::string_view lock) const;
 
   Gateway gateway_;
   const std::string service_;
+  const std::string key_prefix_;
 };
 
 }  // namespace fencekit::etcd

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "backend.h"
+#include "endpoints.h"
 #include "random_id.h"
 #include "released_leases.h"
 
@@ -51,6 +52,8 @@ Status ValidateTtl(std::string_view lock, milliseconds ttl) {
 
 }  // namespace
 
+std::string LockUriWithoutPassword(std::string_view uri) { return UriWithoutPassword(uri); }
+
 std::string Subject(std::string_view lock, std::string_view service) {
   return "lock \"" + std::string(lock) + "\" on " + std::string(service);
 }
@@ -63,13 +66,13 @@ Result<std::unique_ptr<LockClient>> LockClient::Open(std::string_view uri, LockO
     backend = OpenRedisBackend(uri, options);
   } else if (uri.starts_with("redlock://")) {
     backend = OpenRedlockBackend(uri, options);
-  } else if (uri.starts_with("etcd://")) {
+  } else if (uri.starts_with("etcd://") || uri.starts_with("etcds://")) {
     backend = OpenEtcdBackend(uri, options);
   } else {
-    return Status::InvalidArgument("lock service URI \"" + std::string(uri) +
+    return Status::InvalidArgument("lock service URI \"" + LockUriWithoutPassword(uri) +
                                    "\" is not supported; use sqlite:///path/locks.db, "
-                                   "redis://host:port[/db], redlock://h1:p1,h2:p2,h3:p3 or "
-                                   "etcd://h1:p1[,h2:p2,...]");
+                                   "redis://host:port[/db], redlock://h1:p1,h2:p2,h3:p3, "
+                                   "etcd://h1:p1[,h2:p2,...] or etcds://h1:p1[,...]");
   }
   if (!backend.ok()) return backend.status();
   return std::unique_ptr<LockClient>(new LockClient(std::move(backend).value(), options));

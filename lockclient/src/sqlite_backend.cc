@@ -11,16 +11,12 @@
 // holds up the line no longer than a dead holder would.
 // A release hands the lock to the first live waiter in the same transaction (a new token, the
 // waiter's ttl), so a handover costs one commit, not two; the waiter finds itself the holder.
-// Waiters sleep until a release or a departure wakes them (WakeFile), or until the holder's
-// lease runs out, not on a polling timer.
-#include <fcntl.h>
-#include <poll.h>
+// Waiters sleep until the release that handed them the lock (or a departure that made them
+// first) wakes them through a futex on a shared file (WakeBoard), or until the holder's lease
+// runs out, not on a polling timer. Only the waiter handed the lock is woken.
 #include <sqlite3.h>
-#include <sys/inotify.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <thread>
 
 #include "backend.h"
@@ -28,6 +24,7 @@
 #include "random_id.h"
 #include "sqlite/sqlite_util.h"
 #include "sqlite/transaction.h"
+#include "wake_board.h"
 
 namespace fencekit {
 namespace {
@@ -39,66 +36,8 @@ constexpr int kApplicationId = 0x464C434B;  // 'FLCK'
 // 1: locks and counters. 2: the service table, holding the database's service id. 3: the line
 // of waiters.
 constexpr int kSchemaVersion = 3;
-
-// Wakes the waiters of every process on one lock database: a release (or a waiter leaving
-// the line) writes one byte to the file "<database>-wake" after its commit, and waiters sleep
-// on an inotify watch of that file. (Not the WAL: it is written before the commit is visible,
-// so a waiter woken by it would still see the lock held.) Where the file or the watch cannot be
-// had, waiters poll every 10 ms instead.
-// Thread safety: Notify is safe for concurrent use; a Watch belongs to one waiting call.
-class WakeFile {
- public:
-  explicit WakeFile(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  }
-  ~WakeFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  WakeFile(const WakeFile&) = delete;
-  WakeFile& operator=(const WakeFile&) = delete;
-
-  void Notify() {
-    if (fd_ >= 0) (void)!::pwrite(fd_, "w", 1, 0);
-  }
-
-  class Watch {
-   public:
-    explicit Watch(const WakeFile& file) {
-      fd_ = file.fd_ < 0 ? -1 : ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-      if (fd_ >= 0 && ::inotify_add_watch(fd_, file.path_.c_str(), IN_MODIFY) < 0) {
-        ::close(fd_);
-        fd_ = -1;
-      }
-    }
-    ~Watch() {
-      if (fd_ >= 0) ::close(fd_);
-    }
-    Watch(const Watch&) = delete;
-    Watch& operator=(const Watch&) = delete;
-
-    // Returns once woken since the last call, or after `max_wait`.
-    void Wait(std::chrono::milliseconds max_wait) {
-      int ms = static_cast<int>(std::clamp<std::int64_t>(max_wait.count(), 0, 60'000));
-      if (fd_ < 0) {
-        ::poll(nullptr, 0, std::min(ms, 10));
-        return;
-      }
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, ms) > 0) {
-        std::array<char, 4096> events;
-        while (::read(fd_, events.data(), events.size()) > 0) {
-        }
-      }
-    }
-
-   private:
-    int fd_ = -1;
-  };
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
+// SQLite's default auto-checkpoint threshold, kept by the WAL hook that replaces its hook.
+constexpr int kCheckpointPages = 1000;
 
 class SqliteBackend final : public LockBackend {
  public:
@@ -117,6 +56,7 @@ class SqliteBackend final : public LockBackend {
     if (rc != SQLITE_OK) return sqlite::Error(raw, rc, "opening the lock database " + service_);
     sqlite3_extended_result_codes(raw, 1);
     sqlite3_busy_handler(raw, &SqliteBackend::OnBusy, this);
+    sqlite3_wal_hook(raw, &SqliteBackend::OnCommitted, this);
     if (auto s = sqlite::Exec(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"); !s.ok()) {
       return s;
     }
@@ -226,10 +166,12 @@ class SqliteBackend final : public LockBackend {
   Result<Granted> AcquireInLine(std::string_view lock, std::string_view owner, milliseconds ttl,
                                 std::chrono::steady_clock::time_point deadline,
                                 std::chrono::steady_clock::time_point* valid_from) override {
-    WakeFile::Watch watch(wake_);
     Place place;
     const milliseconds renew = std::max(ttl / 3, milliseconds(1));
     for (;;) {
+      // Read before the look, so that a handover between the look and the sleep is not missed.
+      const std::uint32_t slot = WakeBoard::SlotOfTicket(place.ticket);
+      const std::uint32_t seen = wake_.Seen(slot);
       *valid_from = clock_->Now();
       milliseconds wait = renew;
       auto granted = TryInLine(lock, owner, ttl, place, &wait, valid_from);
@@ -242,8 +184,9 @@ class SqliteBackend final : public LockBackend {
         LeaveLine(lock, owner, place);
         return Status::Timeout(Subject(lock, service_) + " is still held");
       }
+      if (WakeBoard::SlotOfTicket(place.ticket) != slot) continue;  // joined: look again
       auto left = std::chrono::duration_cast<milliseconds>(deadline - now) + milliseconds(1);
-      watch.Wait(std::min({wait, left, renew}));
+      wake_.Wait(slot, seen, std::min({wait, left, renew}));
     }
   }
 
@@ -399,6 +342,7 @@ class SqliteBackend final : public LockBackend {
     int rc = leave_line_.Step();
     leave_line_.Reset();
     if (rc != SQLITE_DONE) return;
+    std::int64_t handed = 0;
     if (sqlite3_changes(db_.get()) == 0) {
       auto holder = HolderOf(lock, now);
       if (!holder.ok() || !holder->held || holder->owner != owner) return;
@@ -407,9 +351,15 @@ class SqliteBackend final : public LockBackend {
       delete_.BindInt(3, holder->token);
       rc = delete_.Step();
       delete_.Reset();
-      if (rc != SQLITE_DONE || !HandOver(lock, now).ok()) return;
+      if (rc != SQLITE_DONE) return;
+      auto next = HandOver(lock, now);
+      if (!next.ok()) return;
+      handed = *next;
     }
-    if (txn->Commit().ok()) wake_.Notify();  // the next waiter may be first now
+    auto line = FirstWaiter(lock, 0, now);  // may be first now
+    if (!txn->Commit().ok()) return;
+    if (handed != 0) wake_.Wake(WakeBoard::SlotOfTicket(handed));
+    if (line.ok() && line->first != 0) wake_.Wake(WakeBoard::SlotOfTicket(line->first));
   }
 
   // Bumps the counter and records the holder; commits `txn`. REQUIRES: mu_ held.
@@ -440,15 +390,15 @@ class SqliteBackend final : public LockBackend {
     return token;
   }
 
-  // The lock was just freed: gives it to the first live waiter of its line, if any.
-  // REQUIRES: mu_ held, inside a transaction.
-  Status HandOver(std::string_view lock, std::int64_t now) {
+  // The lock was just freed: gives it to the first live waiter of its line, if any; that
+  // waiter's ticket, or 0. REQUIRES: mu_ held, inside a transaction.
+  Result<std::int64_t> HandOver(std::string_view lock, std::int64_t now) {
     next_waiter_.BindBlob(1, lock);
     next_waiter_.BindInt(2, now);
     int rc = next_waiter_.Step();
     if (rc == SQLITE_DONE) {
       next_waiter_.Reset();
-      return Status::Ok();
+      return std::int64_t{0};
     }
     if (rc != SQLITE_ROW) {
       next_waiter_.Reset();
@@ -462,7 +412,8 @@ class SqliteBackend final : public LockBackend {
     leave_line_.BindInt(1, ticket);
     rc = leave_line_.Step();
     leave_line_.Reset();
-    return rc == SQLITE_DONE ? Status::Ok() : Fail(rc, "handing the lock over");
+    if (rc != SQLITE_DONE) return Fail(rc, "handing the lock over");
+    return ticket;
   }
 
  public:
@@ -496,11 +447,15 @@ class SqliteBackend final : public LockBackend {
     int rc = delete_.Step();
     delete_.Reset();
     if (rc != SQLITE_DONE) return Fail(rc, "releasing the lock");
+    std::int64_t handed = 0;
     if (sqlite3_changes(db_.get()) == 1) {
-      if (auto s = HandOver(lock, now); !s.ok()) return s;
+      auto next = HandOver(lock, now);
+      if (!next.ok()) return next.status();
+      handed = *next;
     }
     if (auto s = txn->Commit(); !s.ok()) return s;
-    wake_.Notify();
+    if (handed != 0) wake_.Wake(WakeBoard::SlotOfTicket(handed));
+    wake_.Wake(WakeBoard::kAnyRelease);
     return why;
   }
 
@@ -549,7 +504,7 @@ class SqliteBackend final : public LockBackend {
   std::string service_id() const override { return service_id_; }
 
   void WaitForRelease(std::string_view lock, milliseconds max_wait) override {
-    WakeFile::Watch(wake_).Wait(max_wait);
+    wake_.Wait(WakeBoard::kAnyRelease, wake_.Seen(WakeBoard::kAnyRelease), max_wait);
   }
 
   const std::string& service() const override { return service_; }
@@ -563,9 +518,23 @@ class SqliteBackend final : public LockBackend {
     auto now = std::chrono::steady_clock::now();
     if (count == 0) backend->busy_since_ = now;
     if (now - backend->busy_since_ > std::chrono::seconds(10)) return 0;
-    std::this_thread::sleep_for(
-        std::chrono::microseconds(std::min(50 << std::min(count, 5), 1000)));
+    // Sleeps until the next commit of any process (the write lock is free then), or a backoff.
+    const auto seen = backend->wake_.Seen(WakeBoard::kCommitted);
+    backend->wake_.Wait(WakeBoard::kCommitted, seen,
+                        std::chrono::microseconds(std::min(50 << std::min(count, 5), 1000)));
     return 1;
+  }
+
+  // After each commit, once the write lock is free again (SQLite's WAL hook): wakes the busy
+  // handlers of all processes, so that a process joining the line is not kept out by one that
+  // releases and re-takes the lock in a tight loop. Checkpoints as SQLite's default hook (which
+  // this one replaces) does.
+  static int OnCommitted(void* self, sqlite3* db, const char* name, int wal_pages) {
+    static_cast<SqliteBackend*>(self)->wake_.Wake(WakeBoard::kCommitted);
+    if (wal_pages >= kCheckpointPages) {
+      sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    }
+    return SQLITE_OK;
   }
 
   std::int64_t NowMs() const {
@@ -655,7 +624,7 @@ class SqliteBackend final : public LockBackend {
   std::string service_;
   std::string service_id_;  // "sqlite:<32 hex>", kept in the database; set by Init
   Clock* clock_;
-  WakeFile wake_;
+  WakeBoard wake_;
   std::chrono::steady_clock::time_point busy_since_;  // GUARDED_BY(mu_): see OnBusy
   std::mutex mu_;
   sqlite::Db db_;  // GUARDED_BY(mu_), with every statement below

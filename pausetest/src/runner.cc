@@ -195,7 +195,8 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
         "another client can take the lock");
   }
   if (options.ttl < milliseconds(10)) return Status::InvalidArgument("ttl must be >= 10ms");
-  const bool etcd = options.locks_uri.starts_with("etcd://") || options.start_etcd > 0;
+  const bool etcd = options.locks_uri.starts_with("etcd://") ||
+                    options.locks_uri.starts_with("etcds://") || options.start_etcd > 0;
   if (etcd && options.ttl < milliseconds(1'000)) {
     return Status::InvalidArgument(
         "ttl " + std::to_string(options.ttl.count()) +

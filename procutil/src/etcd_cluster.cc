@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
@@ -71,10 +73,13 @@ Status EtcdCluster::Start(EtcdOptions options) {
       m.name = "m" + std::to_string(i);
       auto client = FreeLoopbackPort();
       auto peer = FreeLoopbackPort();
+      auto admin = Tls() ? FreeLoopbackPort() : client;
       if (!client.ok()) return client.status();
       if (!peer.ok()) return peer.status();
+      if (!admin.ok()) return admin.status();
       m.client_port = *client;
       m.peer_port = *peer;
+      m.admin_port = *admin;
       m.log = options_.dir + "/" + m.name + ".log";
       std::error_code ec;
       std::filesystem::remove(m.log, ec);
@@ -87,7 +92,7 @@ Status EtcdCluster::Start(EtcdOptions options) {
 }
 
 std::string EtcdCluster::uri() const {
-  std::string out = "etcd://";
+  std::string out = Tls() ? "etcds://" : "etcd://";
   for (std::size_t i = 0; i < members_.size(); ++i) {
     out += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(members_[i].client_port);
   }
@@ -95,7 +100,8 @@ std::string EtcdCluster::uri() const {
 }
 
 std::string EtcdCluster::member_uri(int member) const {
-  return "etcd://127.0.0.1:" + std::to_string(members_[member].client_port);
+  return (Tls() ? "etcds://127.0.0.1:" : "etcd://127.0.0.1:") +
+         std::to_string(members_[member].client_port);
 }
 
 Status EtcdCluster::StartOnce(bool* port_taken) {
@@ -144,26 +150,42 @@ Status EtcdCluster::StartOnce(bool* port_taken) {
 }
 
 Status EtcdCluster::Launch(Member& m) {
-  std::string client = "http://127.0.0.1:" + std::to_string(m.client_port);
+  std::string client =
+      (Tls() ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(m.client_port);
+  std::string listen = client;
+  if (Tls()) listen += ",http://127.0.0.1:" + std::to_string(m.admin_port);
   std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
   std::string data = options_.dir + "/" + m.name + ".data";
   m.paused = false;
   m.ready = false;
   // With a data folder from an earlier start, etcd ignores the --initial-cluster flags and
   // rejoins with the membership on disk. Each flag beside its value.
+  std::vector<std::string> extra;
+  if (Tls()) {
+    extra = {"--cert-file", options_.tls_cert_file, "--key-file", options_.tls_key_file};
+    if (!options_.client_ca_file.empty()) {
+      extra.insert(extra.end(),
+                   {"--trusted-ca-file", options_.client_ca_file, "--client-cert-auth"});
+    }
+  }
+  if (options_.auth_token_ttl.count() > 0) {
+    extra.insert(extra.end(),
+                 {"--auth-token-ttl", std::to_string(options_.auth_token_ttl.count())});
+  }
   // clang-format off
-  Status started = m.process.Start({.argv = {
+  std::vector<std::string> argv = {
       options_.binary, "--name", m.name, "--data-dir", data,
-      "--listen-client-urls", client, "--advertise-client-urls", client,
+      "--listen-client-urls", listen, "--advertise-client-urls", client,
       "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
       "--initial-cluster", initial_cluster_, "--initial-cluster-state", "new",
       "--initial-cluster-token", cluster_token_,
       "--heartbeat-interval", "10", "--election-timeout", "100",
       // 3.4 accepts --log-level with its default logger (capnslog) but ignores it: only zap
       // honours it. Explicit stderr keeps zap off journald under systemd.
-      "--logger", "zap", "--log-outputs", "stderr", "--log-level", "error"},
-      .output_path = m.log});
+      "--logger", "zap", "--log-outputs", "stderr", "--log-level", "error"};
   // clang-format on
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  Status started = m.process.Start({.argv = std::move(argv), .output_path = m.log});
   if (!started.ok()) return Status::Unavailable(started.message() + " (install etcd-server)");
   return Status::Ok();
 }
@@ -222,7 +244,7 @@ Status EtcdCluster::FailWithLogs(const std::string& what) {
 }
 
 bool EtcdCluster::Ready(int member) const {
-  std::uint16_t port = members_[member].client_port;
+  std::uint16_t port = members_[member].admin_port;
   std::string leader =
       Field(HttpCall(port, "POST", "/v3/maintenance/status", "{}", kCallTimeout), "leader");
   if (leader.empty() || leader == "0") return false;
@@ -247,7 +269,7 @@ int EtcdCluster::Leader() {
     for (int i = 0; i < size(); ++i) {
       if (!Running(i)) continue;
       std::string status =
-          HttpCall(members_[i].client_port, "POST", "/v3/maintenance/status", "{}", kCallTimeout);
+          HttpCall(members_[i].admin_port, "POST", "/v3/maintenance/status", "{}", kCallTimeout);
       ids[i] = Field(status, "member_id");
       std::string l = Field(status, "leader");
       // A resumed old leader may still name itself for a moment, in an older term.
@@ -284,14 +306,84 @@ void EtcdCluster::Resume(int member) {
 }
 
 long long EtcdCluster::DeleteKey(const std::string& key) {
+  std::string reply = AdminCall("/v3/kv/deleterange", "{\"key\":\"" + Base64Encode(key) + "\"}");
+  if (reply.find("\"header\"") == std::string::npos) return -1;
+  return std::strtoll(Field(reply, "deleted").c_str(), nullptr, 10);  // absent: 0
+}
+
+long long EtcdCluster::CountKeys(const std::string& prefix) {
+  std::string end = prefix;
+  if (end.empty()) return -1;
+  end.back() = static_cast<char>(end.back() + 1);
+  std::string reply =
+      AdminCall("/v3/kv/range", "{\"key\":\"" + Base64Encode(prefix) + "\",\"range_end\":\"" +
+                                    Base64Encode(end) + "\",\"count_only\":true}");
+  if (reply.find("\"header\"") == std::string::npos) return -1;
+  return std::strtoll(Field(reply, "count").c_str(), nullptr, 10);  // absent: 0
+}
+
+std::string EtcdCluster::AdminCall(std::string_view target, const std::string& body) {
   for (int i = 0; i < size(); ++i) {
     if (!Running(i)) continue;
-    std::string reply = HttpCall(members_[i].client_port, "POST", "/v3/kv/deleterange",
-                                 "{\"key\":\"" + Base64Encode(key) + "\"}", kCallTimeout);
-    if (reply.find("\"header\"") == std::string::npos) continue;
-    return std::strtoll(Field(reply, "deleted").c_str(), nullptr, 10);  // absent: 0
+    std::uint16_t port = members_[i].admin_port;
+    std::string token;
+    if (!root_password_.empty()) {
+      token = Field(
+          HttpCall(port, "POST", "/v3/auth/authenticate",
+                   "{\"name\":\"root\",\"password\":\"" + root_password_ + "\"}", kCallTimeout),
+          "token");
+      if (token.empty()) continue;
+    }
+    std::string reply = HttpCall(port, "POST", target, body, kCallTimeout, token);
+    if (!reply.empty()) return reply;
   }
-  return -1;
+  return "";
+}
+
+Status EtcdCluster::EnableAuth(const std::string& root_password,
+                               const std::vector<EtcdUser>& users) {
+  auto plain = [](const std::string& text) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    });
+  };
+  if (!plain(root_password)) {
+    return Status::InvalidArgument("the etcd root password must be A-Z a-z 0-9 . _ - only");
+  }
+  for (const EtcdUser& u : users) {
+    if (!plain(u.name) || !plain(u.password) || u.name == "root") {
+      return Status::InvalidArgument("etcd user \"" + u.name +
+                                     "\": name and password must be A-Z a-z 0-9 . _ - only, "
+                                     "and the name not root");
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> calls = {
+      {"/v3/auth/user/add", "{\"name\":\"root\",\"password\":\"" + root_password + "\"}"},
+      {"/v3/auth/role/add", "{\"name\":\"root\"}"},
+      {"/v3/auth/user/grant", "{\"user\":\"root\",\"role\":\"root\"}"}};
+  for (const EtcdUser& u : users) {
+    calls.push_back(
+        {"/v3/auth/user/add", "{\"name\":\"" + u.name + "\",\"password\":\"" + u.password + "\"}"});
+    if (u.readwrite_prefix.empty()) continue;
+    std::string end = u.readwrite_prefix;
+    end.back() = static_cast<char>(end.back() + 1);
+    calls.push_back({"/v3/auth/role/add", "{\"name\":\"" + u.name + "\"}"});
+    calls.push_back(
+        {"/v3/auth/role/grant", "{\"name\":\"" + u.name +
+                                    "\",\"perm\":{\"permType\":\"READWRITE\",\"key\":\"" +
+                                    Base64Encode(u.readwrite_prefix) + "\",\"range_end\":\"" +
+                                    Base64Encode(end) + "\"}}"});
+    calls.push_back(
+        {"/v3/auth/user/grant", "{\"user\":\"" + u.name + "\",\"role\":\"" + u.name + "\"}"});
+  }
+  calls.push_back({"/v3/auth/enable", "{}"});
+  for (const auto& [target, body] : calls) {
+    if (AdminCall(target, body).find("\"header\"") == std::string::npos) {
+      return Status::Unavailable("etcd refused " + target + " while enabling authentication");
+    }
+  }
+  root_password_ = root_password;
+  return Status::Ok();
 }
 
 }  // namespace fencekit::procutil

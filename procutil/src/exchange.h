@@ -16,8 +16,10 @@ std::string Exchange(std::uint16_t port, std::string_view request,
                      const std::function<bool(const std::string&)>& complete,
                      std::chrono::milliseconds timeout);
 
-// One HTTP/1.1 request (a JSON body unless empty); the body of a 200 reply, else "".
+// One HTTP/1.1 request (a JSON body unless empty; `authorization`, if not empty, as the
+// Authorization header); the body of a 200 reply, else "".
 std::string HttpCall(std::uint16_t port, std::string_view method, std::string_view target,
-                     std::string_view body, std::chrono::milliseconds timeout);
+                     std::string_view body, std::chrono::milliseconds timeout,
+                     std::string_view authorization = {});
 
 }  // namespace fencekit::procutil

@@ -69,12 +69,15 @@ std::string Exchange(std::uint16_t port, std::string_view request,
 }
 
 std::string HttpCall(std::uint16_t port, std::string_view method, std::string_view target,
-                     std::string_view body, std::chrono::milliseconds timeout) {
-  std::string request = std::string(method) + " " + std::string(target) +
-                        " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
-                        (body.empty() ? "" : "Content-Type: application/json\r\n") +
-                        "Connection: close\r\nContent-Length: " + std::to_string(body.size()) +
-                        "\r\n\r\n" + std::string(body);
+                     std::string_view body, std::chrono::milliseconds timeout,
+                     std::string_view authorization) {
+  std::string request =
+      std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+      (body.empty() ? "" : "Content-Type: application/json\r\n") +
+      (authorization.empty() ? std::string()
+                             : "Authorization: " + std::string(authorization) + "\r\n") +
+      "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+      std::string(body);
   // Complete once the body is: a server may answer "Connection: close" and still leave the
   // connection open (etcd's peer port does), so waiting for EOF would cost the whole timeout.
   auto body_start = [](const std::string& reply) { return reply.find("\r\n\r\n"); };

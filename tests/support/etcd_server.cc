@@ -4,8 +4,10 @@
 
 namespace fencekit::testing {
 
-EtcdCluster::EtcdCluster(int members) {
-  Status s = Start({.members = members});
+EtcdCluster::EtcdCluster(int members) : EtcdCluster(procutil::EtcdOptions{.members = members}) {}
+
+EtcdCluster::EtcdCluster(procutil::EtcdOptions options) {
+  Status s = Start(std::move(options));
   EXPECT_TRUE(s.ok()) << s.message() << "\n(scripts/test installs etcd-server)";
 }
 

@@ -11,6 +11,8 @@ class EtcdCluster : public procutil::EtcdCluster {
   // Starts `members` processes (1 = a single node) and waits up to 15s until every member
   // answers and they have a leader; fails the test if not, with the members' log tails.
   explicit EtcdCluster(int members = 1);
+  // The same with every option (TLS, auth token TTL, ...).
+  explicit EtcdCluster(procutil::EtcdOptions options);
 };
 
 }  // namespace fencekit::testing

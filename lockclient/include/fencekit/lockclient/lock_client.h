@@ -4,6 +4,8 @@
 //   redis://host:port[/db]    one Redis node
 //   redlock://h1:p1,h2:p2,h3:p3[,...]   Redlock over N independent Redis nodes
 //   etcd://h1:p1[,h2:p2,...]  an etcd cluster (consensus); token = the key's create_revision
+//   etcds://h1:p1[,...]       the same over HTTPS; both take user:password@ and ?prefix=
+//                             (docs/lock-client.md)
 //
 // A lease's token is greater than every token granted before it for the same lock (see
 // docs/lock-client.md for what each backend guarantees, and when it cannot).
@@ -97,6 +99,10 @@ struct LockMetrics {
 // (fencekit_lock_grants_total, fencekit_lock_acquire_wait_seconds, ...), for a user's own
 // /metrics page. `prefix` must be a valid metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*).
 std::string RenderPrometheus(const LockMetrics& m, std::string_view prefix = "fencekit_lock");
+
+// `uri` with the password of its user:password@ part, if any, replaced by "***", for messages
+// and logs ("etcd://app:***@h1:2379"). Works on malformed URIs too.
+std::string LockUriWithoutPassword(std::string_view uri);
 
 struct LockOptions {
   // --- Affects behaviour ---

@@ -1,6 +1,6 @@
 // Real etcd processes (Debian's etcd-server): one member or a cluster on loopback, elections
 // tuned for loopback (10ms heartbeat, 100ms election timeout, which also lets leases be as
-// short as 1s).
+// short as 1s); optionally serving clients over TLS, and with authentication enabled.
 #pragma once
 
 #include <sys/types.h>
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fencekit/common/status.h"
@@ -23,6 +24,22 @@ struct EtcdOptions {
   std::string dir;
   std::string binary = "etcd";
   std::chrono::milliseconds start_timeout{15'000};
+  // Both set: clients are served HTTPS on client_port() with this PEM certificate and key,
+  // and each member also serves plain HTTP on admin_port() (loopback), which this class uses
+  // for its own calls.
+  std::string tls_cert_file, tls_key_file;
+  // With TLS: clients must present a certificate signed by this PEM CA (--client-cert-auth).
+  std::string client_ca_file;
+  // etcd's --auth-token-ttl: an auth token unused this long expires. 0: etcd's (300s).
+  std::chrono::seconds auth_token_ttl{0};
+};
+
+// A user that EnableAuth adds.
+struct EtcdUser {
+  std::string name, password;  // A-Z a-z 0-9 . _ - only
+  // The user's role (named after it) grants readwrite on the keys starting with this; empty:
+  // the user has no role and may do nothing.
+  std::string readwrite_prefix;
 };
 
 // Thread safety: not safe for concurrent use.
@@ -40,10 +57,17 @@ class EtcdCluster {
 
   int size() const { return static_cast<int>(members_.size()); }
   std::uint16_t client_port(int member) const { return members_[member].client_port; }
-  // "etcd://127.0.0.1:p0,127.0.0.1:p1,...": every member, killed ones included.
+  // Plain HTTP: client_port(), or with TLS the member's extra loopback port.
+  std::uint16_t admin_port(int member) const { return members_[member].admin_port; }
+  // "etcd://127.0.0.1:p0,127.0.0.1:p1,..." ("etcds://" with TLS): every member, killed ones
+  // included.
   std::string uri() const;
-  // "etcd://127.0.0.1:p": that member alone.
+  // "etcd://127.0.0.1:p" ("etcds://" with TLS): that member alone.
   std::string member_uri(int member) const;
+  // Adds the root user (password `root_password`) and `users`, then turns authentication on.
+  // This class's own calls then authenticate as root. kInvalidArgument for a name or password
+  // outside A-Z a-z 0-9 . _ -; kUnavailable naming the call etcd refused.
+  Status EnableAuth(const std::string& root_password, const std::vector<EtcdUser>& users);
   // The index of the leader, as the running (neither killed nor paused) members see it; when
   // they disagree, the one reported with the highest raft term. Waits up to 10s for a leader
   // that is itself running; -1 when there is none.
@@ -62,11 +86,14 @@ class EtcdCluster {
   // Deletes `key` (plain bytes) through a running member; the number deleted, or -1 when no
   // member answered.
   long long DeleteKey(const std::string& key);
+  // The number of keys starting with `prefix` (plain bytes), or -1 when no member answered.
+  long long CountKeys(const std::string& prefix);
 
  private:
   struct Member {
     std::string name;
     std::uint16_t client_port = 0, peer_port = 0;
+    std::uint16_t admin_port = 0;  // == client_port without TLS
     ChildProcess process;
     bool paused = false;
     bool ready = false;  // answered once with a leader, since it was last started
@@ -86,12 +113,17 @@ class EtcdCluster {
   bool Running(int member) const {
     return members_[member].process.pid() > 0 && !members_[member].paused;
   }
+  bool Tls() const { return !options_.tls_cert_file.empty(); }
+  // A JSON call through the first running member's admin port, as root once auth is on; the
+  // reply's body, or "" when none answered with 200.
+  std::string AdminCall(std::string_view target, const std::string& body);
 
   EtcdOptions options_;
   std::string made_dir_;  // removed by the destructor
   std::vector<Member> members_;
   std::string initial_cluster_;  // --initial-cluster, "m0=http://127.0.0.1:p,..."
   std::string cluster_token_;    // --initial-cluster-token
+  std::string root_password_;    // set by EnableAuth
 };
 
 }  // namespace fencekit::procutil
