@@ -9,6 +9,8 @@
 #   FENCED=path/to/fenced   (default build/bench/tools/fenced)
 #   FENCED_ARGS="..."       extra fenced options, e.g. "--threads 2"
 #   BENCH_BATCH=16          puts per batch
+#   EVENT_READERS=N         N readers of GET /v1/events (curl) stay connected throughout, so the
+#                           write path publishes every decision (default 0: nobody listens)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/lib.sh"  # median
@@ -84,6 +86,7 @@ start_fenced() {
   # shellcheck disable=SC2086  # FENCED_ARGS is a list of options
   "$fenced" --listen 127.0.0.1:0 --db "$work/bench.db" ${FENCED_ARGS:-} >"$work/fenced.log" 2>&1 &
   pids+=($!)
+  fenced_pid=$!
   for _ in $(seq 200); do
     grep -q "listening on" "$work/fenced.log" && break
     kill -0 "${pids[-1]}" 2>/dev/null || break
@@ -95,6 +98,11 @@ start_fenced() {
     cat "$work/fenced.log" >&2
     exit 1
   fi
+  local i
+  for i in $(seq "${EVENT_READERS:-0}"); do
+    curl -sN "$fenced_url/v1/events" >/dev/null &
+    pids+=($!)
+  done
 }
 
 start_nginx
@@ -107,19 +115,26 @@ batch_counters() {
     awk '$1=="fenced_commit_batch_size_sum"{s=$2} $1=="fenced_commit_batch_size_count"{c=$2} END{print s+0, c+0}'
 }
 
-# run NAME CONNECTIONS URL [wrk args...]: appends "NAME req/s p99_ms failures writes/commit".
+# fenced's CPU time so far (user + system), in clock ticks: less swayed by a busy machine than
+# its rate.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$fenced_pid/stat"; }
+tick_us=$((1000000 / $(getconf CLK_TCK)))
+
+# run NAME CONNECTIONS URL [wrk args...]: appends "NAME req/s p99_ms failures writes/commit
+# cpu_us_per_request".
 run() {
   local name="$1" conns="$2" url="$3"; shift 3
-  local threads=2 out="$work/wrk.out" before=(0 0) after=(0 0)
+  local threads=2 out="$work/wrk.out" before=(0 0) after=(0 0) cpu0=0 cpu1=0
   [ "$conns" -lt 2 ] && threads=1  # wrk needs at least one connection per thread
-  case "$name" in fenced*) read -r -a before < <(batch_counters) ;; esac
+  case "$name" in fenced*) read -r -a before < <(batch_counters); cpu0="$(cpu_ticks)" ;; esac
   wrk -t"$threads" -c"$conns" -d"${secs}s" --latency "$@" "$url" >"$out" &
   pids+=($!)
   wait "${pids[-1]}"
   unset 'pids[-1]'
-  case "$name" in fenced*) read -r -a after < <(batch_counters) ;; esac
+  case "$name" in fenced*) read -r -a after < <(batch_counters); cpu1="$(cpu_ticks)" ;; esac
   cp "$out" "$work/$name.round$round.txt"
-  awk -v name="$name" -v ws="$((after[0] - before[0]))" -v wc="$((after[1] - before[1]))" '
+  awk -v name="$name" -v ws="$((after[0] - before[0]))" -v wc="$((after[1] - before[1]))" \
+      -v cpu_us="$(((cpu1 - cpu0) * tick_us))" -v secs="$secs" '
     function ms(v) {
       if (v ~ /us$/) { sub(/us$/, "", v); return v / 1000 }
       if (v ~ /ms$/) { sub(/ms$/, "", v); return v + 0 }
@@ -128,13 +143,15 @@ run() {
       return v + 0
     }
     /^Requests\/sec:/ { rps = $2 }
+    /requests in/ { requests = $1 }
     $1 == "99%" { p99 = ms($2) }
     /^non_2xx=/ { split($0, a, "="); lua_bad = a[2]; lua = 1 }
     /Non-2xx or 3xx responses:/ { wrk_bad = $NF }
     /Socket errors:/ { gsub(/,/, ""); sock_bad = $4 + $6 + $8 + $10 }
     END {
       bad = sock_bad + (lua ? lua_bad : wrk_bad)
-      printf "%s %s %s %d %s\n", name, rps, p99, bad, (wc > 0 ? sprintf("%.1f", ws / wc) : "-")
+      printf "%s %s %s %d %s %s\n", name, rps, p99, bad, (wc > 0 ? sprintf("%.1f", ws / wc) : "-"),
+             (cpu_us > 0 && requests > 0 ? sprintf("%.0f", cpu_us / requests) : "-")
     }' "$out" >>"$work/results"
   tail -n1 "$work/results" >&2
 }
@@ -152,7 +169,8 @@ col() { awk -v n="$1" -v c="$2" '$1==n{print $c}' "$work/results"; }
 
 echo
 echo "HTTP: medians of $rounds rounds of ${secs}s each ($(nproc) CPUs, loopback)"
-printf "%-34s %10s %9s %9s %13s\n" "run" "req/s" "p99 ms" "failures" "writes/commit"
+printf "%-34s %10s %9s %9s %13s %13s\n" "run" "req/s" "p99 ms" "failures" "writes/commit" \
+  "cpu us/req"
 declare -A label=(
   [nginx_c64]="nginx return 200, -t2 -c64"
   [fenced_c1]="fenced PUT, -t1 -c1"
@@ -164,8 +182,9 @@ for name in nginx_c64 fenced_c1 fenced_c64 fenced_batch_c64; do
   p99="$(col "$name" 3 | median)"
   bad="$(col "$name" 4 | awk '{s+=$1} END{print s+0}')"
   wpc="$(col "$name" 5 | awk '$1 != "-"' | median)"
-  [ "$name" = nginx_c64 ] && wpc="-"
-  printf "%-34s %10.0f %9.2f %9d %13s\n" "${label[$name]}" "$rps" "$p99" "$bad" "$wpc"
+  cpu="$(col "$name" 6 | awk '$1 != "-"' | median)"
+  [ "$name" = nginx_c64 ] && wpc="-" && cpu="-"
+  printf "%-34s %10.0f %9.2f %9d %13s %13s\n" "${label[$name]}" "$rps" "$p99" "$bad" "$wpc" "$cpu"
   declare "rps_$name=$rps" "p99_$name=$p99" "bad_$name=$bad"
 done
 echo

@@ -14,7 +14,7 @@ Client::Client(const std::vector<std::string>& argv)
   if (started_.ok() && !ready["ok"].as_bool()) {
     auto* m = ready.if_contains("message");
     started_ = Status::Unavailable(m != nullptr && m->is_string() ? std::string(m->as_string())
-                                                                   : "the client did not start");
+                                                                  : "the client did not start");
   }
 }
 

@@ -42,12 +42,19 @@ std::string Demo::Run() {
   auto observer = LockClient::Open(locks_, {.ttl = ttl_});
   if (!observer.ok()) return observer.status().message();
   observer_ = std::move(observer).value();
+  // The clock starts when the scenario does, not when a viewer of --serve arrived.
+  if (before_scenario_ && !before_scenario_(store_url_)) return "stopped before the scenario";
+  start_ = std::chrono::steady_clock::now();
   if (timeline_.scenario == "gc-pause") return GcPause(false);
   if (timeline_.scenario == "slow-network") return GcPause(true);
   if (timeline_.scenario == "lock-service-restart") return LockServiceRestart();
   if (timeline_.scenario == "clock-jump") return ClockJump();
   return "unknown scenario \"" + timeline_.scenario +
          "\"; use gc-pause, slow-network, lock-service-restart or clock-jump";
+}
+
+std::int64_t Demo::Viewers() const {
+  return fenced_.Metric("fenced_event_streams_open").value_or(-1);
 }
 
 std::int64_t Demo::Now() const {
@@ -152,8 +159,9 @@ bool Demo::LogWrite(const std::string& name, json::object r) {
     if (r["lease_lost"].as_bool()) Log(name, "learns its lease is lost", token, "", Kind::kLost);
   } else if (r.contains("wrong_service") && r["wrong_service"].as_bool()) {
     Log("store",
-        "refuses " + name + "'s write: its token comes from another lock service than the "
-        "fence's, so it cannot be compared with the tokens the store has seen",
+        "refuses " + name +
+            "'s write: its token comes from another lock service than the "
+            "fence's, so it cannot be compared with the tokens the store has seen",
         token, "409 Conflict", Kind::kRefused);
     Log(name, "writes", token, "refused, wrong lock service", Kind::kRefused);
     if (r["lease_lost"].as_bool()) Log(name, "learns its lease is lost", token, "", Kind::kLost);

@@ -6,6 +6,7 @@
 #include <boost/json/object.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,16 @@ class Demo {
   std::string Run();
 
   const Timeline& timeline() const { return timeline_; }
+
+  // Called once fenced listens, before the scenario, with fenced's address (fencekit-demo
+  // --serve prints where its page is and waits for a viewer there). False stops the run.
+  void set_before_scenario(std::function<bool(const std::string& url)> f) {
+    before_scenario_ = std::move(f);
+  }
+  // fenced's open event streams (viewers of its /ui page); -1 when it cannot be asked.
+  std::int64_t Viewers() const;
+  // fenced's address, once started; it runs until the Demo is destroyed.
+  const std::string& store_url() const { return store_url_; }
 
  private:
   // The scenarios (scenarios.cc); each returns as Run() does.
@@ -74,6 +85,7 @@ class Demo {
   std::vector<std::unique_ptr<procutil::RedisServer>> redis_;
   procutil::FencedServer fenced_;
   std::unique_ptr<LockClient> observer_;
+  std::function<bool(const std::string& url)> before_scenario_;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -4,6 +4,8 @@
 // drives them step by step, freezes client A with SIGSTOP past its lease, and records a
 // timeline. See docs/tutorial.md. This file holds the command line; demo.h runs a scenario and
 // client_role.h is a client process.
+#include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
@@ -26,6 +28,58 @@ bool WriteFile(const std::string& path, const std::string& content) {
   std::ofstream f(path);
   f << content;
   return static_cast<bool>(f);
+}
+
+// --serve waits for Ctrl-C (or SIGTERM): the handler writes to a pipe that the waits poll.
+int stop_pipe[2] = {-1, -1};
+
+void OnStopSignal(int) {
+  char c = 0;
+  (void)!::write(stop_pipe[1], &c, 1);
+}
+
+void CatchStopSignals() {
+  if (::pipe(stop_pipe) != 0) return;
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// True once a stop signal came; waits up to `timeout` for one (-1: forever).
+bool StopRequested(int timeout_ms) {
+  pollfd p{stop_pipe[0], POLLIN, 0};
+  return ::poll(&p, 1, timeout_ms) > 0;
+}
+
+// --serve, before the scenario: where to watch, then wait until the page is open.
+bool WaitForViewer(fencekit::demo::Demo& demo, const std::string& url) {
+  std::cout << "fenced is listening. Open " << url
+            << "/ui in a browser to watch it decide;\nthe scenario starts once the page is open "
+               "(Ctrl-C stops).\n"
+            << std::flush;
+  while (demo.Viewers() < 1) {
+    if (StopRequested(100)) return false;
+  }
+  std::cout << "A page is watching: the scenario starts.\n\n" << std::flush;
+  return true;
+}
+
+// --serve, after the scenario: how to make one's own writes, then wait for Ctrl-C.
+void KeepServing(const fencekit::demo::Timeline& t, const std::string& url) {
+  std::int64_t highest = 0;
+  for (const auto& e : t.events) highest = std::max(highest, e.token.value_or(0));
+  const std::string put = "curl -i -X PUT -H 'Fencing-Lock: " +
+                          std::string(fencekit::demo::kLock) + "' --data mine " + url +
+                          "/v1/objects/" + fencekit::demo::kKey + " -H 'Fencing-Token: ";
+  std::cout << "\nfenced keeps running at " << url << " (its page: " << url
+            << "/ui). Make your own writes and watch them land or bounce:\n  " << put
+            << highest + 5 << "'   # accepted: at least the highest token so far (" << highest
+            << ")\n  " << put << 1 << "'   # refused: below it (409 stale_token)\n"
+            << "Ctrl-C stops it.\n"
+            << std::flush;
+  StopRequested(-1);
 }
 
 // An installed demo finds fenced beside it (both in bin/); in the build tree, the one CMake
@@ -60,6 +114,10 @@ int main(int argc, char** argv) {
       "json", po::value(&json_path), "write the events and the final value as JSON to FILE")(
       "html", po::value(&html_path), "write a standalone timeline page (SVG) to FILE")(
       "color", po::value(&colour)->default_value("auto"), "auto, always or never")(
+      "serve", po::bool_switch(),
+      "watch it live: print the address of fenced's page (/ui), start the scenario once the page "
+      "is open, then keep fenced running so that you can make your own writes with curl "
+      "(Ctrl-C stops)")(
       "fenced", po::value(&fenced)->default_value(DefaultFenced()),
       "path of the fenced binary (default: next to this program when installed, else the one "
       "built beside it)")("role", po::value(&role), "internal: 'client' runs one client process")(
@@ -90,7 +148,12 @@ int main(int argc, char** argv) {
   if (role == "client") return RunClient(name, locks, store, *ttl, vm["sequential"].as<bool>());
 
   bool fencing = !vm["no-fencing"].as<bool>();
+  const bool serve = vm["serve"].as<bool>();
   Demo demo(scenario, locks, fencing, *ttl, fenced);
+  if (serve) {
+    CatchStopSignals();
+    demo.set_before_scenario([&demo](const std::string& url) { return WaitForViewer(demo, url); });
+  }
   std::string error = demo.Run();
   if (!error.empty()) {
     std::cerr << "fencekit-demo: " << error << "\n";
@@ -112,5 +175,6 @@ int main(int argc, char** argv) {
     }
     std::cout << "timeline written to " << html_path << "\n";
   }
+  if (serve) KeepServing(t, demo.store_url());
   return t.lesson_shown ? 0 : 1;
 }

@@ -22,16 +22,21 @@ std::string LaneTitle(const std::string& actor) {
 
 const char* Colour(Kind k) {
   switch (k) {
-    case Kind::kAccepted: return "\033[32m";
+    case Kind::kAccepted:
+      return "\033[32m";
     case Kind::kRefused:
-    case Kind::kLost: return "\033[31m";
+    case Kind::kLost:
+      return "\033[31m";
     case Kind::kPause:
     case Kind::kResume:
-    case Kind::kSend: return "\033[33m";
+    case Kind::kSend:
+      return "\033[33m";
     case Kind::kGrant:
     case Kind::kExpire:
-    case Kind::kRestart: return "\033[36m";
-    default: return "";
+    case Kind::kRestart:
+      return "\033[36m";
+    default:
+      return "";
   }
 }
 
@@ -39,11 +44,20 @@ std::string Escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -90,8 +104,8 @@ std::string RenderTerminal(const Timeline& t, bool colour) {
   out += "\n";
   while (out.find(" \n") != std::string::npos) out.replace(out.find(" \n"), 2, "\n");
   for (const auto& e : t.events) {
-    auto lane = static_cast<std::size_t>(std::find(kLanes.begin(), kLanes.end(), e.actor) -
-                                         kLanes.begin());
+    auto lane =
+        static_cast<std::size_t>(std::find(kLanes.begin(), kLanes.end(), e.actor) - kLanes.begin());
     std::string text = e.event;
     if (e.token) text += ", token " + std::to_string(*e.token);
     if (!e.status.empty()) text += ": " + e.status;
@@ -135,50 +149,188 @@ std::string RenderJson(const Timeline& t) {
   return boost::json::serialize(root) + "\n";
 }
 
+TimeAxis LayOutTime(const std::vector<std::int64_t>& times_ms, int left) {
+  TimeAxis axis;
+  int x = left;
+  for (std::size_t i = 0; i < times_ms.size(); ++i) {
+    if (i > 0) {
+      std::int64_t gap = times_ms[i] - times_ms[i - 1];
+      if (gap > TimeAxis::kBreakMs) {
+        axis.breaks.push_back({x + TimeAxis::kMinStep / 2, gap});
+        x += TimeAxis::kMinStep + TimeAxis::kBreakWidth;
+      } else {
+        x += std::max(TimeAxis::kMinStep,
+                      static_cast<int>(static_cast<double>(gap) * TimeAxis::kPxPerMs));
+      }
+    }
+    axis.x.push_back(x);
+  }
+  axis.end = x;
+  return axis;
+}
+
+std::vector<int> StackLabels(const std::vector<std::pair<int, int>>& spans, int gap) {
+  std::vector<int> rows;
+  std::vector<int> row_end;  // where each row's last label ends
+  for (const auto& [from, to] : spans) {
+    std::size_t row = 0;
+    while (row < row_end.size() && row_end[row] + gap > from) ++row;
+    if (row == row_end.size()) row_end.push_back(to);
+    row_end[row] = to;
+    rows.push_back(static_cast<int>(row));
+  }
+  return rows;
+}
+
+namespace {
+
+// An upper estimate of a label's width in the page's 11px sans-serif: no font metrics here, and
+// one too wide only costs a row.
+int LabelWidth(const std::string& text, double px_per_char = 6.8) {
+  std::size_t chars = 0;
+  for (unsigned char c : text) chars += (c & 0xC0) != 0x80;  // UTF-8 lead bytes
+  return static_cast<int>(static_cast<double>(chars) * px_per_char) + 4;
+}
+
+std::string Thousands(std::int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+const char* Fill(Kind k) {
+  switch (k) {
+    case Kind::kAccepted:
+      return "#2a9d2a";
+    case Kind::kRefused:
+    case Kind::kLost:
+      return "#d62728";
+    case Kind::kGrant:
+    case Kind::kExpire:
+    case Kind::kRestart:
+      return "#1f77b4";
+    case Kind::kPause:
+    case Kind::kResume:
+    case Kind::kSend:
+      return "#e08000";
+    default:
+      return "#555";
+  }
+}
+
+}  // namespace
+
 std::string RenderHtml(const Timeline& t) {
-  // Schematic, like Kleppmann's figure: one column per event, the real time under each marker,
-  // so that events a millisecond apart stay readable after a pause of a second.
-  const int n = static_cast<int>(t.events.size());
-  constexpr int kLeft = 160, kStep = 64, kLaneHeight = 110, kTop = 150;
-  const int width = kLeft + std::max(1, n) * kStep + 260;
-  auto x = [&](int index) { return kLeft + 20 + index * kStep; };
-  auto lane_y = [&](const std::string& actor) {
-    auto i = std::find(kLanes.begin(), kLanes.end(), actor) - kLanes.begin();
-    return kTop + static_cast<int>(i) * kLaneHeight;
+  const std::size_t n = t.events.size();
+  constexpr int kLeft = 170, kTop = 40, kRowHeight = 14;
+  std::vector<std::int64_t> times;
+  for (const auto& e : t.events) times.push_back(e.time_ms);
+  const TimeAxis axis = LayOutTime(times, kLeft + 20);
+  const int width = axis.end + 360;
+  auto lane_of = [](const std::string& actor) {
+    return static_cast<std::size_t>(std::find(kLanes.begin(), kLanes.end(), actor) -
+                                    kLanes.begin());
   };
+  auto label_of = [](const Event& e) {
+    std::string label = e.event + (e.token ? ", token " + std::to_string(*e.token) : "");
+    if (!e.status.empty()) label += ": " + e.status;
+    return label;
+  };
+
+  // Each lane's labels in rows above its line, and its events' times in rows below it; the
+  // lane is as tall as its rows need.
+  std::vector<int> row(n, 0), time_row(n, 0);
+  std::vector<int> rows_in_lane(kLanes.size(), 1), time_rows_in_lane(kLanes.size(), 1);
+  for (std::size_t lane = 0; lane < kLanes.size(); ++lane) {
+    std::vector<std::size_t> members;
+    std::vector<std::pair<int, int>> spans, time_spans;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (lane_of(t.events[i].actor) != lane) continue;
+      members.push_back(i);
+      int from = axis.x[i] - 4;
+      spans.emplace_back(from, from + LabelWidth(label_of(t.events[i])));
+      int half = LabelWidth(Thousands(t.events[i].time_ms) + " ms", 5.6) / 2;
+      time_spans.emplace_back(axis.x[i] - half, axis.x[i] + half);
+    }
+    auto rows = StackLabels(spans, 8);
+    auto time_rows = StackLabels(time_spans, 4);
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      row[members[k]] = rows[k];
+      time_row[members[k]] = time_rows[k];
+      rows_in_lane[lane] = std::max(rows_in_lane[lane], rows[k] + 1);
+      time_rows_in_lane[lane] = std::max(time_rows_in_lane[lane], time_rows[k] + 1);
+    }
+  }
+  // Per lane: its line's y. Above it the label rows and the lease bar; below it the times, then
+  // the pause.
+  constexpr int kTimeRowHeight = 11;
+  std::vector<int> line_y(kLanes.size()), pause_y(kLanes.size());
+  int y = kTop;
+  for (std::size_t lane = 0; lane < kLanes.size(); ++lane) {
+    line_y[lane] = y + 22 + rows_in_lane[lane] * kRowHeight;
+    pause_y[lane] = line_y[lane] + 14 + time_rows_in_lane[lane] * kTimeRowHeight;
+    y = pause_y[lane] + 36;
+  }
+  const int height = y + 10;
+
   std::string svg;
-  char buf[768];
-  int height = kTop + static_cast<int>(kLanes.size()) * kLaneHeight + 30;
+  char buf[1024];
   std::snprintf(buf, sizeof buf,
                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-                "font-family=\"sans-serif\" font-size=\"12\">\n",
+                "font-family=\"sans-serif\" font-size=\"11\">\n",
                 width, height);
   svg += buf;
   svg +=
       "<defs><pattern id=\"hatch\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\" "
       "patternTransform=\"rotate(45)\"><rect width=\"4\" height=\"8\" fill=\"#f0a030\"/>"
       "</pattern></defs>\n";
-  for (const auto& lane : kLanes) {
-    int y = lane_y(lane);
+  // The axis: a line at the top, broken where a long wait is left out.
+  int axis_from = kLeft;
+  for (const auto& b : axis.breaks) {
+    std::snprintf(buf, sizeof buf,
+                  "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#bbb\"/>\n"
+                  "<rect class=\"axis-break\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
+                  "fill=\"#f4f4f4\" stroke=\"#ccc\" stroke-dasharray=\"4 3\"/>\n"
+                  "<text class=\"break-label\" x=\"%d\" y=\"%d\" font-size=\"10\" fill=\"#777\" "
+                  "text-anchor=\"middle\">%s ms</text>\n",
+                  axis_from, kTop - 14, b.x, kTop - 14, b.x, kTop - 10, TimeAxis::kBreakWidth,
+                  height - kTop, b.x + TimeAxis::kBreakWidth / 2, kTop - 18,
+                  Thousands(b.ms).c_str());
+    svg += buf;
+    axis_from = b.x + TimeAxis::kBreakWidth;
+  }
+  std::snprintf(buf, sizeof buf,
+                "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#bbb\"/>\n",
+                axis_from, kTop - 14, width - 20, kTop - 14);
+  svg += buf;
+  for (std::size_t lane = 0; lane < kLanes.size(); ++lane) {
     std::snprintf(buf, sizeof buf,
                   "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>\n"
-                  "<text class=\"lane-label\" x=\"10\" y=\"%d\" font-weight=\"bold\">%s</text>\n",
-                  kLeft, y + 30, width - 20, y + 30, y + 34, Escape(LaneTitle(lane)).c_str());
+                  "<text class=\"lane-label\" x=\"10\" y=\"%d\" font-weight=\"bold\" "
+                  "font-size=\"12\">%s</text>\n",
+                  kLeft, line_y[lane], width - 20, line_y[lane], line_y[lane] + 4,
+                  Escape(LaneTitle(kLanes[lane])).c_str());
     svg += buf;
   }
-  auto bar = [&](const std::string& actor, int from, int to, const std::string& label) {
-    int y = lane_y(actor);
+  auto x_at = [&](std::size_t i) { return i < n ? axis.x[i] : axis.end + 40; };
+  auto bar = [&](const std::string& actor, std::size_t from, std::size_t to,
+                 const std::string& label) {
+    int ly = line_y[lane_of(actor)];
     std::snprintf(buf, sizeof buf,
-                  "<rect class=\"lease\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"12\" "
-                  "fill=\"#7fb3e6\"/><text x=\"%d\" y=\"%d\" font-size=\"11\">%s</text>\n",
-                  x(from), y + 8, std::max(4, x(to) - x(from)), x(from) + 3, y + 4,
+                  "<rect class=\"lease\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"10\" "
+                  "fill=\"#7fb3e6\"/><text class=\"lease-label\" x=\"%d\" y=\"%d\" "
+                  "font-size=\"9\" fill=\"#124\">%s</text>\n",
+                  x_at(from), ly - 16, std::max(4, x_at(to) - x_at(from)), x_at(from) + 3, ly - 8,
                   Escape(label).c_str());
     svg += buf;
   };
-  std::map<std::string, std::pair<int, std::int64_t>> lease_start;  // actor -> (index, token)
-  std::map<std::string, int> pause_start;
-  for (int i = 0; i < n; ++i) {
-    const Event& e = t.events[static_cast<std::size_t>(i)];
+  std::map<std::string, std::pair<std::size_t, std::int64_t>> lease_start;  // actor: (i, token)
+  std::map<std::string, std::size_t> pause_start;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Event& e = t.events[i];
     if (e.kind == Kind::kGrant && e.actor != "lock service") {
       lease_start[e.actor] = {i, e.token.value_or(0)};
     } else if ((e.kind == Kind::kExpire && lease_start.count(e.holder)) ||
@@ -190,40 +342,33 @@ std::string RenderHtml(const Timeline& t) {
     } else if (e.kind == Kind::kPause) {
       pause_start[e.actor] = i;
     } else if (e.kind == Kind::kResume && pause_start.count(e.actor)) {
-      int from = pause_start[e.actor], y = lane_y(e.actor);
-      std::int64_t ms = e.time_ms - t.events[static_cast<std::size_t>(from)].time_ms;
+      std::size_t from = pause_start[e.actor];
       std::snprintf(buf, sizeof buf,
-                    "<rect class=\"pause\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"16\" "
-                    "fill=\"url(#hatch)\"/><text x=\"%d\" y=\"%d\" font-weight=\"bold\" "
-                    "fill=\"#b06000\">paused %lld ms (stop-the-world)</text>\n",
-                    x(from), y + 36, x(i) - x(from), x(from) + 4, y + 66,
-                    static_cast<long long>(ms));
+                    "<rect class=\"pause\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"14\" "
+                    "fill=\"url(#hatch)\"/><text class=\"pause-label\" x=\"%d\" y=\"%d\" "
+                    "font-weight=\"bold\" fill=\"#b06000\">paused %s ms (stop-the-world)</text>\n",
+                    x_at(from), pause_y[lane_of(e.actor)], x_at(i) - x_at(from), x_at(from) + 4,
+                    pause_y[lane_of(e.actor)] + 28,
+                    Thousands(e.time_ms - t.events[from].time_ms).c_str());
       svg += buf;
     }
   }
   for (const auto& [holder, start] : lease_start) {
     bar(holder, start.first, n, "lease, token " + std::to_string(start.second));
   }
-  for (int i = 0; i < n; ++i) {
-    const Event& e = t.events[static_cast<std::size_t>(i)];
-    int y = lane_y(e.actor) + 30;
-    const char* fill = "#555";
-    if (e.kind == Kind::kAccepted) fill = "#2a9d2a";
-    if (e.kind == Kind::kRefused || e.kind == Kind::kLost) fill = "#d62728";
-    if (e.kind == Kind::kGrant || e.kind == Kind::kExpire || e.kind == Kind::kRestart) fill = "#1f77b4";
-    if (e.kind == Kind::kPause || e.kind == Kind::kResume || e.kind == Kind::kSend) fill = "#e08000";
-    std::string label = e.event + (e.token ? ", token " + std::to_string(*e.token) : "");
-    if (!e.status.empty()) label += ": " + e.status;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Event& e = t.events[i];
+    int ly = line_y[lane_of(e.actor)];
+    int label_y = ly - 22 - row[i] * kRowHeight;
     std::snprintf(buf, sizeof buf,
                   "<g class=\"event\"><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
-                  "stroke=\"#eee\"/><circle cx=\"%d\" cy=\"%d\" r=\"6\" fill=\"%s\"/>"
-                  "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"%s\" "
-                  "transform=\"rotate(-28 %d %d)\">%s</text>"
-                  "<text x=\"%d\" y=\"%d\" font-size=\"9\" fill=\"#888\" "
-                  "text-anchor=\"middle\">%lld ms</text></g>\n",
-                  x(i), kTop + 20, x(i), height - 40, x(i), y, fill, x(i) + 8, y - 8, fill,
-                  x(i) + 8, y - 8, Escape(label).c_str(), x(i), y + 22,
-                  static_cast<long long>(e.time_ms));
+                  "stroke=\"#ccc\"/><circle cx=\"%d\" cy=\"%d\" r=\"6\" fill=\"%s\"/>"
+                  "<text class=\"label\" x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>"
+                  "<text class=\"time\" x=\"%d\" y=\"%d\" font-size=\"9\" fill=\"#888\" "
+                  "text-anchor=\"middle\">%s ms</text></g>\n",
+                  x_at(i), label_y + 3, x_at(i), ly - 6, x_at(i), ly, Fill(e.kind), x_at(i) - 4,
+                  label_y, Fill(e.kind), Escape(label_of(e)).c_str(), x_at(i),
+                  ly + 20 + time_row[i] * kTimeRowHeight, Thousands(e.time_ms).c_str());
     svg += buf;
   }
   svg += "</svg>\n";
@@ -234,10 +379,14 @@ std::string RenderHtml(const Timeline& t) {
       "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
       ".verdict{font-size:18px;font-weight:bold;color:" +
       std::string(t.lesson_shown && t.fencing ? "#2a7d2a" : "#c0392b") +
-      "}</style></head>\n<body>\n<h1>fencekit demo: " + Escape(t.scenario) +
-      (t.fencing ? " (fencing on)" : " (fencing OFF)") + "</h1>\n<p class=\"verdict\">" +
-      Escape(t.verdict) + "</p>\n" + svg + "<p>Final value: <code>" +
-      Escape(JsonSafeText(t.final_value)) + "</code></p>\n</body></html>\n";
+      "}.note{color:#666;font-size:13px}</style></head>\n<body>\n<h1>fencekit demo: " +
+      Escape(t.scenario) + (t.fencing ? " (fencing on)" : " (fencing OFF)") +
+      "</h1>\n<p class=\"verdict\">" + Escape(t.verdict) +
+      "</p>\n<p class=\"note\">Time runs left to right, in proportion; a wait longer than " +
+      std::to_string(TimeAxis::kBreakMs) +
+      " ms is drawn as a grey break labelled with its length.</p>\n" + svg +
+      "<p>Final value: <code>" + Escape(JsonSafeText(t.final_value)) +
+      "</code></p>\n</body></html>\n";
   return html;
 }
 

@@ -48,7 +48,32 @@ std::string RenderTerminal(const Timeline& t, bool colour);
 //  "final_value","verdict","lesson_shown"}
 std::string RenderJson(const Timeline& t);
 // A standalone page (inline SVG, no network resources) drawing lanes, lease bars, the pause
-// and the writes, like Kleppmann's figure.
+// and the writes, like Kleppmann's figure, on a time-proportional axis (LayOutTime) with labels
+// that never overlap (StackLabels).
 std::string RenderHtml(const Timeline& t);
+
+// The HTML timeline's time axis. Each event's x is proportional to its time (kPxPerMs), but
+// never closer than kMinStep to the one before (events a millisecond apart stay readable), and a
+// wait longer than kBreakMs is drawn as a break of kBreakWidth, labelled with its length (a
+// pause of a second would otherwise dwarf everything else).
+struct AxisBreak {
+  int x = 0;  // left edge
+  std::int64_t ms = 0;
+};
+struct TimeAxis {
+  std::vector<int> x;  // one per event, non-decreasing
+  std::vector<AxisBreak> breaks;
+  int end = 0;  // x of the last event
+  static constexpr double kPxPerMs = 6;
+  static constexpr int kMinStep = 40;
+  static constexpr std::int64_t kBreakMs = 60;
+  static constexpr int kBreakWidth = 70;
+};
+// `times_ms` in order; the first event sits at `left`.
+TimeAxis LayOutTime(const std::vector<std::int64_t>& times_ms, int left);
+
+// Rows for labels that must not overlap: label i spans [from, to) horizontally; it goes to the
+// lowest row where it starts at least `gap` after the end of every label already there.
+std::vector<int> StackLabels(const std::vector<std::pair<int, int>>& spans, int gap);
 
 }  // namespace fencekit::demo

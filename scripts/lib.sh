@@ -13,7 +13,7 @@ FENCEKIT_PACKAGES=(
   curl sqlite3 zlib1g-dev
   libssl-dev openssl  # TLS (fenced --tls-cert, https:// clients) and SHA-256 of bearer tokens
   postgresql-15 libpq-dev  # the guard as SQL, tested on a real PostgreSQL server
-  chromium  # the demo's HTML timeline is checked in headless Chromium
+  chromium  # headless: the /ui page (driven over its DevTools pipe) and the demo's HTML timeline
 )
 # scripts/fuzz (and scripts/test, which runs it briefly): clang and its libFuzzer runtime.
 FENCEKIT_FUZZ_PACKAGES=(clang-16 libclang-rt-16-dev)

@@ -1,19 +1,25 @@
 // The GC-pause demo end to end (real fenced, real client processes, real SIGSTOP), judged by
 // its JSON; and its HTML timeline rendered by headless Chromium.
 #include <gtest/gtest.h>
-#include <zlib.h>
+#include <sys/wait.h>
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
+#include "fencekit/procutil/child_process.h"
+#include "support/chromium.h"
 #include "support/etcd_server.h"
+#include "support/event_reader.h"
 #include "support/test_support.h"
 
 namespace fencekit {
 namespace {
 
+using testing::DistinctImageBytes;
 using testing::RunCommand;
 using testing::TempDir;
 
@@ -144,6 +150,69 @@ TEST(DemoTest, RedlockClockJumpTwoHoldersOlderTokenRefused) {
   EXPECT_TRUE(two_holders);
 }
 
+TEST(DemoServeTest, TheScenarioWaitsForAViewerWhoSeesItThenFencedKeepsServing) {
+  using namespace std::chrono_literals;
+  TempDir dir;
+  procutil::ChildProcess demo;
+  ASSERT_TRUE(demo.Start({.argv = {DEMO_BINARY, "--serve", "--color", "never"},
+                          .output_path = dir.File("out")})
+                  .ok());
+  std::string out;
+  std::smatch m;
+  const std::regex where("Open http://127\\.0\\.0\\.1:(\\d+)/ui in a browser");
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        out = Slurp(dir.File("out"));
+        return std::regex_search(out, m, where);
+      },
+      30s))
+      << out;
+  const auto port = static_cast<std::uint16_t>(std::stoi(m[1].str()));
+  EXPECT_EQ(out.find("Scenario gc-pause"), std::string::npos) << "it must wait for a viewer";
+
+  // The viewer: what the page reads. B's write lands, then A's stale one bounces.
+  testing::EventReader page(port);
+  ASSERT_EQ(page.ReadHeader(), 200);
+  auto b = page.NextEvent(30s);
+  ASSERT_TRUE(b) << Slurp(dir.File("out"));
+  EXPECT_EQ(b->second.at("decision").as_string(), "accepted");
+  EXPECT_EQ(b->second.at("key").as_string(), "shared-record");
+  EXPECT_EQ(b->second.at("lock").as_string(), "demo-lock");
+  auto a = page.NextEvent(30s);
+  ASSERT_TRUE(a) << Slurp(dir.File("out"));
+  EXPECT_EQ(a->second.at("decision").as_string(), "refused");
+  EXPECT_EQ(a->second.at("reason").as_string(), "stale_token");
+  const std::int64_t highest = b->second.at("token").as_int64();
+  EXPECT_LT(a->second.at("token").as_int64(), highest);
+
+  // Then it keeps serving: one's own writes land or bounce, on the page too.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return Slurp(dir.File("out")).find("Ctrl-C stops it.") != std::string::npos; }, 30s))
+      << Slurp(dir.File("out"));
+  out = Slurp(dir.File("out"));
+  EXPECT_NE(out.find("verdict: stale write refused"), std::string::npos) << out;
+  EXPECT_NE(out.find("-H 'Fencing-Token: " + std::to_string(highest + 5) + "'"), std::string::npos)
+      << out;
+  testing::RawConnection c(port);
+  for (std::int64_t token : {highest + 5, std::int64_t{1}}) {
+    c.Send(testing::Request(
+        "PUT", "/v1/objects/shared-record",
+        {{"Fencing-Token", std::to_string(token)}, {"Fencing-Lock", "demo-lock"}}, "mine"));
+    EXPECT_EQ(c.Read().status, token == 1 ? 409 : 200);
+    auto e = page.NextEvent(10s);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->second.at("token").as_int64(), token);
+    EXPECT_EQ(e->second.at("decision").as_string(), token == 1 ? "refused" : "accepted");
+  }
+
+  demo.Signal(SIGINT);
+  int status = 0;
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return waitpid(demo.pid(), &status, WNOHANG) == demo.pid(); }, 10s));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(page.ClosedByPeer(5s)) << "fenced stops with the demo";
+}
+
 TEST(DemoTest, UnknownScenarioIsAClearError) {
   TempDir dir;
   auto run = RunDemo(dir, {"--scenario", "meteor-strike"});
@@ -151,64 +220,60 @@ TEST(DemoTest, UnknownScenarioIsAClearError) {
   EXPECT_NE(run.err.find("unknown scenario"), std::string::npos) << run.err;
 }
 
-// Counts the distinct byte values of a PNG's inflated image data: a blank page has a handful
-// (filter bytes and one colour), a drawn diagram many.
-int DistinctImageBytes(const std::string& png) {
-  std::string idat;
-  for (std::size_t at = 8; at + 8 <= png.size();) {
-    std::uint32_t len = (static_cast<unsigned char>(png[at]) << 24) |
-                        (static_cast<unsigned char>(png[at + 1]) << 16) |
-                        (static_cast<unsigned char>(png[at + 2]) << 8) |
-                        static_cast<unsigned char>(png[at + 3]);
-    if (png.compare(at + 4, 4, "IDAT") == 0) idat += png.substr(at + 8, len);
-    at += 12 + len;
-  }
-  std::string raw(64 << 20, '\0');
-  uLongf raw_len = raw.size();
-  if (uncompress(reinterpret_cast<Bytef*>(raw.data()), &raw_len,
-                 reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK) {
-    return 0;
-  }
-  std::set<unsigned char> seen(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(raw_len));
-  return static_cast<int>(seen.size());
-}
-
-TEST(DemoHtmlTest, TimelineRendersInHeadlessChromium) {
+TEST(DemoHtmlTest, TimelineRendersInHeadlessChromiumOnATimeAxisWithoutOverlaps) {
   TempDir dir;
-  std::string html = dir.File("timeline.html"), png = dir.File("timeline.png");
+  std::string html = dir.File("timeline.html");
   auto run = RunCommand({DEMO_BINARY, "--html", html, "--color", "never"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   std::string page = Slurp(html);
   EXPECT_EQ(page.find("http://"), page.find("http://www.w3.org/2000/svg"))
       << "the page must not load network resources";
-  std::vector<std::string> chromium = {"chromium",
-                                       "--headless",
-                                       "--no-sandbox",
-                                       "--disable-gpu",
-                                       "--disable-quic",
-                                       "--no-first-run",
-                                       "--disable-background-networking",
-                                       "--disable-component-update",
-                                       "--disable-sync",
-                                       "--user-data-dir=" + dir.File("profile"),
-                                       "--window-size=1400,700"};
-  auto dom_args = chromium;
-  dom_args.push_back("--dump-dom");
-  dom_args.push_back("file://" + html);
-  auto dom = RunCommand(dom_args);
-  ASSERT_EQ(dom.exit_code, 0) << dom.err;
-  for (const char* lane : {"Client A", "Client B", "Lock service", "Storage (fenced)"}) {
-    EXPECT_NE(dom.out.find(std::string("class=\"lane-label\"")), std::string::npos);
-    EXPECT_NE(dom.out.find(lane), std::string::npos) << lane;
+  testing::Chromium browser(dir.path(), 1600, 900);
+  ASSERT_TRUE(browser.Open("file://" + html)) << browser.Log();
+  auto texts = [&](const std::string& selector) {
+    auto v = browser.Evaluate("[...document.querySelectorAll('" + selector +
+                              "')].map(e => e.textContent)");
+    std::vector<std::string> out;
+    if (v && v->is_array()) {
+      for (const auto& e : v->as_array()) out.emplace_back(e.as_string());
+    }
+    return out;
+  };
+  EXPECT_EQ(texts(".lane-label"),
+            (std::vector<std::string>{"Client A", "Client B", "Lock service", "Storage (fenced)"}));
+  EXPECT_EQ(texts(".pause").size(), 1u);
+  bool conflict = false;
+  for (const auto& label : texts(".label"))
+    conflict |= label.find("409 Conflict") != std::string::npos;
+  EXPECT_TRUE(conflict);
+  // The pause is a break of the axis, labelled with its length (the TTL, 1 s, at least).
+  auto breaks = texts(".break-label");
+  ASSERT_EQ(breaks.size(), 1u);
+  std::string ms = breaks[0].substr(0, breaks[0].find(" ms"));
+  std::erase(ms, ',');
+  EXPECT_GE(std::stoi(ms), 900) << breaks[0];
+  // No two texts of the diagram overlap, as the browser lays them out.
+  auto overlaps = browser.Evaluate(R"js((() => {
+    const t = [...document.querySelectorAll('svg text')].map(e => [e.textContent, e.getBBox()]);
+    const out = [];
+    for (let i = 0; i < t.length; ++i) for (let j = i + 1; j < t.length; ++j) {
+      const [a, b] = [t[i][1], t[j][1]];
+      if (a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height &&
+          b.y < a.y + a.height) out.push(t[i][0] + ' / ' + t[j][0]);
+    }
+    return out;
+  })())js");
+  ASSERT_TRUE(overlaps && overlaps->is_array());
+  EXPECT_TRUE(overlaps->as_array().empty()) << boost::json::serialize(*overlaps);
+  // Markers in time order left to right.
+  auto xs = browser.Evaluate(
+      "[...document.querySelectorAll('g.event circle')].map(c => Number(c.getAttribute('cx')))");
+  ASSERT_TRUE(xs && xs->is_array());
+  for (std::size_t i = 1; i < xs->as_array().size(); ++i) {
+    EXPECT_GT(xs->as_array()[i].to_number<double>(), xs->as_array()[i - 1].to_number<double>());
   }
-  EXPECT_NE(dom.out.find("class=\"pause\""), std::string::npos);
-  EXPECT_NE(dom.out.find("409 Conflict"), std::string::npos);
-  auto shot_args = chromium;
-  shot_args.push_back("--screenshot=" + png);
-  shot_args.push_back("file://" + html);
-  auto shot = RunCommand(shot_args);
-  ASSERT_EQ(shot.exit_code, 0) << shot.err;
-  EXPECT_GT(DistinctImageBytes(Slurp(png)), 32) << "the screenshot looks blank";
+  std::string png = browser.Screenshot();
+  EXPECT_GT(DistinctImageBytes(png), 32) << "the screenshot looks blank";
 }
 
 }  // namespace

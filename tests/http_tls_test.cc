@@ -9,6 +9,7 @@
 #include "fencekit/fencedstore/store.h"
 #include "fencekit/httpapi/server.h"
 #include "fencekit/httpapi/store_client.h"
+#include "fencekit/procutil/child_process.h"
 #include "support/pki.h"
 #include "support/test_support.h"
 
@@ -93,6 +94,32 @@ TEST_F(HttpTlsTest, StoreClientVerifiesTheServerWithTheCaFile) {
 
 // Most TLS clients (fencekit's own included) close without a close_notify alert: that is a
 // normal end of a connection, not a malformed request.
+TEST_F(HttpTlsTest, TheEventStreamWorksOverTls) {
+  procutil::ChildProcess curl;
+  std::string out = dir_.File("events.txt");
+  ASSERT_TRUE(curl.Start({.argv = {"curl", "-sN", "--cacert", pki_->ca(), "--max-time", "20",
+                                   Url() + "/v1/events"},
+                          .output_path = out})
+                  .ok());
+  auto client = StoreClient::Open(Url(), {.ca_file = pki_->ca()});
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  // Writes until one is decided after the stream opened and arrives on it.
+  std::int64_t token = 0;
+  auto seen = [&] {
+    std::ifstream f(out);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return text.find("\"decision\":\"accepted\"") != std::string::npos;
+  };
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        if (seen()) return true;
+        EXPECT_TRUE((*client)->Put("k", *FencingToken::FromInt(++token), "k", "v").ok());
+        return false;
+      },
+      std::chrono::seconds(15)));
+  curl.Kill();
+}
+
 TEST_F(HttpTlsTest, AClientClosingWithoutCloseNotifyIsNotCountedAsMalformed) {
   {
     auto client = StoreClient::Open(Url(), {.ca_file = pki_->ca()});

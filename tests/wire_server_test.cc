@@ -84,6 +84,13 @@ TEST_F(WireServerTest, BusyAndConnectionLimitRefusalsCarryTheirListedStatusAndNa
   ExpectRefusal(second.Read(), Error::kTooManyConnections, "too_many_connections");
 }
 
+TEST_F(WireServerTest, StreamAndReadinessRefusalsCarryTheirListedStatusAndName) {
+  StartServer({.max_event_streams = 0});
+  ExpectRefusal(Call("GET", "/v1/events"), Error::kTooManyStreams, "too_many_streams");
+  ASSERT_TRUE(store_->Close().ok());
+  ExpectRefusal(Call("GET", "/readyz"), Error::kNotReady, "not_ready");
+}
+
 TEST_F(WireServerTest, AuthRefusalsCarryTheirListedStatusAndName) {
   // "t" may read and write k/; "admin-t" is admin (digests: printf %s TOKEN | sha256sum).
   std::string auth = dir_.File("auth.json");

@@ -77,7 +77,8 @@ bool ParseLockFor(const std::string& text, std::pair<std::string, std::string>& 
 
 int main(int argc, char** argv) {
   std::string listen, db, durability, max_body, max_header, read_timeout, write_timeout,
-      drain_timeout;
+      drain_timeout, event_heartbeat, health_timeout;
+  std::size_t max_event_streams = 0;
   std::string port_file, verify_with, auth_file, tls_cert, tls_key;
   std::vector<std::string> lock_for;
   unsigned threads = 0;
@@ -144,7 +145,17 @@ int main(int argc, char** argv) {
        "host that can reach it is trusted)")
       ("tls-cert", po::value(&tls_cert),
        "serve HTTPS (TLS 1.2+) with this PEM certificate chain; needs --tls-key")
-      ("tls-key", po::value(&tls_key), "the PEM private key of --tls-cert");
+      ("tls-key", po::value(&tls_key), "the PEM private key of --tls-cert")
+      ("access-log", po::bool_switch(),
+       "log every request to standard error in one line (method, target, status, bytes, "
+       "duration, principal); writes that are not accepted are logged always")
+      ("max-event-streams", po::value(&max_event_streams)->default_value(16),
+       "GET /v1/events streams (e.g. /ui pages) open at once; one more is answered 503")
+      ("event-heartbeat", po::value(&event_heartbeat)->default_value("15s"),
+       "how often an idle event stream gets a heartbeat, by which a peer that is gone is found")
+      ("health-timeout", po::value(&health_timeout)->default_value("2s"),
+       "GET /healthz and /readyz answer 503 when the database does not answer a read within "
+       "this long");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -171,10 +182,19 @@ int main(int argc, char** argv) {
   auto rt = ParseDuration(read_timeout);
   auto wt = ParseDuration(write_timeout);
   auto dt = ParseDuration(drain_timeout);
-  for (const Status& s : {body.status(), header.status(), rt.status(), wt.status(), dt.status()}) {
+  auto eh = ParseDuration(event_heartbeat);
+  auto ht = ParseDuration(health_timeout);
+  for (const Status& s : {body.status(), header.status(), rt.status(), wt.status(), dt.status(),
+                          eh.status(), ht.status()}) {
     if (!s.ok()) return Fail(s.message());
   }
   if (max_connections == 0) return Fail("--max-connections must be at least 1");
+  if (eh->count() <= 0) return Fail("--event-heartbeat must be longer than 0, e.g. 15s");
+  if (ht->count() <= 0) return Fail("--health-timeout must be longer than 0, e.g. 2s");
+  server_options.max_event_streams = max_event_streams;
+  server_options.event_heartbeat = *eh;
+  server_options.health_timeout = *ht;
+  server_options.access_log = vm["access-log"].as<bool>();
   server_options.max_body_bytes = *body;
   server_options.max_header_bytes = *header;
   server_options.read_timeout = *rt;
@@ -258,7 +278,10 @@ int main(int argc, char** argv) {
             << (store_options.unguarded ? ", UNGUARDED: NO FENCING" : "")
             << (verify_client ? ", verifying with " + verify_client->service() : "")
             << (store_options.require_service ? ", service required" : "") << ", max "
-            << (*server)->max_connections() << " connections)" << std::endl;
+            << (*server)->max_connections() << " connections"
+            << (server_options.access_log ? ", access log" : "") << "); its decisions live at "
+            << (tls ? "https://" : "http://") << shown_host << ":" << (*server)->port() << "/ui"
+            << std::endl;
   if (auth_file.empty() && server_options.insecure_no_auth) {
     std::cerr << "fenced: WARNING: --insecure-no-auth: no authentication; every client that can "
                  "reach this address may read and write every key"

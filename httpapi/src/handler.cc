@@ -10,8 +10,11 @@
 #include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
 #include "fencekit/fencedstore/store.h"
+#include "health.h"
+#include "ui_assets.h"
 #include "wire.h"
 #include "work_queue.h"
+#include "write_watch.h"
 
 namespace fencekit {
 namespace http = boost::beast::http;
@@ -60,6 +63,11 @@ RefusalReason ReasonFor(Error e) {
   }
 }
 
+// The routes every client may ask without a bearer token: the probes and the static page.
+bool IsOpenPath(std::string_view path) {
+  return path == wire::kHealthPath || path == wire::kReadyPath || FindUiAsset(path) != nullptr;
+}
+
 std::string NotEncoded(std::string_view what) {
   return "the " + std::string(what) +
          " in the path is not validly percent-encoded; encode reserved bytes as %XX";
@@ -106,7 +114,7 @@ HttpResponse Handler::ErrorResponse(Error e, std::string_view message, unsigned 
   return res;
 }
 
-void Handler::Handle(HttpRequest&& req, Respond respond) {
+void Handler::Handle(HttpRequest&& req, Respond respond, const Principal** who_out) {
   if (req.method() == http::verb::head) {
     // An answer to HEAD has no body, refusals included, or the client would read the body's
     // bytes as the start of the next response: keep its length, drop the bytes.
@@ -128,15 +136,16 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
                  "the request target is not a valid path; percent-encode the key");
   }
   std::string_view path = parsed->encoded_path();
-  // Who asks: every route but /healthz needs a known bearer token under --auth.
+  // Who asks: every route but the probes and the page needs a known bearer token under --auth.
   const Principal* who = nullptr;
-  if (auth_ != nullptr && path != wire::kHealthPath) {
+  if (auth_ != nullptr && !IsOpenPath(path)) {
     auto [first, end] = req.equal_range(http::field::authorization);
     auto count = static_cast<std::size_t>(std::distance(first, end));
     auto verdict = auth_->Authenticate(
         count != 0 ? std::string_view(first->value()) : std::string_view(), count);
     if (verdict.outcome != Authorizer::Outcome::kOk) return Unauthorized(req, verdict, respond);
     who = verdict.principal;
+    if (who_out != nullptr) *who_out = who;
   }
   auto forbidden = [&](std::string_view what) {
     metrics_->CountForbidden();
@@ -202,10 +211,22 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
     }
     return HandleFence(req, std::move(*lock), respond);
   }
-  if (path == wire::kHealthPath) {
+  if (path == wire::kHealthPath || path == wire::kReadyPath) {
     if (req.method() != http::verb::get) return method_not_allowed("GET");
-    return respond(JsonResponse(http::status::ok, json::object{{"status", "ok"}}, req.version(),
-                                req.keep_alive()));
+    return HandleHealth(req, path == wire::kReadyPath, respond);
+  }
+  if (path == wire::kEventsPath) {
+    // Each principal sees the decisions on the keys and locks it may read (events.h).
+    if (req.method() != http::verb::get) return method_not_allowed("GET");
+    HttpResponse res(http::status::ok, req.version());
+    res.set(http::field::content_type, kEventStreamType);
+    return respond(std::move(res));
+  }
+  if (FindUiAsset(path) != nullptr) {
+    if (req.method() != http::verb::get && req.method() != http::verb::head) {
+      return method_not_allowed("GET, HEAD");
+    }
+    return HandleUi(req, path, respond);
   }
   if (path == wire::kMetricsPath) {
     if (req.method() != http::verb::get) return method_not_allowed("GET");
@@ -221,7 +242,7 @@ void Handler::Handle(HttpRequest&& req, Respond respond) {
   error(Error::kNotFound,
         "no route for " + std::string(path) +
             "; routes are /v1/objects/{key}, /v1/objects, /v1/batch, /v1/fences/{lock}, "
-            "/v1/history, /healthz and /metrics");
+            "/v1/history, /v1/events, /ui, /healthz, /readyz and /metrics");
 }
 
 void Handler::Unauthorized(const HttpRequest& req, const Authorizer::Verdict& verdict,
@@ -336,6 +357,8 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
                   if_version.status().message());
   }
   const bool is_put = req.method() == http::verb::put;
+  WriteFacts facts;
+  if (hooks_.writes != nullptr) facts = {is_put, lock, key, token->value(), principal};
   WriteRequest w{is_put ? WriteRequest::Kind::kPut : WriteRequest::Kind::kDelete,
                  std::move(lock),
                  *token,
@@ -346,19 +369,21 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
                  *if_version};
 
   Metrics* metrics = metrics_;
-  store_->Submit(std::move(w), [respond = std::move(respond), metrics, version, keep_alive,
-                                is_put](Result<WriteReceipt> r) {
-    if (r.ok()) {
-      metrics->CountAccepted();
-      auto status = is_put && r->created ? http::status::created : http::status::ok;
-      HttpResponse res =
-          JsonResponse(status, wire::ReceiptToJson(*r, !is_put), version, keep_alive);
-      if (is_put) res.set(http::field::etag, wire::ETag(r->version));
-      return respond(std::move(res));
-    }
-    metrics->CountRefused(ReasonFor(wire::ErrorForStoreStatus(r.status())));
-    respond(WriteRefusal(r.status(), version, keep_alive));
-  });
+  store_->Submit(
+      std::move(w), [respond = std::move(respond), metrics, version, keep_alive, is_put,
+                     writes = hooks_.writes, facts = std::move(facts)](Result<WriteReceipt> r) {
+        if (writes != nullptr) writes->Decided(facts, r);  // the feed, the log, the write state
+        if (r.ok()) {
+          metrics->CountAccepted();
+          auto status = is_put && r->created ? http::status::created : http::status::ok;
+          HttpResponse res =
+              JsonResponse(status, wire::ReceiptToJson(*r, !is_put), version, keep_alive);
+          if (is_put) res.set(http::field::etag, wire::ETag(r->version));
+          return respond(std::move(res));
+        }
+        metrics->CountRefused(ReasonFor(wire::ErrorForStoreStatus(r.status())));
+        respond(WriteRefusal(r.status(), version, keep_alive));
+      });
 }
 
 void Handler::HandleList(const HttpRequest& req, const boost::urls::url_view& url,
@@ -487,6 +512,14 @@ void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond&
   std::vector<bool> is_delete;
   is_delete.reserve(batch->writes.size());
   for (const auto& w : batch->writes) is_delete.push_back(w.is_delete);
+  std::vector<WriteFacts> facts;
+  if (hooks_.writes != nullptr) {
+    facts.reserve(batch->writes.size());
+    for (const auto& w : batch->writes) {
+      facts.push_back({!w.is_delete, batch->lock, w.key, batch->token.value(),
+                       who != nullptr ? who->name : std::string()});
+    }
+  }
   std::string lock = batch->lock;
   FencingToken token = batch->token;
   Metrics* metrics = metrics_;
@@ -494,7 +527,9 @@ void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond&
       BatchRequest{std::move(batch->lock), batch->token, std::move(batch->service),
                    who != nullptr ? who->name : std::string(), std::move(batch->writes)},
       [respond = std::move(respond), metrics, version, keep_alive, lock = std::move(lock), token,
-       is_delete = std::move(is_delete)](Result<std::vector<WriteReceipt>> r) {
+       is_delete = std::move(is_delete), writes = hooks_.writes,
+       facts = std::move(facts)](Result<std::vector<WriteReceipt>> r) {
+        if (writes != nullptr) writes->BatchDecided(facts, r);  // the feed, the log, the state
         if (r.ok()) {
           metrics->CountAccepted(r->size());
           return respond(JsonResponse(http::status::ok,
@@ -549,6 +584,48 @@ void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view&
         Error::kBusy, "too many long reads are queued; retry in a second", version, keep_alive);
     res.set(http::field::retry_after, "1");
     (*shared_respond)(std::move(res));
+  }
+}
+
+void Handler::HandleUi(const HttpRequest& req, std::string_view path, Respond& respond) {
+  const UiAsset* asset = FindUiAsset(path);
+  HttpResponse res(http::status::ok, req.version());
+  res.set(http::field::content_type, asset->content_type);
+  // The page runs only its own script and talks only to this fenced; text from the feed is
+  // never markup (app.js), and this policy would stop a script it smuggled in anyway.
+  res.set("Content-Security-Policy",
+          "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+          "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+  res.set("X-Content-Type-Options", "nosniff");
+  res.set("Referrer-Policy", "no-referrer");
+  res.set(http::field::cache_control, "no-cache");
+  res.keep_alive(req.keep_alive());
+  res.body() = asset->body;
+  res.prepare_payload();
+  respond(std::move(res));
+}
+
+void Handler::HandleHealth(const HttpRequest& req, bool ready, Respond& respond) {
+  const unsigned version = req.version();
+  const bool keep_alive = req.keep_alive();
+  if (hooks_.health == nullptr) {
+    return respond(
+        JsonResponse(http::status::ok, json::object{{"status", "ok"}}, version, keep_alive));
+  }
+  auto done = [respond = std::move(respond), version, keep_alive, ready](Status s) {
+    if (s.ok()) {
+      return respond(
+          JsonResponse(http::status::ok, json::object{{"status", "ok"}}, version, keep_alive));
+    }
+    HttpResponse res = ErrorResponse(ready ? Error::kNotReady : Error::kStorageError, s.message(),
+                                     version, keep_alive);
+    res.set(http::field::retry_after, "1");
+    respond(std::move(res));
+  };
+  if (ready) {
+    hooks_.health->CheckReady(std::move(done));
+  } else {
+    hooks_.health->CheckLive(std::move(done));
   }
 }
 

@@ -15,10 +15,23 @@
 namespace fencekit {
 
 class FencedStore;
+class HealthChecker;
 class WorkQueue;
+class WriteWatch;
 
 using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
 using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
+
+// The Content-Type of the answer to GET /v1/events. The handler answers an admitted request
+// with a 200 of this type and no body; the session then streams the events (session.h).
+inline constexpr std::string_view kEventStreamType = "text/event-stream";
+
+// What the server adds to the routes; each may be null (then: no decision hook, and /healthz
+// and /readyz answer without asking the database).
+struct HandlerHooks {
+  WriteWatch* writes = nullptr;     // told every write's result (write_watch.h)
+  HealthChecker* health = nullptr;  // answers /healthz and /readyz (health.h)
+};
 
 // Thread safety: safe for concurrent use; the store and metrics must outlive it.
 class Handler {
@@ -29,17 +42,21 @@ class Handler {
   // administration. `auth` null: no authentication, every route open but fence administration.
   // `extra_metrics`, when set, is appended to GET /metrics (ServerOptions::extra_metrics).
   Handler(FencedStore* store, Metrics* metrics, WorkQueue* long_reads,
-          const Authorizer* auth = nullptr, std::function<std::string()> extra_metrics = {})
+          const Authorizer* auth = nullptr, std::function<std::string()> extra_metrics = {},
+          HandlerHooks hooks = {})
       : store_(store),
         metrics_(metrics),
         long_reads_(long_reads),
         auth_(auth),
-        extra_metrics_(std::move(extra_metrics)) {}
+        extra_metrics_(std::move(extra_metrics)),
+        hooks_(hooks) {}
 
   // Answers `req` through `respond`, exactly once: synchronously for short reads and refusals,
   // from the store's writer thread for writes, from a long-read worker for the history (503
-  // "busy" when its queue is full).
-  void Handle(HttpRequest&& req, Respond respond);
+  // "busy" when its queue is full), from a health probe for /healthz and /readyz. `who`, when
+  // given, is set before Handle returns to the authenticated principal (null without --auth or
+  // before authentication), for the access log and the event stream's filter.
+  void Handle(HttpRequest&& req, Respond respond, const Principal** who = nullptr);
 
   // The JSON error response for `e` (wire.h): its HTTP status, {"error", "message"}.
   static HttpResponse ErrorResponse(wire::Error e, std::string_view message, unsigned version,
@@ -59,12 +76,17 @@ class Handler {
                   Respond& respond);
   // POST /v1/batch: several writes under one grant, all or none.
   void HandleBatch(const HttpRequest& req, const Principal* who, Respond& respond);
+  // GET /ui and its files: static, open without a token (the data is behind /v1/events).
+  void HandleUi(const HttpRequest& req, std::string_view path, Respond& respond);
+  // GET /healthz (`ready` false) or /readyz.
+  void HandleHealth(const HttpRequest& req, bool ready, Respond& respond);
 
   FencedStore* store_;
   Metrics* metrics_;
-  std::function<std::string()> extra_metrics_;
   WorkQueue* long_reads_;
   const Authorizer* auth_;
+  std::function<std::string()> extra_metrics_;
+  HandlerHooks hooks_;
 };
 
 }  // namespace fencekit

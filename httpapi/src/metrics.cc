@@ -36,6 +36,9 @@ void Metrics::ObserveLatency(std::chrono::steady_clock::duration d) {
 
 std::string Metrics::Render(const StoreStats& store) const {
   std::string out;
+  out += "# HELP fenced_build_info The version of this fenced.\n";
+  out += "# TYPE fenced_build_info gauge\n";
+  out += "fenced_build_info{version=\"" FENCEKIT_VERSION "\"} 1\n";
   out += "# HELP fenced_writes_accepted_total Fenced writes (puts and deletes) durably accepted.\n";
   out += "# TYPE fenced_writes_accepted_total counter\n";
   Append(out, "fenced_writes_accepted_total %llu\n",
@@ -107,6 +110,14 @@ std::string Metrics::Render(const StoreStats& store) const {
           unauthorized_);
   counter("fenced_requests_forbidden_total",
           "Requests answered 403 forbidden: outside the principal's rights (--auth).", forbidden_);
+  counter("fenced_event_streams_open", "Event streams (GET /v1/events) open now.", event_streams_);
+  counter("fenced_event_streams_refused_total",
+          "Event streams answered 503 because --max-event-streams were open.",
+          event_streams_refused_);
+  counter("fenced_events_dropped_total",
+          "Events an event stream skipped because its reader fell behind.", events_dropped_);
+  counter("fenced_log_lines_dropped_total",
+          "Log lines dropped because standard error could not keep up.", log_lines_dropped_);
   auto store_counter = [&](const char* name, const char* help, std::uint64_t value) {
     Append(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
            static_cast<unsigned long long>(value));
@@ -120,8 +131,7 @@ std::string Metrics::Render(const StoreStats& store) const {
                 "closed with 503 verify_unavailable).",
                 store.verify_failures);
   store_counter("fenced_store_write_failures_total",
-                "Writes failed by a storage error (never acknowledged; 503 or 500).",
-                store.failed);
+                "Writes failed by a storage error (never acknowledged; 503 or 500).", store.failed);
   store_counter("fenced_store_recoveries_total",
                 "Times the store reopened and checked its database after a failed commit (a "
                 "failed fsync, say); writes fail until that succeeds.",

@@ -54,6 +54,17 @@ class Metrics {
   void CountUnauthorized() { unauthorized_.fetch_add(1, std::memory_order_relaxed); }
   void CountForbidden() { forbidden_.fetch_add(1, std::memory_order_relaxed); }
   void SetMaxConnections(std::uint64_t n) { max_connections_.store(n, std::memory_order_relaxed); }
+  // The event feed (GET /v1/events): streams open now, streams refused at the limit, events a
+  // slow reader skipped.
+  void SetEventStreams(std::uint64_t n) { event_streams_.store(n, std::memory_order_relaxed); }
+  void CountEventStreamRefused() { event_streams_refused_.fetch_add(1, std::memory_order_relaxed); }
+  void CountEventsDropped(std::uint64_t n) {
+    events_dropped_.fetch_add(n, std::memory_order_relaxed);
+  }
+  // Log lines dropped because the log could not keep up (log_sink.h).
+  void CountLogLinesDropped(std::uint64_t n) {
+    log_lines_dropped_.fetch_add(n, std::memory_order_relaxed);
+  }
   // The whole exposition, with the store's commit and verification statistics appended.
   std::string Render(const StoreStats& store) const;
 
@@ -73,6 +84,10 @@ class Metrics {
   std::atomic<std::uint64_t> long_reads_refused_{0};
   std::atomic<std::uint64_t> unauthorized_{0};
   std::atomic<std::uint64_t> forbidden_{0};
+  std::atomic<std::uint64_t> event_streams_{0};
+  std::atomic<std::uint64_t> event_streams_refused_{0};
+  std::atomic<std::uint64_t> events_dropped_{0};
+  std::atomic<std::uint64_t> log_lines_dropped_{0};
 };
 
 }  // namespace fencekit

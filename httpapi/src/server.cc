@@ -29,11 +29,15 @@
 #include <vector>
 
 #include "auth.h"
+#include "events.h"
 #include "fencekit/fencedstore/store.h"
 #include "handler.h"
+#include "health.h"
+#include "log_sink.h"
 #include "session.h"
 #include "tls_context.h"
 #include "work_queue.h"
+#include "write_watch.h"
 
 namespace fencekit {
 namespace {
@@ -69,9 +73,14 @@ class ServerImpl final : public Server {
         auth_(std::move(auth)),
         tls_(std::move(tls)),
         long_reads_(options_.long_read_threads, options_.max_queued_long_reads),
-        handler_(store, &metrics_, &long_reads_, auth_.get(), options_.extra_metrics),
+        log_(options_.log, &metrics_),
+        events_({options_.max_event_streams, options_.max_queued_event_bytes}, &metrics_),
+        write_watch_(&events_, &log_),
+        handler_(store, &metrics_, &long_reads_, auth_.get(), options_.extra_metrics,
+                 HandlerHooks{&write_watch_, &health_}),
         acceptor_(net::make_strand(ioc_)),
-        drain_timer_(ioc_) {}
+        drain_timer_(ioc_),
+        health_(store, &write_watch_, ioc_.get_executor(), options_.health_timeout) {}
 
   ~ServerImpl() override {
     Stop();
@@ -113,6 +122,8 @@ class ServerImpl final : public Server {
 
   void Stop() override {
     if (stop_requested_.exchange(true)) return;
+    health_.Draining();
+    events_.Close();  // event streams end now rather than at the drain timeout
     net::post(acceptor_.get_executor(), [this] {
       beast::error_code ec;
       acceptor_.close(ec);
@@ -156,7 +167,13 @@ class ServerImpl final : public Server {
             RefuseConnection(std::move(socket));
           } else {
             socket.set_option(tcp::no_delay(true), ec);
-            SessionHost host{&options_, &handler_, &metrics_, &stop_requested_, &registry_};
+            SessionHost host{&options_,
+                             &handler_,
+                             &metrics_,
+                             &stop_requested_,
+                             &registry_,
+                             &events_,
+                             options_.access_log ? &log_ : nullptr};
             if (tls_) {
               std::make_shared<TlsSession>(host, std::move(socket), *tls_)->Start();
             } else {
@@ -235,7 +252,9 @@ class ServerImpl final : public Server {
         limit / 4, std::chrono::milliseconds(10), std::chrono::seconds(1));
     write_watch_timer_.expires_after(interval);
     write_watch_timer_.async_wait([this, limit](beast::error_code ec) {
-      if (ec) return;
+      // Stop() cancels the timer, but a tick already due runs anyway: it must not re-arm, or
+      // the I/O threads never run out of work and Wait() never returns.
+      if (ec || stop_requested_.load()) return;
       auto now = std::chrono::steady_clock::now();
       auto overdue =
           registry_.Collect([&](const SessionBase& s) { return s.WriteOverdue(now, limit); });
@@ -263,12 +282,18 @@ class ServerImpl final : public Server {
   std::unique_ptr<net::ssl::context> tls_;  // null for plain HTTP
   Metrics metrics_;
   WorkQueue long_reads_;
+  // Before ioc_, so that they outlive the sessions that ioc_'s pending handlers still hold.
+  LogSink log_;
+  EventHub events_;
+  WriteWatch write_watch_;
   Handler handler_;
   // Before ioc_, so that it outlives the sessions that ioc_'s pending handlers still hold.
   SessionRegistry registry_{&metrics_};
   net::io_context ioc_;
   tcp::acceptor acceptor_;
   net::steady_timer drain_timer_;
+  // After ioc_: its probe threads post timeouts there, and it is destroyed (joined) first.
+  HealthChecker health_;
   net::steady_timer write_watch_timer_{ioc_};
   // Accept state: touched only on the acceptor's strand.
   net::steady_timer accept_timer_{acceptor_.get_executor()};

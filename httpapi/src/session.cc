@@ -60,6 +60,9 @@ void Session<Stream>::ReadHeader() {
     if (buffer_.size() == 0) return Close();
   }
   parser_.emplace();
+  who_ = nullptr;
+  method_.clear();
+  target_.clear();
   parser_->header_limit(static_cast<std::uint32_t>(host_.options->max_header_bytes));
   parser_->body_limit(host_.options->max_body_bytes);
   idle_ = buffer_.size() == 0;
@@ -73,6 +76,11 @@ template <class Stream>
 void Session<Stream>::OnHeader(beast::error_code ec) {
   idle_ = false;
   started_ = std::chrono::steady_clock::now();
+  // The request line, once parsed (also when a header field or the declared length is refused).
+  if (host_.access_log != nullptr && !parser_->get().target().empty()) {
+    method_ = parser_->get().method_string();
+    target_ = parser_->get().target();
+  }
   if (ec == http::error::body_limit) {  // the declared Content-Length is over the limit
     return RefuseBodyTooLarge("larger than");
   }
@@ -144,16 +152,24 @@ void Session<Stream>::OnBody(beast::error_code ec) {
   }
   if (parser_->chunked()) DropTrailerFields();
   Tcp().expires_never();
-  host_.handler->Handle(parser_->release(), [self = Self()](HttpResponse res) {
-    // The store answers writes on its writer thread: hop back to this connection's strand.
-    net::post(self->stream_.get_executor(),
-              [self, res = std::move(res)]() mutable { self->Write(std::move(res)); });
-  });
+  host_.handler->Handle(
+      parser_->release(),
+      [self = Self()](HttpResponse res) {
+        // The store answers writes on its writer thread: hop back to this connection's strand.
+        net::post(self->stream_.get_executor(),
+                  [self, res = std::move(res)]() mutable { self->Write(std::move(res)); });
+      },
+      &who_);
 }
 
 template <class Stream>
 void Session<Stream>::Write(HttpResponse res) {
+  if (res.result() == http::status::ok && res[http::field::content_type] == kEventStreamType) {
+    return StartEvents(res.version());
+  }
   if (stopping_ || host_.stopping->load()) res.keep_alive(false);
+  status_ = res.result_int();
+  bytes_ = res.body().size();
   auto shared = std::make_shared<HttpResponse>(std::move(res));
   bool keep_alive = shared->keep_alive();
   // A deadline for the whole response, not per send (a client that reads a byte now and then
@@ -169,8 +185,118 @@ template <class Stream>
 void Session<Stream>::OnWrite(bool keep_alive, beast::error_code ec) {
   WriteDone();
   host_.metrics->ObserveLatency(std::chrono::steady_clock::now() - started_);
+  if (host_.access_log != nullptr) LogAccess();
   if (ec || !keep_alive) return Close();
   ReadHeader();
+}
+
+template <class Stream>
+void Session<Stream>::StartEvents(unsigned version) {
+  std::weak_ptr<Session> weak = Self();
+  events_ = host_.events->Open(who_, [weak, executor = stream_.get_executor()] {
+    net::post(executor, [weak] {
+      // Events arrived while the stream waited: end the wait for the heartbeat.
+      if (auto self = weak.lock(); self && self->heartbeat_) self->heartbeat_->cancel();
+    });
+  });
+  if (!events_) {
+    HttpResponse res = Handler::ErrorResponse(
+        wire::Error::kTooManyStreams,
+        "the server has as many event streams open as it allows (fenced --max-event-streams " +
+            std::to_string(host_.options->max_event_streams) +
+            "); close another /ui page or event reader, or retry later",
+        version, /*keep_alive=*/false);
+    res.set(http::field::retry_after, "5");
+    return Write(std::move(res));
+  }
+  heartbeat_.emplace(stream_.get_executor());
+  status_ = 200;
+  bytes_ = 0;
+  // No length: the stream ends with the connection. Nothing from the request is echoed here.
+  events_out_ = version == 10 ? "HTTP/1.0" : "HTTP/1.1";
+  events_out_ +=
+      " 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
+      "X-Content-Type-Options: nosniff\r\nX-Accel-Buffering: no\r\nConnection: close\r\n\r\n"
+      ": fenced event stream\n\n";
+  WatchPeer();
+  PumpEvents();
+}
+
+template <class Stream>
+void Session<Stream>::PumpEvents() {
+  if (!events_) return;
+  if (stopping_ || host_.stopping->load()) return EndEvents();
+  if (!events_->Take(events_out_)) return EndEvents();
+  if (events_out_.empty()) return WaitForEvents();
+  WriteEvents();
+}
+
+template <class Stream>
+void Session<Stream>::WaitForEvents() {
+  heartbeat_->expires_after(host_.options->event_heartbeat);
+  heartbeat_->async_wait([self = Self()](beast::error_code ec) {
+    if (!self->events_) return;
+    // A comment line: it keeps proxies from closing an idle stream, and a write to a peer that
+    // is gone fails (or stalls past the write timeout), which ends the stream.
+    if (!ec) self->events_out_ = ": heartbeat\n\n";
+    self->PumpEvents();  // cancelled: events arrived
+  });
+}
+
+template <class Stream>
+void Session<Stream>::WriteEvents() {
+  WriteStarted();  // the write watchdog cuts a peer that stops reading
+  net::async_write(stream_, net::buffer(events_out_),
+                   [self = Self()](beast::error_code ec, std::size_t n) {
+                     self->WriteDone();
+                     self->bytes_ += n;
+                     self->events_out_.clear();
+                     if (ec) return self->EndEvents();
+                     self->PumpEvents();
+                   });
+}
+
+template <class Stream>
+void Session<Stream>::WatchPeer() {
+  // A peer sends nothing on an event stream; a read that ends means it went away.
+  stream_.async_read_some(net::buffer(peer_bytes_),
+                          [self = Self()](beast::error_code ec, std::size_t) {
+                            if (ec) return self->EndEvents();
+                            self->WatchPeer();
+                          });
+}
+
+template <class Stream>
+void Session<Stream>::EndEvents() {
+  if (!events_) return;
+  events_.reset();
+  heartbeat_->cancel();
+  if (host_.access_log != nullptr) LogAccess();
+  Close();
+}
+
+template <class Stream>
+void Session<Stream>::LogAccess() {
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::steady_clock::now() - started_)
+                    .count();
+  beast::error_code ec;
+  auto peer = Tcp().socket().remote_endpoint(ec);
+  std::string line = LogTime(std::chrono::system_clock::now());
+  line += " fenced: access peer=";
+  if (ec) {
+    line += '-';
+  } else if (peer.address().is_v6()) {
+    line += "[" + peer.address().to_string() + "]:" + std::to_string(peer.port());
+  } else {
+    line += peer.address().to_string() + ":" + std::to_string(peer.port());
+  }
+  line += " method=" + (method_.empty() ? std::string("-") : Quote(method_));
+  line += " target=" + (target_.empty() ? std::string("-") : Quote(target_));
+  line += " status=" + std::to_string(status_) + " bytes=" + std::to_string(bytes_) +
+          " duration_us=" + std::to_string(micros);
+  if (who_ != nullptr) line += " principal=" + Quote(who_->name);
+  host_.access_log->Log(std::move(line));
 }
 
 template <class Stream>

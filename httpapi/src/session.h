@@ -3,10 +3,12 @@
 // repeat. And the registry of a server's sessions, which its limits and watchdogs read.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -20,8 +22,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include "events.h"
 #include "fencekit/httpapi/server.h"
 #include "handler.h"
+#include "log_sink.h"
 #include "metrics.h"
 #include "wire.h"
 
@@ -58,6 +62,8 @@ struct SessionHost {
   Metrics* metrics;
   const std::atomic<bool>* stopping;  // the server is stopping
   SessionRegistry* registry;
+  EventHub* events;     // the feed of GET /v1/events
+  LogSink* access_log;  // null without ServerOptions::access_log
 };
 
 // What the server's watchdogs and Stop() see of a session, plain or TLS. Virtual calls happen
@@ -75,7 +81,8 @@ class SessionBase : public std::enable_shared_from_this<SessionBase> {
   }
   // Closes the connection if its write is still overdue once on its strand.
   virtual void CutOffOverdueWrite(std::chrono::steady_clock::duration limit) = 0;
-  // Called on server stop: an idle connection is closed now, a busy one after its response.
+  // Called on server stop: an idle connection (or an event stream) is closed now, a busy one
+  // after its response.
   virtual void OnServerStop() = 0;
 
  protected:
@@ -122,7 +129,7 @@ class Session final : public SessionBase {
   void OnServerStop() override {
     net::post(stream_.get_executor(), [self = Self()] {
       self->stopping_ = true;
-      if (self->idle_) self->Close();
+      if (self->idle_ || self->events_) self->Close();
     });
   }
 
@@ -143,6 +150,18 @@ class Session final : public SessionBase {
   void RefuseAndClose(wire::Error error, RefusalReason reason, std::string message);
   // 413 and close: "the body is <how_large> the server's limit of N bytes".
   void RefuseBodyTooLarge(const std::string& how_large);
+  // The event stream (GET /v1/events): once started, the connection carries nothing else. Its
+  // response has no length and ends when the connection closes: on server stop, when the peer
+  // goes away (seen by a read, or by a heartbeat or event that cannot be written within the
+  // write timeout), or at once when --max-event-streams are open (503).
+  void StartEvents(unsigned version);
+  void PumpEvents();
+  void WaitForEvents();
+  void WriteEvents();
+  void WatchPeer();
+  void EndEvents();
+  // --access-log: one line for the request just answered (or the stream just ended).
+  void LogAccess();
   // Closes the TCP connection. For TLS without a close_notify: a peer that has its whole
   // response (Content-Length) loses nothing, and a close never waits on the peer.
   void Close() {
@@ -160,6 +179,17 @@ class Session final : public SessionBase {
   std::vector<const void*> header_fields_;
   bool idle_ = false;      // waiting for a new request (or the TLS handshake), nothing buffered
   bool stopping_ = false;  // the server is stopping: close after the current response
+  // The request being answered: who asks (for the access log and the event filter) and, with
+  // --access-log, what it asked and what it got.
+  const Principal* who_ = nullptr;
+  std::string method_, target_;
+  unsigned status_ = 0;
+  std::size_t bytes_ = 0;
+  // The event stream, once started.
+  std::shared_ptr<EventStream> events_;
+  std::optional<net::steady_timer> heartbeat_;
+  std::string events_out_;            // being written
+  std::array<char, 256> peer_bytes_;  // what the peer sends meanwhile, dropped
 };
 
 using PlainSession = Session<beast::tcp_stream>;

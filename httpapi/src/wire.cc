@@ -19,7 +19,7 @@ namespace {
 
 constexpr auto kPathChars = boost::urls::unreserved_chars + '/';
 
-constexpr std::array<ErrorInfo, 30> kErrors = {{
+constexpr std::array<ErrorInfo, 32> kErrors = {{
     {Error::kStaleToken, "stale_token", 409, StatusCode::kStaleToken},
     {Error::kMissingToken, "missing_token", 428, StatusCode::kInvalidArgument},
     {Error::kInvalidToken, "invalid_token", 400, StatusCode::kInvalidArgument},
@@ -51,6 +51,8 @@ constexpr std::array<ErrorInfo, 30> kErrors = {{
     {Error::kPreconditionFailed, "precondition_failed", 412, StatusCode::kPreconditionFailed},
     {Error::kBadPrecondition, "bad_precondition", 400, StatusCode::kInvalidArgument},
     {Error::kBatchTooLarge, "batch_too_large", 413, StatusCode::kInvalidArgument},
+    {Error::kTooManyStreams, "too_many_streams", 503, StatusCode::kUnavailable},
+    {Error::kNotReady, "not_ready", 503, StatusCode::kUnavailable},
 }};
 
 constexpr bool InEnumOrder() {

@@ -34,6 +34,10 @@ inline constexpr std::string_view kFencesPrefix = "/v1/fences/";
 inline constexpr std::string_view kHistoryPath = "/v1/history";
 inline constexpr std::string_view kHealthPath = "/healthz";
 inline constexpr std::string_view kMetricsPath = "/metrics";
+// The store's decisions as Server-Sent Events, the page that draws them, and readiness.
+inline constexpr std::string_view kEventsPath = "/v1/events";
+inline constexpr std::string_view kUiPath = "/ui";
+inline constexpr std::string_view kReadyPath = "/readyz";
 // Most decisions one history read returns.
 inline constexpr std::size_t kMaxHistoryLimit = 10000;
 // The path of a key or a lock, percent-encoded so that any bytes survive.
@@ -107,6 +111,8 @@ enum class Error {
   kPreconditionFailed,         // 412: body "version" (0: absent) and "key"
   kBadPrecondition,            // 400: a malformed If-Match or If-None-Match
   kBatchTooLarge,              // 413: more writes than one batch may have
+  kTooManyStreams,             // 503: GET /v1/events beyond --max-event-streams
+  kNotReady,                   // 503: GET /readyz while the store cannot take writes
 };
 struct ErrorInfo {
   Error error;

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <thread>
 
+#include "exchange.h"
+
 namespace fencekit::procutil {
 
 Status FencedServer::Start(FencedOptions options) {
@@ -25,8 +27,9 @@ Status FencedServer::Start(FencedOptions options) {
   // clang-format on
   argv.insert(argv.end(), options_.args.begin(), options_.args.end());
   if (Status s = process_.Start({.argv = argv,
-                                   .output_path = options_.log_path,
-                                   .max_open_files = options_.max_open_files}); !s.ok()) {
+                                 .output_path = options_.log_path,
+                                 .max_open_files = options_.max_open_files});
+      !s.ok()) {
     return s;
   }
   // Polled every few milliseconds, within a bound: the file's appearance is the event.
@@ -55,6 +58,14 @@ Status FencedServer::Restart() {
   FencedOptions again = options_;
   again.port = port_;
   return Start(std::move(again));
+}
+
+std::optional<std::int64_t> FencedServer::Metric(std::string_view name) const {
+  std::string body = HttpCall(port_, "GET", "/metrics", "", std::chrono::seconds(5));
+  std::string line_start = "\n" + std::string(name) + " ";
+  auto at = body.find(line_start);
+  if (at == std::string::npos) return std::nullopt;
+  return std::strtoll(body.c_str() + at + line_start.size(), nullptr, 10);
 }
 
 void FencedServer::Stop() {

@@ -9,11 +9,13 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 
 namespace fencekit::testing {
 
 std::atomic<bool> FaultVfs::fail_sync{false};
 std::atomic<bool> FaultVfs::disk_full{false};
+std::atomic<bool> FaultVfs::stall{false};
 
 namespace {
 
@@ -146,6 +148,10 @@ int ShmMap(sqlite3_file* f, int region, int size, int extend, void volatile** ou
   return Real(f)->pMethods->xShmMap(Real(f), region, size, extend, out);
 }
 int ShmLock(sqlite3_file* f, int offset, int n, int flags) {
+  // Only taking a lock waits: releasing one never does.
+  while ((flags & SQLITE_SHM_LOCK) != 0 && FaultVfs::stall.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return Real(f)->pMethods->xShmLock(Real(f), offset, n, flags);
 }
 void ShmBarrier(sqlite3_file* f) { Real(f)->pMethods->xShmBarrier(Real(f)); }

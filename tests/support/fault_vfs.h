@@ -17,6 +17,9 @@ struct FaultVfs {
   static std::atomic<bool> fail_sync;
   // When set, every xWrite fails with SQLITE_FULL (a full disk).
   static std::atomic<bool> disk_full;
+  // While set, every xShmLock (which each transaction of a WAL database takes) waits until it is
+  // cleared: a database that stops answering.
+  static std::atomic<bool> stall;
 
   // --- Power loss ---
   // From now on the VFS models a disk cache: what a file received since its last successful

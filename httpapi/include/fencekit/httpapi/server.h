@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "fencekit/common/status.h"
 
@@ -52,6 +53,23 @@ struct ServerOptions {
   // fails on an unreadable or mismatched pair.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // GET /v1/events (the store's decisions as Server-Sent Events, drawn by GET /ui): streams open
+  // at once (one more is answered 503 too_many_streams), the event text waiting for one slow
+  // reader (beyond it, events are skipped and the reader is told how many), and how often an
+  // idle stream gets a heartbeat, a comment line by which a peer that is gone is found.
+  std::size_t max_event_streams = 16;
+  std::size_t max_queued_event_bytes = 256 << 10;
+  std::chrono::milliseconds event_heartbeat{15'000};
+  // GET /healthz (the database answers a read) and /readyz (and the store accepts writes):
+  // the longest wait for the probe's read; past it, 503.
+  std::chrono::milliseconds health_timeout{2'000};
+  // Log every request in one line (method, target, status, bytes, duration, principal). Writes
+  // that are not accepted are logged in one line each, always.
+  bool access_log = false;
+  // Where log lines go: called once per line (without its newline) on a logging thread, which
+  // a slow sink never lets stall a request (lines beyond a bounded queue are dropped and
+  // counted). Null: standard error.
+  std::function<void(std::string_view line)> log;
   // More metrics for GET /metrics, in Prometheus' text format, appended to the server's own
   // (fenced: its verifying lock client's, RenderPrometheus in lock_client.h). Called on an I/O
   // thread for each scrape; must be quick and thread-safe. Null: none.

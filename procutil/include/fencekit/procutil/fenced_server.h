@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fencekit/common/status.h"
@@ -41,6 +43,9 @@ class FencedServer {
   std::uint16_t port() const { return port_; }
   // "http://127.0.0.1:<port>"
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // The value of an unlabelled metric of its GET /metrics (e.g. fenced_event_streams_open);
+  // nullopt when it cannot be read.
+  std::optional<std::int64_t> Metric(std::string_view name) const;
   ChildProcess& process() { return process_; }
   const ChildProcess& process() const { return process_; }
 

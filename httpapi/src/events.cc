@@ -1,0 +1,119 @@
+#include "events.h"
+
+#include <algorithm>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include "metrics.h"
+#include "wire.h"
+
+namespace fencekit {
+
+std::string EventText(std::uint64_t id, const WriteEvent& e) {
+  boost::json::object o;
+  o["id"] = id;
+  o["time_ms"] =
+      std::chrono::duration_cast<std::chrono::milliseconds>(e.time.time_since_epoch()).count();
+  o["op"] = e.op;
+  wire::PutName(o, "lock", e.lock);
+  wire::PutName(o, "key", e.key);
+  o["token"] = e.token;
+  o["decision"] = e.accepted ? "accepted" : "refused";
+  if (!e.accepted) o["reason"] = e.reason;
+  o["highest"] = e.highest;
+  if (!e.principal.empty()) wire::PutName(o, "principal", e.principal);
+  // serialize() escapes every control character: the JSON is one line.
+  std::string text = "id: " + std::to_string(id) + "\nevent: decision\ndata: ";
+  text += boost::json::serialize(o);
+  text += "\n\n";
+  return text;
+}
+
+EventHub::EventHub(Limits limits, Metrics* metrics) : limits_(limits), metrics_(metrics) {}
+
+EventHub::~EventHub() = default;
+
+void EventHub::Publish(const WriteEvent& e) {
+  std::lock_guard lock(mu_);
+  if (closed_ || streams_.empty()) return;
+  std::string text;
+  std::uint64_t dropped = 0;
+  for (EventStream* s : streams_) {
+    if (!s->Sees(e)) continue;
+    if (text.empty()) text = EventText(++seq_, e);
+    if (s->pending_.size() + text.size() > limits_.max_queued_bytes) {
+      ++s->dropped_;
+      ++dropped;
+      continue;
+    }
+    s->pending_ += text;
+    if (s->waiting_) {
+      s->waiting_ = false;
+      s->wake_();
+    }
+  }
+  if (dropped != 0 && metrics_ != nullptr) metrics_->CountEventsDropped(dropped);
+}
+
+std::shared_ptr<EventStream> EventHub::Open(const Principal* who, std::function<void()> wake) {
+  std::lock_guard lock(mu_);
+  if (closed_ || streams_.size() >= limits_.max_streams) {
+    if (metrics_ != nullptr) metrics_->CountEventStreamRefused();
+    return nullptr;
+  }
+  std::shared_ptr<EventStream> s(new EventStream(this, who, std::move(wake)));
+  streams_.push_back(s.get());
+  listeners_.store(streams_.size(), std::memory_order_relaxed);
+  if (metrics_ != nullptr) metrics_->SetEventStreams(streams_.size());
+  return s;
+}
+
+void EventHub::Close() {
+  std::lock_guard lock(mu_);
+  closed_ = true;
+  for (EventStream* s : streams_) {
+    s->closed_ = true;
+    if (s->waiting_) {
+      s->waiting_ = false;
+      s->wake_();
+    }
+  }
+}
+
+std::size_t EventHub::open_streams() const {
+  std::lock_guard lock(mu_);
+  return streams_.size();
+}
+
+void EventHub::Remove(EventStream* s) {
+  std::lock_guard lock(mu_);
+  std::erase(streams_, s);
+  listeners_.store(streams_.size(), std::memory_order_relaxed);
+  if (metrics_ != nullptr) metrics_->SetEventStreams(streams_.size());
+}
+
+EventStream::~EventStream() { hub_->Remove(this); }
+
+bool EventStream::Sees(const WriteEvent& e) const {
+  if (who_ == nullptr) return true;
+  return who_->MayRead(e.lock) && who_->MayRead(e.key);
+}
+
+bool EventStream::Take(std::string& out) {
+  std::lock_guard lock(hub_->mu_);
+  if (dropped_ != 0) {
+    // Before the events that came after the gap, so a reader knows where it was.
+    out += "event: dropped\ndata: {\"dropped\":" + std::to_string(dropped_) + "}\n\n";
+    dropped_ = 0;
+  }
+  if (out.empty()) {
+    out.swap(pending_);
+  } else {
+    out += pending_;
+    pending_.clear();
+  }
+  waiting_ = out.empty() && !closed_;
+  return !closed_;
+}
+
+}  // namespace fencekit
