@@ -296,7 +296,9 @@ Audit RunFailover(bool sync, bool standby_behind) {
   EXPECT_TRUE(sender.ok()) << sender.status().ToString();
   if (!sender.ok()) return {};
   const pid_t sender_pid = std::stoi(*sender);
-  if (standby_behind) EXPECT_TRUE(pauser.Pause(sender_pid));
+  if (standby_behind) {
+    EXPECT_TRUE(pauser.Pause(sender_pid));
+  }
   const int acked_in_step = writers.acked();
   if (!standby_behind) {
     // Killed as it is: the standby keeps up, as far as it can.
