@@ -168,8 +168,13 @@ void CheckToken(const etcd::EtcdProtocol& p, std::int64_t revision, std::string_
   if (t.ok()) FUZZ_CHECK(t->value() == revision, input);
 }
 
+// What a reply may make of a call: unusable or failed (kUnavailable), gone (kNotFound), refused
+// as malformed (kInvalidArgument), or refused by etcd's authentication (kUnauthenticated,
+// kPermissionDenied: their message names the user and the prefix to grant).
 void CheckStatus(const fencekit::Status& s) {
-  FUZZ_CHECK(s.IsUnavailable() || s.IsNotFound() || s.IsInvalidArgument(), s.ToString());
+  FUZZ_CHECK(s.IsUnavailable() || s.IsNotFound() || s.IsInvalidArgument() ||
+                 s.IsUnauthenticated() || s.IsPermissionDenied(),
+             s.ToString());
 }
 
 const std::vector<std::string_view>& Ops() {
