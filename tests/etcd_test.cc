@@ -170,10 +170,7 @@ TEST(EtcdClusterTest, LeaderKilledClientCarriesOnThroughAnotherMemberAndTokensKe
   int leader = etcd.Leader();
   ASSERT_GE(leader, 0);
   // The leader first in the URI, so the client is talking to it when it dies.
-  std::string uri = "etcd://127.0.0.1:" + std::to_string(etcd.client_port(leader));
-  for (int m = 0; m < etcd.size(); ++m) {
-    if (m != leader) uri += ",127.0.0.1:" + std::to_string(etcd.client_port(m));
-  }
+  std::string uri = etcd.uri(leader);
   auto client = Open(uri);
   std::vector<std::int64_t> tokens;
   for (int i = 0; i < 3; ++i) {

@@ -314,18 +314,8 @@ TEST(HostileClientProcessTest, FloodUnderLowFileLimitIsAnsweredAndDoesNotSpin) {
 
 // A connection with a tiny receive window that pipelines requests and never reads.
 int SlowReader(std::uint16_t port, const std::string& requests) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  int small = 4096;
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ADD_FAILURE() << "connect failed";
-    close(fd);
-    return -1;
-  }
+  int fd = testing::ConnectLoopback(port, 4096);
+  if (fd < 0) return -1;
   if (send(fd, requests.data(), requests.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(requests.size())) {
     ADD_FAILURE() << "send failed";

@@ -60,10 +60,7 @@ TEST(RenewalTest, EtcdMemberTheClientTalksToIsKilledRenewalCarriesOnThroughAnoth
   int leader = etcd.Leader();
   ASSERT_GE(leader, 0);
   // The leader first in the URI, so the renewals go to it until it dies.
-  std::string uri = "etcd://127.0.0.1:" + std::to_string(etcd.client_port(leader));
-  for (int m = 0; m < etcd.size(); ++m) {
-    if (m != leader) uri += ",127.0.0.1:" + std::to_string(etcd.client_port(m));
-  }
+  std::string uri = etcd.uri(leader);
   auto client = Open(uri);
   ASSERT_NE(client, nullptr);
   auto lease = client->TryAcquire("job", 3s);

@@ -14,16 +14,10 @@
 #include <string_view>
 #include <vector>
 
+#include "exchange.h"
+
 namespace fencekit::procutil {
 namespace {
-
-sockaddr_in Loopback(std::uint16_t port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return addr;
-}
 
 // Sends all of `data` on a blocking socket; false when the peer is gone.
 bool SendAll(int fd, std::string_view data) {
@@ -67,7 +61,7 @@ Result<std::unique_ptr<DelayProxy>> DelayProxy::Start(std::uint16_t target) {
   if (listener < 0) {
     return Status::Unavailable(std::string("proxy: socket failed: ") + std::strerror(errno));
   }
-  sockaddr_in addr = Loopback(0);
+  sockaddr_in addr = LoopbackAddress(0);
   socklen_t len = sizeof addr;
   if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       ::listen(listener, 64) != 0 ||
@@ -233,7 +227,7 @@ void DelayProxy::Serve() {
       int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
       if (client >= 0) {
         int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in addr = Loopback(target);
+        sockaddr_in addr = LoopbackAddress(target);
         if (server >= 0 &&
             ::connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
           conns.push_back(Conn{.client = client, .server = server});

@@ -91,10 +91,15 @@ Status EtcdCluster::Start(EtcdOptions options) {
   return last;
 }
 
-std::string EtcdCluster::uri() const {
+std::string EtcdCluster::uri(int first) const {
   std::string out = Tls() ? "etcds://" : "etcd://";
-  for (std::size_t i = 0; i < members_.size(); ++i) {
-    out += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(members_[i].client_port);
+  auto add = [&](int m) {
+    out += (out.back() == '/' ? "127.0.0.1:" : ",127.0.0.1:") +
+           std::to_string(members_[m].client_port);
+  };
+  if (first >= 0) add(first);
+  for (int m = 0; m < size(); ++m) {
+    if (m != first) add(m);
   }
   return out;
 }

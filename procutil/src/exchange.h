@@ -1,5 +1,8 @@
-// Private: one request and its reply over a loopback TCP connection, for readiness checks.
+// Private: loopback addresses, and one request and its reply over a loopback TCP connection,
+// for readiness checks.
 #pragma once
+
+#include <netinet/in.h>
 
 #include <chrono>
 #include <cstdint>
@@ -8,6 +11,9 @@
 #include <string_view>
 
 namespace fencekit::procutil {
+
+// 127.0.0.1:`port` (0: any port) as an IPv4 socket address.
+sockaddr_in LoopbackAddress(std::uint16_t port);
 
 // Connects to 127.0.0.1:`port`, sends `request` and reads until `complete(reply so far)`, the
 // peer closes, or `timeout` passes on one step (a paused server accepts but never answers).

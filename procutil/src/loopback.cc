@@ -13,9 +13,8 @@
 #include "exchange.h"
 
 namespace fencekit::procutil {
-namespace {
 
-sockaddr_in Loopback(std::uint16_t port) {
+sockaddr_in LoopbackAddress(std::uint16_t port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
@@ -23,12 +22,10 @@ sockaddr_in Loopback(std::uint16_t port) {
   return addr;
 }
 
-}  // namespace
-
 Result<std::uint16_t> FreeLoopbackPort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::Unavailable(std::string("socket failed: ") + std::strerror(errno));
-  sockaddr_in addr = Loopback(0);
+  sockaddr_in addr = LoopbackAddress(0);
   socklen_t len = sizeof addr;
   bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
             ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
@@ -50,7 +47,7 @@ std::string Exchange(std::uint16_t port, std::string_view request,
              static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr = Loopback(port);
+  sockaddr_in addr = LoopbackAddress(port);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
           static_cast<ssize_t>(request.size())) {

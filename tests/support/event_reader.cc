@@ -12,25 +12,15 @@
 #include <cerrno>
 #include <cstring>
 
+#include "support/test_support.h"
+
 namespace fencekit::testing {
 
 EventReader::EventReader(std::uint16_t port,
                          std::vector<std::pair<std::string, std::string>> headers,
                          int receive_buffer, std::string target) {
-  fd_ = socket(AF_INET, SOCK_STREAM, 0);
-  if (receive_buffer > 0) {
-    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ADD_FAILURE() << "connect to port " << port << " failed: " << strerror(errno);
-    close(fd_);
-    fd_ = -1;
-    return;
-  }
+  fd_ = ConnectLoopback(port, receive_buffer);
+  if (fd_ < 0) return;
   std::string request = "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
   for (const auto& [name, value] : headers) request += name + ": " + value + "\r\n";
   request += "\r\n";

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -16,8 +17,6 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 namespace fencekit::testing {
 
@@ -34,18 +33,26 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-RawConnection::RawConnection(std::uint16_t port) {
-  fd_ = socket(AF_INET, SOCK_STREAM, 0);
+int ConnectLoopback(std::uint16_t port, int receive_buffer) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (receive_buffer > 0) {
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     ADD_FAILURE() << "connect to port " << port << " failed: " << strerror(errno);
-    close(fd_);
-    fd_ = -1;
-    return;
+    close(fd);
+    return -1;
   }
+  return fd;
+}
+
+RawConnection::RawConnection(std::uint16_t port) {
+  fd_ = ConnectLoopback(port);
+  if (fd_ < 0) return;
   int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }

@@ -38,6 +38,10 @@ struct RawResponse {
   }
 };
 
+// A TCP socket connected to 127.0.0.1:port (`receive_buffer` > 0: SO_RCVBUF set first, so
+// that it applies to the connection); -1 after ADD_FAILURE when the connection fails.
+int ConnectLoopback(std::uint16_t port, int receive_buffer = 0);
+
 // One TCP connection to 127.0.0.1:port. Every call fails the current test (ADD_FAILURE) on
 // I/O errors instead of throwing.
 class RawConnection {
@@ -75,8 +79,7 @@ class FencedProcess {
  public:
   // `args` are appended after --listen 127.0.0.1:0 --db <db>. `max_open_files` > 0 sets its
   // RLIMIT_NOFILE, as `ulimit -n` would.
-  FencedProcess(const std::string& db, std::vector<std::string> args = {},
-                int max_open_files = 0);
+  FencedProcess(const std::string& db, std::vector<std::string> args = {}, int max_open_files = 0);
   std::uint16_t port() const { return server_.port(); }
   pid_t pid() const { return server_.process().pid(); }
   std::string url() const { return server_.url(); }

@@ -60,8 +60,8 @@ class EtcdCluster {
   // Plain HTTP: client_port(), or with TLS the member's extra loopback port.
   std::uint16_t admin_port(int member) const { return members_[member].admin_port; }
   // "etcd://127.0.0.1:p0,127.0.0.1:p1,..." ("etcds://" with TLS): every member, killed ones
-  // included.
-  std::string uri() const;
+  // included; member `first` (when >= 0) first, so that a client talks to it until it dies.
+  std::string uri(int first = -1) const;
   // "etcd://127.0.0.1:p" ("etcds://" with TLS): that member alone.
   std::string member_uri(int member) const;
   // Adds the root user (password `root_password`) and `users`, then turns authentication on.
