@@ -14,6 +14,7 @@ FENCEKIT_PACKAGES=(
   libssl-dev openssl  # TLS (fenced --tls-cert, https:// clients) and SHA-256 of bearer tokens
   postgresql-15 libpq-dev  # the guard as SQL, tested on a real PostgreSQL server
   chromium  # headless: the /ui page (driven over its DevTools pipe) and the demo's HTML timeline
+  python3 python3-yaml  # tests/openapi_check.py reads docs/openapi.yaml
 )
 # scripts/fuzz (and scripts/test, which runs it briefly): clang and its libFuzzer runtime.
 FENCEKIT_FUZZ_PACKAGES=(clang-16 libclang-rt-16-dev)

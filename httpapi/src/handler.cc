@@ -239,6 +239,8 @@ void Handler::Handle(HttpRequest&& req, Respond respond, const Principal** who_o
     res.prepare_payload();
     return respond(std::move(res));
   }
+  // This list is fenced's own statement of its routes: tests/openapi_check.py holds
+  // docs/openapi.yaml to it.
   error(Error::kNotFound,
         "no route for " + std::string(path) +
             "; routes are /v1/objects/{key}, /v1/objects, /v1/batch, /v1/fences/{lock}, "
