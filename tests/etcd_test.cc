@@ -17,6 +17,7 @@
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "support/etcd_server.h"
+#include "support/lock_services.h"
 #include "support/redis_server.h"
 #include "support/test_support.h"
 
@@ -31,9 +32,7 @@ using testing::TempDir;
 using testing::WaitFor;
 
 std::unique_ptr<LockClient> Open(const std::string& uri, LockOptions options = {}) {
-  auto c = LockClient::Open(uri, options);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? std::move(c).value() : nullptr;
+  return testing::OpenLockClient(uri, options);
 }
 
 // The last token issued for `lock`: it moves when a waiter joins the line.

@@ -12,6 +12,7 @@
 #include "fencekit/common/text.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "support/etcd_server.h"
+#include "support/lock_services.h"
 #include "support/pki.h"
 #include "support/test_support.h"
 
@@ -29,11 +30,7 @@ using testing::WaitFor;
 constexpr char kAppPassword[] = "app-Secret-pw.42";
 constexpr char kNobodyPassword[] = "nobody-Secret-pw.7";
 
-std::unique_ptr<LockClient> Open(const std::string& uri) {
-  auto c = LockClient::Open(uri);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? std::move(c).value() : nullptr;
-}
+std::unique_ptr<LockClient> Open(const std::string& uri) { return testing::OpenLockClient(uri); }
 
 // The last token issued for `lock`: it moves when a waiter joins the line.
 std::int64_t LastIssued(LockClient& client, const std::string& lock) {

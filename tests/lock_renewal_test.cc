@@ -28,9 +28,7 @@ using testing::TempDir;
 using testing::WaitFor;
 
 std::unique_ptr<LockClient> Open(const std::string& uri, LockOptions options = {}) {
-  auto c = LockClient::Open(uri, options);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? std::move(c).value() : nullptr;
+  return testing::OpenLockClient(uri, options);
 }
 
 TEST(RenewalTest, RedisRestartedWithItsDataRenewalCarriesOnOverANewConnection) {

@@ -279,13 +279,21 @@ json::array EtcdProtocol::WhyGoneReads(std::string_view lock) const {
   return json::array{Range(LastReleaseKey(lock)), RangeFirst(lock)};
 }
 
+namespace {
+
+// A txn's compare: `key` exists and was created at revision `token` (this holder's key).
+json::array IsHoldersKey(const std::string& key, FencingToken token) {
+  return json::array{
+      json::object{{"target", "CREATE"}, {"key", key}, {"create_revision", token.ToString()}}};
+}
+
+}  // namespace
+
 Result<ReleasedKey> EtcdProtocol::ReleaseKey(std::string_view lock, std::string_view owner,
                                              FencingToken token, int* sends) {
   const std::string my_key = Key(lock, owner);
   json::object txn{
-      {"compare",
-       json::array{json::object{
-           {"target", "CREATE"}, {"key", my_key}, {"create_revision", token.ToString()}}}},
+      {"compare", IsHoldersKey(my_key, token)},
       {"success",
        json::array{json::object{{"request_delete_range", json::object{{"key", my_key}}}},
                    json::object{{"request_put", json::object{{"key", LastReleaseKey(lock)},
@@ -336,9 +344,7 @@ Result<bool> EtcdProtocol::MoveKeyToLease(std::string_view lock, std::string_vie
                                           FencingToken token, std::int64_t lease_id) {
   const std::string my_key = Key(lock, owner);
   json::object txn{
-      {"compare",
-       json::array{json::object{
-           {"target", "CREATE"}, {"key", my_key}, {"create_revision", token.ToString()}}}},
+      {"compare", IsHoldersKey(my_key, token)},
       {"success",
        json::array{json::object{{"request_put", json::object{{"key", my_key},
                                                              {"lease", std::to_string(lease_id)},

@@ -16,6 +16,12 @@ std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
   return "";
 }
 
+std::unique_ptr<LockClient> OpenLockClient(const std::string& uri, LockOptions options) {
+  auto c = LockClient::Open(uri, options);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
 std::string RedlockUri(const std::vector<std::unique_ptr<RedisServer>>& nodes) {
   std::string uri = "redlock://";
   for (std::size_t i = 0; i < nodes.size(); ++i) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "fencekit/lockclient/lock_client.h"
 #include "support/etcd_server.h"
 #include "support/redis_server.h"
 #include "support/test_support.h"
@@ -18,6 +19,9 @@ enum class Backend { kSqlite, kRedis, kRedlock, kEtcd };
 
 // "Sqlite", "Redis", "Redlock", "Etcd": the suffix of a parameterized test's name.
 std::string BackendName(const ::testing::TestParamInfo<Backend>& info);
+
+// LockClient::Open, failing the current test (and returning null) when it fails.
+std::unique_ptr<LockClient> OpenLockClient(const std::string& uri, LockOptions options = {});
 
 // "redlock://127.0.0.1:p1,127.0.0.1:p2,...".
 std::string RedlockUri(const std::vector<std::unique_ptr<RedisServer>>& nodes);
