@@ -109,7 +109,7 @@ TEST_F(HttpTest, UnknownRouteGets404AndWrongMethodGets405) {
   EXPECT_EQ(Call("GET", "/v2/things").status, 404);
   auto r = Call("POST", "/v1/objects/k", {}, "v");
   EXPECT_EQ(r.status, 405);
-  EXPECT_EQ(r.header("allow"), "GET, PUT, DELETE");
+  EXPECT_EQ(r.header("allow"), "GET, HEAD, PUT, DELETE");
   auto fence = Call("DELETE", "/v1/fences/x");
   EXPECT_EQ(fence.status, 405);
   EXPECT_EQ(fence.header("allow"), "GET, PUT");

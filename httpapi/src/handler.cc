@@ -180,7 +180,7 @@ void Handler::Handle(HttpRequest&& req, Respond respond, const Principal** who_o
     if (!key) return error(Error::kBadKey, NotEncoded("key"));
     const bool read = req.method() == http::verb::get || req.method() == http::verb::head;
     if (!read && req.method() != http::verb::put && req.method() != http::verb::delete_) {
-      return method_not_allowed("GET, PUT, DELETE");
+      return method_not_allowed("GET, HEAD, PUT, DELETE");
     }
     if (who == nullptr) return HandleObject(std::move(req), std::move(*key), respond);
     if (read && !who->MayRead(*key)) return forbidden("read key \"" + *key + "\"");
