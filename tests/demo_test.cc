@@ -246,12 +246,18 @@ TEST(DemoHtmlTest, TimelineRendersInHeadlessChromiumOnATimeAxisWithoutOverlaps) 
   for (const auto& label : texts(".label"))
     conflict |= label.find("409 Conflict") != std::string::npos;
   EXPECT_TRUE(conflict);
-  // The pause is a break of the axis, labelled with its length (the TTL, 1 s, at least).
+  // The pause is a break of the axis, labelled with its length (the TTL, 1 s, at least). Other
+  // gaps over the break threshold (60 ms) may be breaks too on a slow machine (a sanitizer
+  // build, a loaded CI host), but only the pause lasts near a second.
   auto breaks = texts(".break-label");
-  ASSERT_EQ(breaks.size(), 1u);
-  std::string ms = breaks[0].substr(0, breaks[0].find(" ms"));
-  std::erase(ms, ',');
-  EXPECT_GE(std::stoi(ms), 900) << breaks[0];
+  ASSERT_GE(breaks.size(), 1u);
+  int long_breaks = 0;
+  for (const auto& b : breaks) {
+    std::string ms = b.substr(0, b.find(" ms"));
+    std::erase(ms, ',');
+    if (std::stoi(ms) >= 900) ++long_breaks;
+  }
+  EXPECT_EQ(long_breaks, 1) << ::testing::PrintToString(breaks);
   // No two texts of the diagram overlap, as the browser lays them out.
   auto overlaps = browser.Evaluate(R"js((() => {
     const t = [...document.querySelectorAll('svg text')].map(e => [e.textContent, e.getBBox()]);
