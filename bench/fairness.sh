@@ -44,6 +44,11 @@ contend() {
   done
   for p in "${pids[@]}"; do wait "$p" || true; done  # a contender that failed counts as 0
   for i in 1 2 3 4; do
+    if [ ! -s "$work/c$i" ]; then
+      echo "$name: contender $i failed: $(head -c 500 "$work/c$i.err")" >&2
+    fi
+  done
+  for i in 1 2 3 4; do
     v="$(awk '{print $2+0; exit} END{if (NR==0) print 0}' "$work/c$i")"
     total="$(awk -v a="$total" -v b="$v" 'BEGIN{print a+b}')"
     if [ "$min" = -1 ] || awk -v a="$v" -v b="$min" 'BEGIN{exit !(a<b)}'; then min="$v"; fi

@@ -1,4 +1,4 @@
-// sqlite::Transaction on real SQLite files in a temporary folder.
+// sqlite::Transaction and sqlite::UseWal on real SQLite files in a temporary folder.
 #include "sqlite/sqlite_util.h"
 
 #include <gtest/gtest.h>
@@ -108,6 +108,46 @@ TEST_F(TransactionTest, ExplicitRollbackDiscardsAndEndsTheTransaction) {
   EXPECT_NE(sqlite3_get_autocommit(db_.get()), 0);
   EXPECT_EQ(Rows(), 0);
   EXPECT_FALSE(txn->Commit().ok());
+}
+
+// Two processes creating one database: while one converts the new file to WAL it holds the
+// rollback journal's write lock, and SQLite answers the other's conversion SQLITE_BUSY at once,
+// without a busy handler. UseWal tries again until the lock is free or max_wait has passed.
+TEST(UseWalTest, TriesAgainWhileAnotherConnectionConvertsTheNewFile) {
+  TempDir dir;
+  std::string path = dir.File("new.db");
+  auto open = [&] {
+    sqlite3* raw = nullptr;
+    EXPECT_EQ(
+        sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr),
+        SQLITE_OK);
+    return Db(raw);
+  };
+  Db converting = open(), joining = open();
+  ASSERT_TRUE(Exec(converting.get(), "BEGIN IMMEDIATE").ok());
+
+  const auto began = std::chrono::steady_clock::now();
+  Status held = UseWal(joining.get(), "new.db", std::chrono::milliseconds(150));
+  EXPECT_TRUE(held.IsUnavailable()) << held.ToString();
+  EXPECT_GE(std::chrono::steady_clock::now() - began, std::chrono::milliseconds(150))
+      << "gave up before max_wait";
+  EXPECT_NE(held.message().find("switching new.db to WAL mode"), std::string::npos)
+      << held.message();
+
+  ASSERT_TRUE(Exec(converting.get(), "COMMIT").ok());
+  Status free = UseWal(joining.get(), "new.db");
+  EXPECT_TRUE(free.ok()) << free.ToString();
+  EXPECT_TRUE(UseWal(converting.get(), "new.db").ok()) << "the file is in WAL mode for both";
+}
+
+TEST(UseWalTest, AnInMemoryDatabaseCannotUseWal) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(":memory:", &raw), SQLITE_OK);
+  Db db(raw);
+  Status s = UseWal(db.get(), "the test database");
+  EXPECT_TRUE(s.IsIoError()) << s.ToString();
+  EXPECT_NE(s.message().find("cannot use WAL mode (journal_mode is memory)"), std::string::npos)
+      << s.message();
 }
 
 }  // namespace

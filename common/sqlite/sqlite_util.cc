@@ -1,5 +1,8 @@
 #include "sqlite/sqlite_util.h"
 
+#include <algorithm>
+#include <thread>
+
 namespace fencekit::sqlite {
 
 Result<Stmt> Stmt::Prepare(sqlite3* db, std::string_view sql) {
@@ -44,6 +47,30 @@ Status Exec(sqlite3* db, std::string_view sql) {
   int rc = sqlite3_exec(db, std::string(sql).c_str(), nullptr, nullptr, &err);
   sqlite3_free(err);
   if (rc != SQLITE_OK) return Error(db, rc, "running \"" + std::string(sql) + "\"");
+  return Status::Ok();
+}
+
+Status UseWal(sqlite3* db, std::string_view database, std::chrono::milliseconds max_wait) {
+  using std::chrono::milliseconds;
+  auto st = Stmt::Prepare(db, "PRAGMA journal_mode=WAL");
+  if (!st.ok()) return st.status();
+  const auto give_up = std::chrono::steady_clock::now() + max_wait;
+  int rc;
+  for (milliseconds pause(1);; pause = std::min(pause * 2, milliseconds(50))) {
+    rc = st->Step();
+    if ((rc & 0xff) != SQLITE_BUSY) break;
+    st->Reset();
+    auto now = std::chrono::steady_clock::now();
+    if (now >= give_up) break;
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(pause, give_up - now));
+  }
+  ResetOnExit reset(*st);
+  if (rc != SQLITE_ROW) return Error(db, rc, "switching " + std::string(database) + " to WAL mode");
+  if (std::string mode = st->ColumnBytes(0); mode != "wal") {
+    return Status::IoError(std::string(database) + " cannot use WAL mode (journal_mode is " + mode +
+                           "); put it on a local file system");
+  }
   return Status::Ok();
 }
 

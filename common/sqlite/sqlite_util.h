@@ -3,6 +3,7 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -82,5 +83,12 @@ Status Error(sqlite3* db, int rc, std::string_view doing);
 
 // Runs SQL that returns no rows.
 Status Exec(sqlite3* db, std::string_view sql);
+
+// Puts `db` in WAL mode. Another process that opens or converts the same new file at that moment
+// makes SQLite answer SQLITE_BUSY at once (its busy handler is not asked), so this tries again,
+// backing off from 1 ms to 50 ms, for up to `max_wait`. kIoError when the file system cannot
+// hold a WAL (journal_mode stays another); `database` names the file in messages.
+Status UseWal(sqlite3* db, std::string_view database,
+              std::chrono::milliseconds max_wait = std::chrono::seconds(10));
 
 }  // namespace fencekit::sqlite

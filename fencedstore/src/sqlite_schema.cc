@@ -57,17 +57,7 @@ Result<int> QueryInt(sqlite3* db, const char* sql) {
 
 Status Migrate(sqlite3* db, sqlite::TxnStatements& txn_stmts, const std::string& path) {
   // WAL lets readers run beside the writer, and needs one fsync per commit.
-  {
-    auto st = Stmt::Prepare(db, "PRAGMA journal_mode=WAL");
-    if (!st.ok()) return st.status();
-    int rc = st->Step();
-    if (rc != SQLITE_ROW) return sqlite::Error(db, rc, "switching to WAL mode");
-    if (st->ColumnBytes(0) != "wal") {
-      return Status::IoError("the store database \"" + path +
-                             "\" cannot use WAL mode (journal_mode is " + st->ColumnBytes(0) +
-                             "); put it on a local file system");
-    }
-  }
+  if (auto s = sqlite::UseWal(db, "the store database \"" + path + "\""); !s.ok()) return s;
   auto txn = sqlite::Transaction::Begin(txn_stmts);
   if (!txn.ok()) return txn.status();
   auto app_id = QueryInt(db, "PRAGMA application_id");

@@ -57,9 +57,8 @@ class SqliteBackend final : public LockBackend {
     sqlite3_extended_result_codes(raw, 1);
     sqlite3_busy_handler(raw, &SqliteBackend::OnBusy, this);
     sqlite3_wal_hook(raw, &SqliteBackend::OnCommitted, this);
-    if (auto s = sqlite::Exec(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"); !s.ok()) {
-      return s;
-    }
+    if (auto s = sqlite::UseWal(raw, "the lock database " + service_); !s.ok()) return s;
+    if (auto s = sqlite::Exec(raw, "PRAGMA synchronous=FULL"); !s.ok()) return s;
     auto txn_stmts = sqlite::TxnStatements::Prepare(raw, sqlite::TxnMode::kImmediate, service_);
     if (!txn_stmts.ok()) return txn_stmts.status();
     txn_ = std::move(txn_stmts).value();
