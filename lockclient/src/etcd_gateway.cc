@@ -28,6 +28,9 @@ using std::chrono::milliseconds;
 
 constexpr std::size_t kMaxTokenBytes = 1024;
 constexpr std::size_t kMaxShownBytes = 200;
+// A reply, or one message of a watch stream, larger than this is refused (and its connection
+// closed) rather than held in memory: etcd's own limit on a request is 1.5 MiB by default.
+constexpr std::size_t kMaxReplyBytes = 64 << 20;
 
 std::string FormatMs(milliseconds d) { return std::to_string(d.count()) + "ms"; }
 
@@ -215,7 +218,7 @@ std::string GatewayConn::Failure(std::string_view what, const boost::system::err
 Result<GatewayConn::Reply> GatewayConn::Post(std::string_view target, const std::string& body,
                                              const std::string& token, milliseconds timeout) {
   Parser parser;
-  parser.body_limit(64 << 20);
+  parser.body_limit(kMaxReplyBytes);
   Status s = Exchange(target, body, token, timeout, [&](auto& stream, auto done) {
     http::async_read(stream, buffer_, parser, done);
   });
@@ -229,6 +232,7 @@ Status GatewayConn::OpenStream(std::string_view target, const std::string& body,
                                const std::string& token, milliseconds timeout) {
   stream_parser_.emplace();
   stream_parser_->body_limit(boost::none);
+  scanned_ = 0;
   Status s = Exchange(target, body, token, timeout, [&](auto& stream, auto done) {
     http::async_read_header(stream, buffer_, *stream_parser_, done);
   });
@@ -245,11 +249,19 @@ Result<std::optional<std::string>> GatewayConn::NextMessage(milliseconds wait) {
   auto until = std::chrono::steady_clock::now() + wait;
   for (;;) {
     std::string& body = stream_parser_->get().body();
-    if (auto nl = body.find('\n'); nl != std::string::npos) {
+    if (auto nl = body.find('\n', scanned_); nl != std::string::npos) {
       std::string line = body.substr(0, nl);
       body.erase(0, nl + 1);
+      scanned_ = 0;
       if (line.find_first_not_of(" \r\t") == std::string::npos) continue;
       return std::optional<std::string>(std::move(line));
+    }
+    scanned_ = body.size();  // a long message is searched once, not once per read
+    if (body.size() > kMaxReplyBytes) {
+      Close();
+      return Status::Unavailable(endpoint_.Name() + " sent a watch message of over " +
+                                 std::to_string(kMaxReplyBytes >> 20) +
+                                 " MiB without its end; closed the stream");
     }
     if (stream_parser_->is_done()) {
       return Status::Unavailable(endpoint_.Name() + " ended the watch stream");

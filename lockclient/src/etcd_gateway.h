@@ -117,6 +117,7 @@ class GatewayConn {
   std::string token_;
   boost::beast::flat_buffer buffer_;
   std::optional<Parser> stream_parser_;
+  std::size_t scanned_ = 0;  // the stream body's first bytes, known to hold no newline
   bool read_pending_ = false;
   boost::system::error_code read_ec_;
   bool closed_ = false;
