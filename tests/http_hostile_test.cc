@@ -413,12 +413,15 @@ TEST_F(HostileClientTest, HistoryReadsDoNotDelayWritesOnTheIoThread) {
   }
 }
 
-TEST_F(HostileClientTest, HistoryReadsBeyondTheQueueGet503Busy) {
+TEST_F(HostileClientTest, LongReadsBeyondTheQueueGet503Busy) {
   StartServer({.long_read_threads = 1, .max_queued_long_reads = 0});
-  auto r = Call("GET", "/v1/history?limit=1");
-  EXPECT_EQ(r.status, 503);
-  EXPECT_EQ(r.header("retry-after"), "1");
-  EXPECT_NE(r.body.find("\"error\":\"busy\""), std::string::npos) << r.body;
+  for (const char* target : {"/v1/history?limit=1", "/v1/objects?prefix=a&limit=5"}) {
+    auto r = Call("GET", target);
+    EXPECT_EQ(r.status, 503) << target;
+    EXPECT_EQ(r.header("retry-after"), "1") << target;
+    EXPECT_NE(r.body.find("\"error\":\"busy\""), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("too many long reads are queued"), std::string::npos) << r.body;
+  }
   EXPECT_EQ(Call("GET", "/v1/history?limit=10001").status, 400);
 }
 

@@ -453,13 +453,7 @@ void Handler::HandleList(const HttpRequest& req, const boost::urls::url_view& ur
     (*shared_respond)(
         JsonResponse(http::status::ok, wire::ObjectPageToJson(*page), version, keep_alive));
   });
-  if (!queued) {
-    metrics_->CountLongReadRefused();
-    HttpResponse res = ErrorResponse(
-        Error::kBusy, "too many long reads are queued; retry in a second", version, keep_alive);
-    res.set(http::field::retry_after, "1");
-    (*shared_respond)(std::move(res));
-  }
+  if (!queued) RefuseLongRead("reads", version, keep_alive, *shared_respond);
 }
 
 void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond& respond) {
@@ -580,13 +574,17 @@ void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view&
     (*shared_respond)(JsonResponse(
         http::status::ok, json::object{{"decisions", std::move(decisions)}}, version, keep_alive));
   });
-  if (!queued) {
-    metrics_->CountLongReadRefused();
-    HttpResponse res = ErrorResponse(
-        Error::kBusy, "too many long reads are queued; retry in a second", version, keep_alive);
-    res.set(http::field::retry_after, "1");
-    (*shared_respond)(std::move(res));
-  }
+  if (!queued) RefuseLongRead("reads", version, keep_alive, *shared_respond);
+}
+
+void Handler::RefuseLongRead(std::string_view what, unsigned version, bool keep_alive,
+                             Respond& respond) {
+  metrics_->CountLongReadRefused();
+  HttpResponse res = ErrorResponse(
+      Error::kBusy, "too many long " + std::string(what) + " are queued; retry in a second",
+      version, keep_alive);
+  res.set(http::field::retry_after, "1");
+  respond(std::move(res));
 }
 
 void Handler::HandleUi(const HttpRequest& req, std::string_view path, Respond& respond) {
@@ -709,13 +707,7 @@ void Handler::HandleSetFence(const HttpRequest& req, std::string lock, const Pri
     (*shared_respond)(
         JsonResponse(http::status::ok, wire::DecisionToJson(*decision), version, keep_alive));
   });
-  if (!queued) {
-    metrics_->CountLongReadRefused();
-    HttpResponse res = ErrorResponse(
-        Error::kBusy, "too many long requests are queued; retry in a second", version, keep_alive);
-    res.set(http::field::retry_after, "1");
-    (*shared_respond)(std::move(res));
-  }
+  if (!queued) RefuseLongRead("requests", version, keep_alive, *shared_respond);
 }
 
 }  // namespace fencekit

@@ -80,6 +80,8 @@ class Handler {
   void HandleUi(const HttpRequest& req, std::string_view path, Respond& respond);
   // GET /healthz (`ready` false) or /readyz.
   void HandleHealth(const HttpRequest& req, bool ready, Respond& respond);
+  // The long-read queue was full: 503 busy with Retry-After, counted in the metrics.
+  void RefuseLongRead(std::string_view what, unsigned version, bool keep_alive, Respond& respond);
 
   FencedStore* store_;
   Metrics* metrics_;
