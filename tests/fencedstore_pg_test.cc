@@ -116,6 +116,34 @@ TEST(PostgresStoreTest, ALostConnectionIsRemadeAndNothingIsAcknowledgedOnTheWay)
   EXPECT_EQ(got->value, "after");
 }
 
+TEST(PostgresStoreTest, CheckWritableConnectsAgainAfterALostConnectionWithoutAWrite) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto store = Open({.path = db, .database_timeout = std::chrono::milliseconds(500)});
+  ASSERT_TRUE(store->Put("L", T(1), "k", "v").ok());
+  auto killed = QuerySql(db,
+                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE application_name = 'fencekit'");
+  ASSERT_TRUE(killed.ok()) << killed.status().ToString();
+  ASSERT_FALSE(killed->empty());
+  // The first probe may find the connection gone; the next one connects again.
+  Status first = store->CheckWritable();
+  EXPECT_TRUE(first.ok() || first.IsUnavailable()) << first.ToString();
+  Status second = store->CheckWritable();
+  EXPECT_TRUE(second.ok()) << second.ToString();
+  // A stalled server fails the probe within the database timeout.
+  std::vector<std::string> stopped = StoreBackends(db);
+  ASSERT_FALSE(stopped.empty());
+  for (const auto& pid : stopped) ASSERT_EQ(::kill(std::stoi(pid), SIGSTOP), 0);
+  auto start = std::chrono::steady_clock::now();
+  Status stalled = store->CheckWritable();
+  auto took = std::chrono::steady_clock::now() - start;
+  for (const auto& pid : stopped) ::kill(std::stoi(pid), SIGCONT);
+  EXPECT_TRUE(stalled.IsUnavailable()) << stalled.ToString();
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_EQ(store->Get("k")->value, "v");
+}
+
 TEST(PostgresStoreTest, AStalledServerFailsTheWriteWithinTheTimeoutAndTheStoreRecovers) {
   std::string db = testing::NewPostgresDatabase();
   ASSERT_FALSE(db.empty());

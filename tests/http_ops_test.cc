@@ -312,25 +312,31 @@ TEST_F(OpsTest, HealthzAnswersWithinItsTimeoutWhenTheDatabaseHangs) {
       << "healthy again once the database answers";
 }
 
-TEST_F(OpsTest, ReadyzIs503AfterAFailedCommitUntilACommitSucceeds) {
+// A balancer that takes a not-ready fenced out of rotation sends it no write: /readyz must find
+// out by itself when the store can commit again.
+TEST_F(OpsTest, ReadyzIs503WhileCommitsFailAndReadyAgainWithoutAWrite) {
   testing::FaultVfs::Register();
   StartServer({}, {.sqlite_vfs = testing::FaultVfs::kName});
   ASSERT_EQ(PutWithToken("k", "1").status, 201);
   testing::FaultVfs::fail_sync = true;
   auto failed = PutWithToken("k", "2");
-  testing::FaultVfs::fail_sync = false;
   ASSERT_EQ(failed.status, 503) << failed.body;
   auto ready = Call("GET", "/readyz");
+  testing::FaultVfs::fail_sync = false;
   EXPECT_EQ(ready.status, 503);
+  EXPECT_EQ(ready.header("retry-after"), "1");
   auto body = boost::json::parse(ready.body).as_object();
   EXPECT_EQ(body.at("error").as_string(), "not_ready");
-  EXPECT_NE(
-      std::string(body.at("message").as_string()).find("the last write could not be committed"),
-      std::string::npos)
-      << ready.body;
+  std::string message(body.at("message").as_string());
+  EXPECT_NE(message.find("the last write could not be committed"), std::string::npos) << message;
+  EXPECT_NE(message.find("a probe commit just now failed too"), std::string::npos) << message;
   EXPECT_EQ(Call("GET", "/healthz").status, 200) << "reads still work: alive, not ready";
-  ASSERT_EQ(PutWithToken("k", "2").status, 200);
+  // The disk works again: ready at the next probe, with no write in between.
+  auto again = Call("GET", "/readyz");
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_GE(store_->Stats().recoveries, 1u);
   EXPECT_EQ(Call("GET", "/readyz").status, 200);
+  EXPECT_EQ(PutWithToken("k", "2").status, 200);
 }
 
 TEST_F(OpsTest, MetricsCarryTheBuildInfo) {

@@ -427,12 +427,12 @@ PROVOKERS = [
 # them against the real server.
 ELSEWHERE = {
     ("/v1/objects/{key}", "DELETE", 503): "storage_error: tests/http_ops_test.cc (fault VFS)",
-    ("/v1/objects", "GET", 503): "busy: the long-read queue, as tests/http_test.cc fills it",
+    ("/v1/objects", "GET", 503): "busy: tests/http_hostile_test.cc LongReadsBeyondTheQueueGet503Busy",
     ("/v1/batch", "POST", 503): "storage_error: tests/http_ops_test.cc (fault VFS)",
     ("/v1/fences/{lock}", "PUT", 503): "busy: the long-read queue",
-    ("/v1/history", "GET", 503): "busy: tests/http_test.cc",
+    ("/v1/history", "GET", 503): "busy: tests/http_hostile_test.cc LongReadsBeyondTheQueueGet503Busy",
     ("/healthz", "GET", 503): "tests/http_ops_test.cc HealthzIs503WhenTheDatabaseCannotBeRead",
-    ("/readyz", "GET", 503): "tests/http_ops_test.cc ReadyzIs503AfterAFailedCommitUntilACommitSucceeds",
+    ("/readyz", "GET", 503): "tests/http_ops_test.cc ReadyzIs503WhileCommitsFailAndReadyAgainWithoutAWrite",
 }
 
 

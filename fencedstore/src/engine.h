@@ -75,6 +75,9 @@ class Engine {
                              Verifier* verifier) = 0;
   // As FencedStore::SetFence, in a transaction of its own.
   virtual Result<Decision> SetFence(const AdminOp& op, std::int64_t now_ms) = 0;
+  // As FencedStore::CheckWritable: recovers as CommitBatch would, then commits a transaction
+  // that changes no data but must be made durable (so a failing fsync fails it).
+  virtual Status ProbeCommit() = 0;
   // Releases the connection; the last call.
   virtual void Close() = 0;
   // Times the engine reopened and checked its database after a failed commit. Read on the

@@ -270,6 +270,30 @@ Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<st
   return Status::Ok();
 }
 
+// A transaction that takes an id has a commit record, which PostgreSQL flushes (and, with a
+// synchronous standby, replicates) before it answers, as for a batch; an empty one has none.
+Status PostgresEngine::ProbeCommit() {
+  if (auto s = Connected(); !s.ok()) return s;
+  const std::vector<Command> commands = {Command{"BEGIN"}, Command{"SELECT pg_current_xact_id()"},
+                                         Command{"COMMIT"}};
+  (void)conn_->TakeWarning();
+  auto results = conn_->Pipeline(commands, options_.database_timeout);
+  if (!results.ok()) return results.status();
+  for (const auto& r : *results) {
+    ExecStatusType st = PQresultStatus(r.get());
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) continue;
+    Status failure = FailedResult(r.get(), "PostgreSQL refused a probe commit");
+    if (conn_->usable()) (void)conn_->Exec("ROLLBACK", options_.database_timeout);
+    return failure;
+  }
+  if (conn_->TakeWarning()) {
+    return Status::Unavailable(
+        "PostgreSQL warned while committing a probe (see its log): a commit is not known to be "
+        "replicated");
+  }
+  return Status::Ok();
+}
+
 Result<Decision> PostgresEngine::SetFence(const AdminOp& op, std::int64_t now_ms) {
   Decision d = SetFenceDecision(op, now_ms);
   Status failure = Connected();

@@ -24,6 +24,7 @@ class PostgresEngine final : public Engine {
 
   Status CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms, Verifier* verifier) override;
   Result<Decision> SetFence(const AdminOp& op, std::int64_t now_ms) override;
+  Status ProbeCommit() override;
   void Close() override;
 
   // Makes a connection ready for the engine: the session's durability, prepared statements.

@@ -27,6 +27,7 @@ class SqliteEngine final : public Engine {
 
   Status CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms, Verifier* verifier) override;
   Result<Decision> SetFence(const AdminOp& op, std::int64_t now_ms) override;
+  Status ProbeCommit() override;
   void Close() override;
   std::uint64_t recoveries() const override { return recoveries_; }
 
@@ -64,7 +65,7 @@ class SqliteEngine final : public Engine {
   sqlite::TxnStatements txn_;
   sqlite::Stmt advance_fence_, read_fence_, insert_fence_, read_object_, upsert_object_,
       delete_object_, insert_history_, trim_history_, set_fence_, savepoint_, rollback_to_,
-      release_, read_counter_, write_counter_;
+      release_, read_counter_, write_counter_, bump_probe_;
   // The store-wide version counter (common/store_types.h): the last version given, read at the
   // start of each transaction and written back at its end when it moved.
   std::int64_t last_version_ = 0;

@@ -125,6 +125,13 @@ class Store final : public FencedStore {
     return reads_->History(limit);
   }
 
+  Status CheckWritable() override {
+    std::promise<Status> promise;
+    auto future = promise.get_future();
+    writer_.ProbeCommit([&promise](Status s) { promise.set_value(std::move(s)); });
+    return future.get();
+  }
+
   StoreStats Stats() const override { return writer_.Stats(); }
 
   Status Close() override {

@@ -117,6 +117,18 @@ void Writer::SetFence(std::string lock, FencingToken highest, std::string princi
   done(Status::Unavailable("the store is closed; the fence was not set"));
 }
 
+void Writer::ProbeCommit(std::function<void(Status)> done) {
+  {
+    std::lock_guard guard(mu_);
+    if (!closing_) {
+      probes_.push_back(std::move(done));
+      cv_.notify_one();
+      return;
+    }
+  }
+  done(Status::Unavailable("the store is closed"));
+}
+
 void Writer::Resume(Pending p) {
   std::lock_guard lock(mu_);
   --awaiting_;
@@ -188,14 +200,19 @@ void Writer::WriterLoop() {
   std::vector<Pending> batch;
   batch.reserve(options_.max_batch);
   std::vector<AdminOp> admin;
+  std::vector<std::function<void(Status)>> probes;
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock,
-               [&] { return !queue_.empty() || !admin_.empty() || (closing_ && awaiting_ == 0); });
-      if (queue_.empty() && admin_.empty()) break;
+      cv_.wait(lock, [&] {
+        return !queue_.empty() || !admin_.empty() || !probes_.empty() ||
+               (closing_ && awaiting_ == 0);
+      });
+      if (queue_.empty() && admin_.empty() && probes_.empty()) break;
       for (auto& op : admin_) admin.push_back(std::move(op));
       admin_.clear();
+      for (auto& p : probes_) probes.push_back(std::move(p));
+      probes_.clear();
       // Client batches are never split: take them while the transaction holds fewer writes.
       std::size_t writes = 0;
       while (!queue_.empty() && writes < options_.max_batch) {
@@ -206,6 +223,12 @@ void Writer::WriterLoop() {
     }
     for (auto& op : admin) op.done(engine_->SetFence(op, NowMs()));
     admin.clear();
+    if (!probes.empty()) {
+      // One probe answers every caller waiting now.
+      Status probed = engine_->ProbeCommit();
+      for (auto& done : probes) done(probed);
+      probes.clear();
+    }
     recoveries_.store(engine_->recoveries(), std::memory_order_relaxed);
     if (batch.empty()) continue;
     CommitBatch(batch);

@@ -42,6 +42,8 @@ class Writer {
   // As FencedStore::SetFence, run on the writer thread in a transaction of its own.
   void SetFence(std::string lock, FencingToken highest, std::string principal, bool unbind,
                 std::function<void(Result<Decision>)> done);
+  // As FencedStore::CheckWritable: `done` runs on the writer thread (or at once when closed).
+  void ProbeCommit(std::function<void(Status)> done);
 
   StoreStats Stats() const;
 
@@ -67,8 +69,10 @@ class Writer {
   std::condition_variable cv_;
   std::deque<Pending> queue_;  // GUARDED_BY(mu_)
   std::deque<AdminOp> admin_;  // GUARDED_BY(mu_)
-  std::size_t awaiting_ = 0;   // GUARDED_BY(mu_): writes held by the verifier
-  bool closing_ = false;       // GUARDED_BY(mu_)
+  // GUARDED_BY(mu_): ProbeCommit's callers.
+  std::deque<std::function<void(Status)>> probes_;
+  std::size_t awaiting_ = 0;  // GUARDED_BY(mu_): writes held by the verifier
+  bool closing_ = false;      // GUARDED_BY(mu_)
   std::thread writer_;
   std::unique_ptr<Verifier> verifier_;  // when options_.verify
 

@@ -29,37 +29,11 @@ struct Check {
 
 }  // namespace
 
-HealthChecker::HealthChecker(FencedStore* store, const WriteWatch* writes,
+HealthChecker::HealthChecker(FencedStore* store, WriteWatch* writes,
                              net::any_io_executor timer_executor, std::chrono::milliseconds timeout)
     : store_(store), writes_(writes), executor_(std::move(timer_executor)), timeout_(timeout) {}
 
-void HealthChecker::CheckLive(Done done) {
-  auto check = std::make_shared<Check>(executor_, std::move(done));
-  bool queued = probes_.TryPost([this, check] {
-    if (check->answered.load()) return;  // timed out while queued
-    auto fence = store_->Fence(kProbeLock);
-    if (!check->Claim()) return;
-    net::post(check->timer.get_executor(), [check] { check->timer.cancel(); });
-    check->done(fence.ok() ? Status::Ok()
-                           : Status::Unavailable("the database did not answer a read: " +
-                                                 fence.status().message()));
-  });
-  if (!queued) {
-    check->Claim();
-    return check->done(Status::Unavailable(
-        "earlier health checks are still waiting for the database; it is not answering reads "
-        "quickly"));
-  }
-  net::post(check->timer.get_executor(), [check, timeout = timeout_] {
-    if (check->answered.load()) return;  // the probe was quicker: nothing to cancel later
-    check->timer.expires_after(timeout);
-    check->timer.async_wait([check, timeout](boost::system::error_code ec) {
-      if (ec || !check->Claim()) return;
-      check->done(Status::Unavailable("the database did not answer a read within " +
-                                      std::to_string(timeout.count()) + " ms"));
-    });
-  });
-}
+void HealthChecker::CheckLive(Done done) { Examine(false, std::move(done)); }
 
 void HealthChecker::CheckReady(Done done) {
   if (draining_.load()) {
@@ -67,9 +41,52 @@ void HealthChecker::CheckReady(Done done) {
         Status::Unavailable("fenced is shutting down: it finishes the requests in flight "
                             "and takes no new connections"));
   }
-  CheckLive([this, done = std::move(done)](Status live) {
-    if (!live.ok() || writes_ == nullptr) return done(std::move(live));
-    done(writes_->WriteState());
+  Examine(true, std::move(done));
+}
+
+Status HealthChecker::Probe(bool ready) {
+  auto fence = store_->Fence(kProbeLock);
+  if (!fence.ok()) {
+    return Status::Unavailable("the database did not answer a read: " + fence.status().message());
+  }
+  if (!ready || writes_ == nullptr) return Status::Ok();
+  const std::uint64_t seen = writes_->failures();
+  Status state = writes_->WriteState();
+  if (state.ok()) return state;
+  // Try the write path now, as the next write would, rather than wait for a write.
+  if (Status writable = store_->CheckWritable(); !writable.ok()) {
+    return Status::Unavailable(state.message() +
+                               "; a probe commit just now failed too: " + writable.message());
+  }
+  writes_->ClearFailure(seen);
+  return Status::Ok();
+}
+
+void HealthChecker::Examine(bool ready, Done done) {
+  auto check = std::make_shared<Check>(executor_, std::move(done));
+  bool queued = probes_.TryPost([this, check, ready] {
+    if (check->answered.load()) return;  // timed out while queued
+    Status probed = Probe(ready);
+    if (!check->Claim()) return;
+    net::post(check->timer.get_executor(), [check] { check->timer.cancel(); });
+    check->done(std::move(probed));
+  });
+  if (!queued) {
+    check->Claim();
+    return check->done(Status::Unavailable(
+        "earlier health checks are still waiting for the database; it is not answering reads "
+        "quickly"));
+  }
+  net::post(check->timer.get_executor(), [check, ready, timeout = timeout_] {
+    if (check->answered.load()) return;  // the probe was quicker: nothing to cancel later
+    check->timer.expires_after(timeout);
+    check->timer.async_wait([check, ready, timeout](boost::system::error_code ec) {
+      if (ec || !check->Claim()) return;
+      check->done(Status::Unavailable(
+          std::string(ready ? "the database did not answer a read and a probe commit within "
+                            : "the database did not answer a read within ") +
+          std::to_string(timeout.count()) + " ms"));
+    });
   });
 }
 

@@ -22,14 +22,16 @@ class HealthChecker {
   using Done = std::function<void(Status)>;
 
   // `timer_executor` runs the timeouts; `writes` (may be null) knows the store's write state.
-  HealthChecker(FencedStore* store, const WriteWatch* writes,
-                boost::asio::any_io_executor timer_executor, std::chrono::milliseconds timeout);
+  HealthChecker(FencedStore* store, WriteWatch* writes, boost::asio::any_io_executor timer_executor,
+                std::chrono::milliseconds timeout);
 
   // Ok when the database answered a read within the timeout; else kUnavailable saying what
   // happened. `done` runs once, on the probe's thread or the executor.
   void CheckLive(Done done);
-  // As CheckLive, and then the last write the store tried was committed (or none failed), and
-  // the server is not shutting down.
+  // As CheckLive, and the server is not shutting down, and the store can commit: the last write
+  // it tried was committed (or none failed), or else a probe commit succeeds now (which
+  // clears the failure). A write is not needed to become ready again: a balancer that took
+  // fenced out of rotation sends none.
   void CheckReady(Done done);
   // The server is shutting down: not ready from now on.
   void Draining() { draining_.store(true); }
@@ -38,8 +40,13 @@ class HealthChecker {
   static constexpr std::size_t kMaxQueuedProbes = 4;
 
  private:
+  // CheckLive, or with `ready` CheckReady's probe, on the probe thread within the timeout.
+  void Examine(bool ready, Done done);
+  // The probe itself; runs on the probe thread.
+  Status Probe(bool ready);
+
   FencedStore* store_;
-  const WriteWatch* writes_;
+  WriteWatch* writes_;
   boost::asio::any_io_executor executor_;
   const std::chrono::milliseconds timeout_;
   std::atomic<bool> draining_{false};

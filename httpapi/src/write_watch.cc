@@ -36,6 +36,7 @@ bool WriteWatch::Record(const WriteFacts& w, const Status* refusal) {
   } else if (error == wire::Error::kStorageError) {
     std::lock_guard lock(mu_);
     failure_ = refusal->message();
+    failures_.fetch_add(1, std::memory_order_relaxed);
     failing_.store(true, std::memory_order_relaxed);
   }
   return decided;
@@ -82,9 +83,14 @@ void WriteWatch::BatchDecided(const std::vector<WriteFacts>& writes,
 Status WriteWatch::WriteState() const {
   if (!failing_.load(std::memory_order_relaxed)) return Status::Ok();
   std::lock_guard lock(mu_);
-  return Status::Unavailable("the last write could not be committed (" + failure_ +
-                             "); fenced retries the database with the next write and is ready "
-                             "again once a commit succeeds");
+  return Status::Unavailable("the last write could not be committed (" + failure_ + ")");
+}
+
+void WriteWatch::ClearFailure(std::uint64_t seen) {
+  std::lock_guard lock(mu_);
+  if (failures_.load(std::memory_order_relaxed) == seen) {
+    failing_.store(false, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace fencekit

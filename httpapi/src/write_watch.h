@@ -41,8 +41,13 @@ class WriteWatch {
                     const Result<std::vector<WriteReceipt>>& r);
 
   // Ok, or kUnavailable saying why the last write the store tried could not be committed
-  // (cleared by the next commit).
+  // (cleared by the next commit, or by ClearFailure).
   Status WriteState() const;
+  // How many writes have failed to commit so far.
+  std::uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
+  // A probe commit succeeded (FencedStore::CheckWritable): clears the write state, unless
+  // another write failed since `failures()` was `seen`.
+  void ClearFailure(std::uint64_t seen);
 
  private:
   // Publishes the event (if anyone listens) and updates the write state; returns whether the
@@ -53,6 +58,7 @@ class WriteWatch {
   EventHub* events_;
   LogSink* log_;
   std::atomic<bool> failing_{false};
+  std::atomic<std::uint64_t> failures_{0};  // written under mu_
   mutable std::mutex mu_;
   std::string failure_;  // GUARDED_BY(mu_)
 };

@@ -222,6 +222,12 @@ class FencedStore {
                                     std::string_view principal, bool unbind_service) = 0;
   // Up to `limit` most recent decisions, oldest first.
   virtual Result<std::vector<Decision>> History(std::size_t limit) = 0;
+  // Whether a write could be committed now, without writing any data: on the writer thread,
+  // serialised with writes, recovers from a failed commit as the next batch would (SQLite
+  // reopens and checks the database, PostgreSQL connects again), then commits a transaction
+  // that the database must make durable. Ok, or the status a write would fail with now
+  // (kIoError, kUnavailable; kUnavailable once closed). Blocks until the writer has tried.
+  virtual Status CheckWritable() = 0;
   virtual StoreStats Stats() const = 0;
 
   // Finishes queued writes and closes the database; later writes fail with kUnavailable.
