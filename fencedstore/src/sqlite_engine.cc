@@ -443,11 +443,17 @@ Result<Decision> SqliteEngine::SetFence(const AdminOp& op, std::int64_t now_ms) 
     if (rc != SQLITE_DONE) failure = sqlite::Error(db, rc, "recording the decision");
     d.seq = sqlite3_last_insert_rowid(db);
   }
-  if (failure.ok()) failure = txn->Commit();
+  bool at_commit = false;
+  if (failure.ok()) {
+    failure = txn->Commit();
+    at_commit = !failure.ok();  // as in CommitBatch: the WAL may hold it whole
+  }
   if (!failure.ok()) {
     if (txn.ok()) txn->Rollback();
     suspect_ = failure.message();
-    Status s = Status::IoError("the fence was not set: " + failure.message() + ". Retry");
+    Status s = Status::IoError(
+        (at_commit ? "the fence may or may not have been set: " : "the fence was not set: ") +
+        failure.message() + ". Read it, or set it again");
     return failure.IsUnavailable() ? Status::Unavailable(s.message()) : s;
   }
   return d;
