@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <limits>
 
 #include "fencekit/pausetest/checker.h"
 #include "fencekit/pausetest/history.h"
@@ -105,6 +106,21 @@ TEST(CheckerTest, CountsAnIndeterminateWriteThatLandedAsAnIncrement) {
   EXPECT_TRUE(CheckHistory(in).ok());
   in.final_counters["c"] = 1;  // ... yet the counter did not move: an increment was lost
   EXPECT_EQ(CheckHistory(in).lost_updates, 1);
+}
+
+// A report is ok exactly when it lists no violation (found by fuzzing the checker: a counter
+// below 0 with no accepted increment was listed as "0 lost").
+TEST(CheckerTest, ANegativeCounterWithoutIncrementsIsNoViolation) {
+  CheckInput in;
+  in.history = {Op(0, "write", 1, "c", 1, "error"), Op(0, "read", 1, "c", 0)};
+  in.final_counters["c"] = std::numeric_limits<std::int64_t>::min();
+  CheckReport r = CheckHistory(in);
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r.violations.empty()) << r.violations.front();
+  in.store_log = {Accepted(1, 1, "c")};  // the write landed: one increment, all of it lost
+  r = CheckHistory(in);
+  EXPECT_EQ(r.lost_updates, 1);
+  EXPECT_EQ(r.violations.size(), 1u);
 }
 
 TEST(CheckerTest, CountsEachExpiredLeaseOnce) {

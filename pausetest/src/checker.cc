@@ -57,10 +57,10 @@ CheckReport CheckHistory(const CheckInput& input) {
     int increments = std::max(acked_per_key[key], accepted_per_key[key]);
     auto it = input.final_counters.find(key);
     std::int64_t final_value = it == input.final_counters.end() ? 0 : it->second;
-    if (final_value < increments) {
-      // At most every increment is lost: a counter below 0 (a corrupt or hostile value) must
-      // not overflow the subtraction.
-      int lost = static_cast<int>(increments - std::max<std::int64_t>(final_value, 0));
+    // At most every increment is lost: a counter below 0 (a corrupt or hostile value) must not
+    // overflow the subtraction, nor be a violation when no increment was accepted.
+    int lost = static_cast<int>(increments - std::clamp<std::int64_t>(final_value, 0, increments));
+    if (lost > 0) {
       report.lost_updates += lost;
       report.violations.push_back("counter \"" + key + "\" is " + std::to_string(final_value) +
                                   " after " + std::to_string(increments) +
