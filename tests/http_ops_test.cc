@@ -308,6 +308,7 @@ TEST_F(OpsTest, HealthzAnswersWithinItsTimeoutWhenTheDatabaseHangs) {
   EXPECT_NE(r.body.find("did not answer a read within 200 ms"), std::string::npos) << r.body;
   EXPECT_LT(took, 2s);
   EXPECT_EQ(ready.status, 503) << ready.body;
+  EXPECT_NE(ready.body.find("did not answer a read"), std::string::npos) << ready.body;
   EXPECT_TRUE(WaitFor([&] { return Call("GET", "/healthz").status == 200; }, 10s))
       << "healthy again once the database answers";
 }

@@ -83,7 +83,8 @@ void HealthChecker::Examine(bool ready, Done done) {
     check->timer.async_wait([check, ready, timeout](boost::system::error_code ec) {
       if (ec || !check->Claim()) return;
       check->done(Status::Unavailable(
-          std::string(ready ? "the database did not answer a read and a probe commit within "
+          std::string(ready ? "the database did not answer a read, or a probe commit after a "
+                              "failed commit, within "
                             : "the database did not answer a read within ") +
           std::to_string(timeout.count()) + " ms"));
     });
