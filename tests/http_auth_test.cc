@@ -24,6 +24,7 @@ using testing::TempDir;
 constexpr const char* kBillingToken = "billing-token-0123456789abcdef";
 constexpr const char* kReaderToken = "reader.token~+/=";
 constexpr const char* kOpsToken = "ops-token-fedcba9876543210";
+constexpr const char* kScribeToken = "scribe-token-00112233445566";
 
 // The digest as the docs tell an operator to make it.
 std::string Sha256Hex(const std::string& token) {
@@ -41,13 +42,16 @@ std::string WriteFile(const TempDir& dir, const std::string& name, const std::st
   return path;
 }
 
-// billing reads and writes billing/; reader only reads shared/; ops is admin.
+// billing reads and writes billing/; reader only reads shared/; scribe only writes jobs/; ops
+// is admin.
 std::string AuthJson() {
   return R"({"principals": [
     {"name": "billing", "token_sha256": ")" +
          Sha256Hex(kBillingToken) + R"(", "read": ["billing/"], "write": ["billing/"]},
     {"name": "reader", "token_sha256": ")" +
          Sha256Hex(kReaderToken) + R"(", "read": ["shared/"]},
+    {"name": "scribe", "token_sha256": ")" +
+         Sha256Hex(kScribeToken) + R"(", "write": ["jobs/"]},
     {"name": "ops", "token_sha256": ")" +
          Sha256Hex(kOpsToken) + R"(", "admin": true}
   ]})";
@@ -272,6 +276,85 @@ TEST_F(HttpAuthTest, AdminSetsAFenceAndItIsRecordedWithItsName) {
   EXPECT_EQ(decision["principal"], "ops");
   RawResponse fence = As(kBillingToken, "GET", "/v1/fences/billing/a");
   EXPECT_NE(fence.body.find("\"highest\":4"), std::string::npos) << fence.body;
+}
+
+// A flood of long reads fills their queue; fence administration has its own.
+TEST_F(HttpAuthTest, FenceAdministrationIsAnsweredWhileLongReadsAreRefused) {
+  StartServer({.long_read_threads = 1, .max_queued_long_reads = 0, .auth_file = auth_file_});
+  RawResponse listing = As(kOpsToken, "GET", "/v1/objects");
+  ASSERT_EQ(listing.status, 503) << "the long-read queue takes nothing: " << listing.body;
+  RawResponse set = As(kOpsToken, "PUT", "/v1/fences/billing/a", {}, R"({"highest": 4})");
+  EXPECT_EQ(set.status, 200) << set.body;
+  EXPECT_NE(As(kOpsToken, "GET", "/v1/fences/billing/a").body.find("\"highest\":4"),
+            std::string::npos);
+  EXPECT_EQ(As(kBillingToken, "PUT", "/v1/objects/billing/a", {{"Fencing-Token", "4"}}, "v").status,
+            201);
+}
+
+// A key's lock is metadata of that lock: a principal that may read the key but not its lock
+// learns nothing of the lock, in a read, a listing, a receipt or a refusal.
+TEST_F(HttpAuthTest, ALockNameIsShownOnlyToPrincipalsThatMayReadTheLock) {
+  ASSERT_EQ(As(kOpsToken, "PUT", "/v1/objects/billing/k",
+               {{"Fencing-Token", "1"}, {"Fencing-Lock", "secret/l"}}, "v")
+                .status,
+            201);
+  RawResponse read = As(kBillingToken, "GET", "/v1/objects/billing/k");
+  ASSERT_EQ(read.status, 200);
+  EXPECT_EQ(read.headers.count("fencing-lock"), 0u) << read.header("fencing-lock");
+  EXPECT_EQ(As(kOpsToken, "GET", "/v1/objects/billing/k").header("fencing-lock"), "secret/l");
+
+  RawResponse listing = As(kBillingToken, "GET", "/v1/objects?prefix=billing%2F");
+  ASSERT_EQ(listing.status, 200);
+  auto entry = boost::json::parse(listing.body).at("objects").as_array().at(0).as_object();
+  EXPECT_EQ(entry.at("key"), "billing/k");
+  EXPECT_FALSE(entry.contains("lock")) << listing.body;
+  EXPECT_NE(As(kOpsToken, "GET", "/v1/objects").body.find("secret/l"), std::string::npos);
+
+  // A write under its own lock is refused as wrong_lock, without naming the bound lock.
+  RawResponse wrong = As(kBillingToken, "PUT", "/v1/objects/billing/k",
+                         {{"Fencing-Token", "5"}, {"Fencing-Lock", "billing/l"}}, "w");
+  EXPECT_EQ(wrong.status, 409);
+  EXPECT_EQ(ErrorName(wrong), "wrong_lock");
+  EXPECT_EQ(wrong.body.find("secret"), std::string::npos) << wrong.body;
+  RawResponse batch =
+      As(kBillingToken, "POST", "/v1/batch", {},
+         R"({"lock":"billing/l","token":5,"writes":[{"op":"put","key":"billing/k","value":"w"}]})");
+  EXPECT_EQ(batch.status, 409);
+  EXPECT_EQ(ErrorName(batch), "wrong_lock");
+  EXPECT_EQ(batch.body.find("secret"), std::string::npos) << batch.body;
+  // The admin is told.
+  RawResponse told = As(kOpsToken, "PUT", "/v1/objects/billing/k",
+                        {{"Fencing-Token", "5"}, {"Fencing-Lock", "billing/l"}}, "w");
+  EXPECT_EQ(told.status, 409);
+  EXPECT_NE(told.body.find("\"lock\":\"secret/l\""), std::string::npos) << told.body;
+
+  // A receipt names the lock only to a principal that may read it.
+  RawResponse own =
+      As(kBillingToken, "PUT", "/v1/objects/billing/own", {{"Fencing-Token", "1"}}, "v");
+  EXPECT_NE(own.body.find("\"lock\":\"billing/own\""), std::string::npos) << own.body;
+  RawResponse blind = As(kScribeToken, "PUT", "/v1/objects/jobs/a",
+                         {{"Fencing-Token", "1"}, {"Fencing-Lock", "jobs/l"}}, "v");
+  ASSERT_EQ(blind.status, 201) << blind.body;
+  EXPECT_EQ(blind.body.find("\"lock\""), std::string::npos) << blind.body;
+  RawResponse blind_batch =
+      As(kScribeToken, "POST", "/v1/batch", {},
+         R"({"lock":"jobs/l","token":1,"writes":[{"op":"put","key":"jobs/b","value":"v"}]})");
+  ASSERT_EQ(blind_batch.status, 200) << blind_batch.body;
+  EXPECT_EQ(blind_batch.body.find("\"lock\""), std::string::npos) << blind_batch.body;
+}
+
+TEST_F(HttpAuthTest, StoreClientReadsAWrongLockWhoseLockIsNotNamed) {
+  ASSERT_EQ(As(kOpsToken, "PUT", "/v1/objects/billing/k",
+               {{"Fencing-Token", "1"}, {"Fencing-Lock", "secret/l"}}, "v")
+                .status,
+            201);
+  auto client = StoreClient::Open("http://127.0.0.1:" + std::to_string(server_->port()),
+                                  {.bearer_token = kBillingToken});
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto r = (*client)->Put("billing/l", FencingToken::FromInt(5).value(), "billing/k", "w");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsWrongLock()) << r.status().ToString();
+  EXPECT_EQ(r.status().bound_lock().value_or("(none)"), "");
 }
 
 // Needs the store to record WriteRequest::principal (the store's half of issue 16).

@@ -291,12 +291,15 @@ TEST_F(EventsTest, HostileNamesTravelJsonEncodedInOneDataLine) {
   EXPECT_EQ(wire::GetName(data, "lock"), lock);
 }
 
-// "t" may read k/; "admin-t" is admin (digests: printf %s TOKEN | sha256sum).
+// "t" may read k/; "blind-t" may only write k/; "admin-t" is admin (digests: printf %s TOKEN |
+// sha256sum).
 std::string AuthFile(const testing::TempDir& dir) {
   std::string path = dir.File("auth.json");
   std::ofstream(path) << R"({"principals": [
       {"name": "user", "read": ["k/"], "token_sha256":
        "e3b98a4da31a127d4bde6e43033f66ba274cab0eb7eb1c70ec41402bf6273dd8"},
+      {"name": "blind", "write": ["k/"], "token_sha256":
+       "beb747a2e228ccf786261552f763a7efbfda7a1853368f8ba96d4a1b5219e455"},
       {"name": "admin", "admin": true, "token_sha256":
        "a6b21f505b6a80556bd317973e673dc5d7a4012c63781a1c412971efeabda15c"}]})";
   return path;
@@ -325,6 +328,75 @@ TEST_F(EventsTest, UnderAuthAPrincipalSeesOnlyTheKeysItMayRead) {
   ASSERT_TRUE(first && second);
   EXPECT_EQ(first->second.at("key").as_string(), "x/1");
   EXPECT_EQ(second->second.at("key").as_string(), "k/1");
+}
+
+// A stream's ids count the events it was shown, not every decision: they tell a principal
+// nothing of the writes it may not see.
+TEST_F(EventsTest, EventIdsCountOnlyWhatTheStreamSees) {
+  StartServer({.auth_file = AuthFile(dir_)});
+  auto user = Open({{"Authorization", "Bearer t"}});
+  auto admin = Open({{"Authorization", "Bearer admin-t"}});
+  for (const char* key : {"x/1", "x/2", "x/3", "k/1", "x/4", "k/2"}) {
+    auto r = Call("PUT", std::string("/v1/objects/") + key,
+                  {{"Fencing-Token", "1"}, {"Authorization", "Bearer admin-t"}}, "v");
+    ASSERT_EQ(r.status, 201) << r.body;
+  }
+  for (std::int64_t want = 1; want <= 2; ++want) {
+    auto block = user->Next();
+    ASSERT_TRUE(block);
+    EXPECT_EQ(block->id, std::to_string(want)) << block->raw;
+    EXPECT_EQ(boost::json::parse(block->data).at("id").as_int64(), want) << block->raw;
+  }
+  for (std::int64_t want = 1; want <= 6; ++want) {
+    auto e = admin->NextEvent();
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->second.at("id").as_int64(), want);
+  }
+}
+
+TEST_F(EventsTest, UnderAuthAPrincipalWithNoReadRightsGets403NotAStream) {
+  StartServer({.auth_file = AuthFile(dir_)});
+  EventReader blind(server_->port(), {{"Authorization", "Bearer blind-t"}});
+  EXPECT_EQ(blind.ReadHeader(), 403);
+  auto body = boost::json::parse(blind.ReadRest()).as_object();
+  EXPECT_EQ(body.at("error").as_string(), "forbidden");
+  EXPECT_NE(std::string(body.at("message").as_string()).find("no read rights"), std::string::npos);
+}
+
+TEST_F(EventsTest, OnePrincipalMayHoldOnlyItsShareOfTheStreams) {
+  StartServer(
+      {.auth_file = AuthFile(dir_), .max_event_streams = 8, .max_event_streams_per_principal = 2});
+  auto first = Open({{"Authorization", "Bearer t"}});
+  auto second = Open({{"Authorization", "Bearer t"}});
+  EventReader third(server_->port(), {{"Authorization", "Bearer t"}});
+  EXPECT_EQ(third.ReadHeader(), 503);
+  auto body = boost::json::parse(third.ReadRest()).as_object();
+  EXPECT_EQ(body.at("error").as_string(), "too_many_streams");
+  EXPECT_NE(std::string(body.at("message").as_string())
+                .find("principal \"user\" has as many event streams open as one principal may "
+                      "(fenced --max-event-streams-per-principal 2)"),
+            std::string::npos)
+      << body;
+  // Another principal still gets one, and a freed place is the principal's again.
+  auto admin = Open({{"Authorization", "Bearer admin-t"}});
+  first->Close();
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return Call("GET", "/metrics", {{"Authorization", "Bearer admin-t"}})
+                   .body.find("\nfenced_event_streams_open 2\n") != std::string::npos;
+      },
+      5s));
+  Open({{"Authorization", "Bearer t"}});
+}
+
+// A reader that stops taking bytes (its receive window fills with heartbeats) is closed within
+// the write timeout, though no write happens and every heartbeat write completes at once.
+TEST_F(EventsTest, AStreamWhosePeerStopsTakingItsHeartbeatsIsClosed) {
+  StartServer({.write_timeout = 1s, .event_heartbeat = 5ms});
+  auto stuck = Open({}, /*receive_buffer=*/1024);  // and never read again
+  EXPECT_TRUE(testing::WaitFor([&] { return Metric("fenced_event_streams_open") == 0; }, 20s))
+      << "a stream nobody reads was kept open";
+  EXPECT_EQ(Metric("fenced_write_timeouts_total"), 1);
 }
 
 TEST_F(EventsTest, StreamsBeyondTheLimitAre503UntilOneCloses) {

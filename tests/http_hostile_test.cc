@@ -2,14 +2,11 @@
 // because curl and the C++ client would normalise them.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "support/server_fixture.h"
 
@@ -310,73 +307,6 @@ TEST(HostileClientProcessTest, FloodUnderLowFileLimitIsAnsweredAndDoesNotSpin) {
   EXPECT_NE(fenced.Output().find("lowered to 128"), std::string::npos) << fenced.Output();
 }
 
-// --- Slow readers -------------------------------------------------------------------------
-
-// A connection with a tiny receive window that pipelines requests and never reads.
-int SlowReader(std::uint16_t port, const std::string& requests) {
-  int fd = testing::ConnectLoopback(port, 4096);
-  if (fd < 0) return -1;
-  if (send(fd, requests.data(), requests.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(requests.size())) {
-    ADD_FAILURE() << "send failed";
-  }
-  return fd;
-}
-
-std::size_t ResidentKiB(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10);
-  }
-  return 0;
-}
-
-TEST(HostileClientProcessTest, SlowReadersAreCutOffByTheWriteTimeoutAndTheirMemoryReturns) {
-  testing::TempDir dir;
-  // A fixed mmap threshold: each freed 1 MiB response goes back to the kernel, so RSS shows
-  // what the server still holds rather than what malloc keeps cached.
-  setenv("MALLOC_MMAP_THRESHOLD_", "131072", 1);
-  // Under AddressSanitizer (the debug preset) freed memory waits in a quarantine of up to
-  // 256 MiB before it is unmapped: none for this server, for the same reason.
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  const std::string asan_before = asan != nullptr ? asan : "";
-  setenv("ASAN_OPTIONS",
-         (asan_before + (asan_before.empty() ? "" : ":") + "quarantine_size_mb=0").c_str(), 1);
-  FencedProcess fenced(dir.File("f.db"), {"--write-timeout", "1s"});
-  unsetenv("MALLOC_MMAP_THRESHOLD_");
-  if (asan != nullptr) {
-    setenv("ASAN_OPTIONS", asan_before.c_str(), 1);
-  } else {
-    unsetenv("ASAN_OPTIONS");
-  }
-  ASSERT_NE(fenced.port(), 0);
-  RawConnection control(fenced.port());
-  control.Send(
-      Request("PUT", "/v1/objects/big", {{"Fencing-Token", "1"}}, std::string(1 << 20, 'b')));
-  ASSERT_EQ(control.Read().status, 201);
-  auto metric = [&](const std::string& name) {
-    control.Send(Request("GET", "/metrics"));
-    return MetricValue(control.Read().body, name);
-  };
-  std::size_t before = ResidentKiB(fenced.pid());
-  std::string gets;
-  for (int i = 0; i < 16; ++i) gets += Request("GET", "/v1/objects/big");
-  std::vector<int> slow;
-  for (int i = 0; i < 100; ++i) slow.push_back(SlowReader(fenced.port(), gets));
-  // Every slow connection is closed by the server once its response is a second late.
-  EXPECT_TRUE(WaitFor([&] { return metric("fenced_write_timeouts_total") == 100; },
-                      std::chrono::seconds(20)))
-      << metric("fenced_write_timeouts_total");
-  EXPECT_TRUE(WaitFor([&] { return metric("fenced_connections_open") == 1; }));
-  // Meanwhile, and after, an ordinary client is served.
-  control.Send(Request("GET", "/healthz"));
-  EXPECT_EQ(control.Read().status, 200);
-  std::size_t after = ResidentKiB(fenced.pid());
-  EXPECT_LT(after, before + 32 * 1024) << "before " << before << " KiB, after " << after << " KiB";
-  for (int fd : slow) close(fd);
-}
-
 // --- Long reads ---------------------------------------------------------------------------
 
 TEST_F(HostileClientTest, HistoryReadsDoNotDelayWritesOnTheIoThread) {
@@ -423,6 +353,22 @@ TEST_F(HostileClientTest, LongReadsBeyondTheQueueGet503Busy) {
     EXPECT_NE(r.body.find("too many long reads are queued"), std::string::npos) << r.body;
   }
   EXPECT_EQ(Call("GET", "/v1/history?limit=10001").status, 400);
+}
+
+// One grammar for the history and the listing: each parameter at most once, none unknown.
+TEST_F(HostileClientTest, HistoryRefusesARepeatedOrUnknownParameterAsListingDoes) {
+  ASSERT_EQ(PutWithToken("k", "1").status, 201);
+  for (std::string path : {"/v1/history", "/v1/objects"}) {
+    auto twice = Call("GET", path + "?limit=1&limit=2");
+    EXPECT_EQ(twice.status, 400) << path;
+    EXPECT_NE(twice.body.find("\"error\":\"bad_target\""), std::string::npos) << twice.body;
+    EXPECT_NE(twice.body.find("given more than once"), std::string::npos) << twice.body;
+    auto unknown = Call("GET", path + "?limit=1&since=3");
+    EXPECT_EQ(unknown.status, 400) << path;
+    EXPECT_NE(unknown.body.find("unknown parameter \\\"since\\\""), std::string::npos)
+        << unknown.body;
+    EXPECT_EQ(Call("GET", path + "?limit=1").status, 200) << path;
+  }
 }
 
 }  // namespace

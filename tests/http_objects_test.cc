@@ -307,6 +307,9 @@ TEST_F(HttpObjectsHostileTest, MalformedBatchesGet400AndStoreNothing) {
       {one(R"({"op":"put","key":"a"})"), "bad_body"},
       {one(R"({"op":"put","key":"a","value":"v","value_base64":"dg=="})"), "bad_body"},
       {one(R"({"op":"put","key":"a","value_base64":"not base64!"})"), "bad_body"},
+      // Padded, as the docs say: "dg" is "v" without its "==".
+      {one(R"({"op":"put","key":"a","value_base64":"dg"})"), "bad_body"},
+      {one(R"({"op":"put","key":"a","value_base64":"dg="})"), "bad_body"},
       {one(R"({"op":"delete","key":"a","value":"v"})"), "bad_body"},
       {one(R"({"op":"put","key":"a","value":"v","if_version":0})"), "bad_body"},
       {one(R"({"op":"put","key":"a","value":"v","if_version":"3"})"), "bad_body"},

@@ -3,6 +3,7 @@
 // over loopback (and the real fenced binary for its flags).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <boost/json/parse.hpp>
 #include <fstream>
 #include <future>
@@ -338,6 +339,41 @@ TEST_F(OpsTest, ReadyzIs503WhileCommitsFailAndReadyAgainWithoutAWrite) {
   EXPECT_GE(store_->Stats().recoveries, 1u);
   EXPECT_EQ(Call("GET", "/readyz").status, 200);
   EXPECT_EQ(PutWithToken("k", "2").status, 200);
+}
+
+// Probes that arrive together share one probe of the database: a flood of them, pipelined on
+// many connections, does not make a genuine probe fail while the database is healthy.
+TEST_F(OpsTest, AFloodOfProbesDoesNotFailAGenuineOne) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> flood_answers{0};
+  std::vector<std::thread> flood;
+  for (int i = 0; i < 16; ++i) {
+    flood.emplace_back([&] {
+      RawConnection c(server_->port());
+      std::string burst;
+      for (int k = 0; k < 32; ++k) burst += Request("GET", k % 2 ? "/readyz" : "/healthz");
+      while (!stop.load()) {
+        c.Send(burst);
+        for (int k = 0; k < 32; ++k) {
+          if (c.Read().status == 0) return;
+          ++flood_answers;
+        }
+      }
+    });
+  }
+  ASSERT_TRUE(WaitFor([&] { return flood_answers.load() > 1000; }, 30s));
+  int failed = 0;
+  std::string example;
+  for (int i = 0; i < 40; ++i) {
+    auto r = Call("GET", i % 2 ? "/healthz" : "/readyz");
+    if (r.status != 200) {
+      ++failed;
+      example = r.body;
+    }
+  }
+  stop = true;
+  for (auto& t : flood) t.join();
+  EXPECT_EQ(failed, 0) << "e.g. " << example;
 }
 
 TEST_F(OpsTest, MetricsCarryTheBuildInfo) {

@@ -245,10 +245,13 @@ class Servers:
     def __init__(self, binary, redis_binary, workdir):
         auth = os.path.join(workdir, "auth.json")
         with open(auth, "w") as f:
-            # "t" may read and write k/; "admin-t" is admin (digests: printf %s TOKEN | sha256sum).
+            # "t" may read and write k/; "blind-t" may only write k/; "admin-t" is admin
+            # (digests: printf %s TOKEN | sha256sum).
             json.dump({"principals": [
                 {"name": "user", "read": ["k/"], "write": ["k/"], "token_sha256":
                  "e3b98a4da31a127d4bde6e43033f66ba274cab0eb7eb1c70ec41402bf6273dd8"},
+                {"name": "blind", "write": ["k/"], "token_sha256":
+                 "beb747a2e228ccf786261552f763a7efbfda7a1853368f8ba96d4a1b5219e455"},
                 {"name": "admin", "admin": True, "token_sha256":
                  "a6b21f505b6a80556bd317973e673dc5d7a4012c63781a1c412971efeabda15c"}]}, f)
         self.redis = Redis(redis_binary, workdir)
@@ -260,6 +263,7 @@ class Servers:
         self.verify = self.start(binary, workdir, "verify", "--verify-with",
                                  f"redis://127.0.0.1:{self.redis.port}")
         self.require = self.start(binary, workdir, "require", "--require-service")
+        self.tight = self.start(binary, workdir, "tight", "--max-response-memory", "64KiB")
 
     def start(self, binary, workdir, name, *args):
         f = Fenced(binary, workdir, name, *args)
@@ -273,6 +277,7 @@ class Servers:
 
 
 USER = ("Authorization", "Bearer t")
+BLIND = ("Authorization", "Bearer blind-t")
 ADMIN = ("Authorization", "Bearer admin-t")
 BIG = "x" * (1024 * 1024 + 1)
 
@@ -349,6 +354,7 @@ PROVOKERS = [
     ("/v1/objects/{key}", "GET", 401, lambda s: call(s.auth.port, "GET", "/v1/objects/k/a"), "unauthorized"),
     ("/v1/objects/{key}", "GET", 403, lambda s: call(s.auth.port, "GET", "/v1/objects/other", [USER]), "forbidden"),
     ("/v1/objects/{key}", "GET", 404, lambda s: call(s.plain.port, "GET", "/v1/objects/absent"), "not_found"),
+    ("/v1/objects/{key}", "GET", 503, lambda s: (put(s.tight.port, "large", 1, body="x" * 100_000), call(s.tight.port, "GET", "/v1/objects/large"))[1], "busy"),
     ("/v1/objects/{key}", "HEAD", 200, lambda s: (put(s.plain.port, "h", 1), call(s.plain.port, "HEAD", "/v1/objects/h"))[1], None),
     ("/v1/objects/{key}", "HEAD", 400, lambda s: call(s.plain.port, "HEAD", "/v1/objects/%ZZ"), None),
     ("/v1/objects/{key}", "HEAD", 401, lambda s: call(s.auth.port, "HEAD", "/v1/objects/k/a"), None),
@@ -396,11 +402,13 @@ PROVOKERS = [
     ("/v1/fences/{lock}", "PUT", 403, lambda s: call(s.plain.port, "PUT", "/v1/fences/l", [], '{"highest": 4}'), "forbidden"),
     ("/v1/history", "GET", 200, lambda s: (stale(s.plain.port, "hs"), call(s.plain.port, "GET", "/v1/history?limit=5"))[1], None),
     ("/v1/history", "GET", 400, lambda s: call(s.plain.port, "GET", "/v1/history?limit=10001"), "bad_limit"),
+    ("/v1/history", "GET", 400, lambda s: call(s.plain.port, "GET", "/v1/history?limit=1&limit=2"), "bad_target"),
     ("/v1/history", "GET", 401, lambda s: call(s.auth.port, "GET", "/v1/history"), "unauthorized"),
     ("/v1/history", "GET", 403, lambda s: call(s.auth.port, "GET", "/v1/history", [USER]), "forbidden"),
     ("/v1/events", "GET", 200, lambda s: call(s.plain.port, "GET", "/v1/events", stream=True), None),
     ("/v1/events", "GET", 400, lambda s: call(s.plain.port, "GET", "/v1/events?x=1"), "bad_target"),
     ("/v1/events", "GET", 401, lambda s: call(s.auth.port, "GET", "/v1/events", stream=True), "unauthorized"),
+    ("/v1/events", "GET", 403, lambda s: call(s.auth.port, "GET", "/v1/events", [BLIND]), "forbidden"),
     ("/v1/events", "GET", 503, too_many_streams, "too_many_streams"),
     ("/ui", "GET", 200, lambda s: call(s.auth.port, "GET", "/ui"), None),
     ("/ui", "HEAD", 200, lambda s: call(s.auth.port, "HEAD", "/ui"), None),
@@ -429,7 +437,7 @@ ELSEWHERE = {
     ("/v1/objects/{key}", "DELETE", 503): "storage_error: tests/http_ops_test.cc (fault VFS)",
     ("/v1/objects", "GET", 503): "busy: tests/http_hostile_test.cc LongReadsBeyondTheQueueGet503Busy",
     ("/v1/batch", "POST", 503): "storage_error: tests/http_ops_test.cc (fault VFS)",
-    ("/v1/fences/{lock}", "PUT", 503): "busy: the long-read queue",
+    ("/v1/fences/{lock}", "PUT", 503): "busy: the fence administration queue",
     ("/v1/history", "GET", 503): "busy: tests/http_hostile_test.cc LongReadsBeyondTheQueueGet503Busy",
     ("/healthz", "GET", 503): "tests/http_ops_test.cc HealthzIs503WhenTheDatabaseCannotBeRead",
     ("/readyz", "GET", 503): "tests/http_ops_test.cc ReadyzIs503WhileCommitsFailAndReadyAgainWithoutAWrite",

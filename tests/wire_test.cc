@@ -49,8 +49,11 @@ TEST(WireTest, UnknownErrorsAreJudgedByTheirStatusClass) {
   // A stale-token answer without a usable fence is not trusted as one.
   EXPECT_TRUE(StatusFromReply(409, ErrorBody(Error::kStaleToken, "m"), "012", "x").IsUnavailable());
   EXPECT_TRUE(StatusFromReply(409, ErrorBody(Error::kStaleToken, "m"), "", "x").IsUnavailable());
-  // So is a wrong-lock answer that does not name the bound lock.
-  EXPECT_TRUE(StatusFromReply(409, ErrorBody(Error::kWrongLock, "m"), "", "x").IsUnavailable());
+  // A wrong-lock answer that does not name the bound lock (under --auth, to a principal that may
+  // not read it) is still a wrong lock, with no name.
+  Status hidden = StatusFromReply(409, ErrorBody(Error::kWrongLock, "m"), "", "x");
+  EXPECT_TRUE(hidden.IsWrongLock()) << hidden.ToString();
+  EXPECT_EQ(hidden.bound_lock().value_or("(none)"), "");
   // And a failed precondition that does not say the key's version.
   EXPECT_TRUE(
       StatusFromReply(412, ErrorBody(Error::kPreconditionFailed, "m"), "", "x").IsUnavailable());

@@ -77,8 +77,8 @@ bool ParseLockFor(const std::string& text, std::pair<std::string, std::string>& 
 
 int main(int argc, char** argv) {
   std::string listen, db, durability, max_body, max_header, read_timeout, write_timeout,
-      drain_timeout, event_heartbeat, health_timeout;
-  std::size_t max_event_streams = 0;
+      drain_timeout, event_heartbeat, health_timeout, max_response_memory;
+  std::size_t max_event_streams = 0, max_event_streams_per_principal = 0;
   std::string port_file, verify_with, auth_file, tls_cert, tls_key;
   std::vector<std::string> lock_for;
   unsigned threads = 0;
@@ -110,11 +110,16 @@ int main(int argc, char** argv) {
       ("max-body", po::value(&max_body)->default_value("1MiB"),
        "largest request body; larger ones get 413")
       ("max-header", po::value(&max_header)->default_value("16KiB"),
-       "largest request header block; larger ones get 431")
+       "largest request header block; larger ones get 431 (so do a chunk-size line with its "
+       "extensions, or a trailer section, longer than twice this)")
+      ("max-response-memory", po::value(&max_response_memory)->default_value("256MiB"),
+       "answers over 64 KiB that clients have not read yet may hold this much memory in all; "
+       "past it such an answer gets 503 busy")
       ("read-timeout", po::value(&read_timeout)->default_value("30s"),
        "close a connection that sends nothing for this long")
       ("write-timeout", po::value(&write_timeout)->default_value("30s"),
-       "close a connection whose client has not read a whole response within this long")
+       "close a connection whose client has not read a whole response within this long (or, "
+       "on an event stream, has taken none of the bytes sent to it)")
       ("max-connections", po::value(&max_connections)->default_value(10000),
        "open connections at most; one more is answered 503 and closed at once (lowered to what "
        "ulimit -n allows, less 128 descriptors kept for the database)")
@@ -151,6 +156,9 @@ int main(int argc, char** argv) {
        "duration, principal); writes that are not accepted are logged always")
       ("max-event-streams", po::value(&max_event_streams)->default_value(16),
        "GET /v1/events streams (e.g. /ui pages) open at once; one more is answered 503")
+      ("max-event-streams-per-principal",
+       po::value(&max_event_streams_per_principal)->default_value(4),
+       "with --auth: event streams one principal may hold open at once; one more is answered 503")
       ("event-heartbeat", po::value(&event_heartbeat)->default_value("15s"),
        "how often an idle event stream gets a heartbeat, by which a peer that is gone is found")
       ("health-timeout", po::value(&health_timeout)->default_value("2s"),
@@ -179,19 +187,25 @@ int main(int argc, char** argv) {
   server_options.threads = threads;
   auto body = ParseSize(max_body);
   auto header = ParseSize(max_header);
+  auto responses = ParseSize(max_response_memory);
   auto rt = ParseDuration(read_timeout);
   auto wt = ParseDuration(write_timeout);
   auto dt = ParseDuration(drain_timeout);
   auto eh = ParseDuration(event_heartbeat);
   auto ht = ParseDuration(health_timeout);
-  for (const Status& s : {body.status(), header.status(), rt.status(), wt.status(), dt.status(),
-                          eh.status(), ht.status()}) {
+  for (const Status& s : {body.status(), header.status(), responses.status(), rt.status(),
+                          wt.status(), dt.status(), eh.status(), ht.status()}) {
     if (!s.ok()) return Fail(s.message());
   }
   if (max_connections == 0) return Fail("--max-connections must be at least 1");
   if (eh->count() <= 0) return Fail("--event-heartbeat must be longer than 0, e.g. 15s");
   if (ht->count() <= 0) return Fail("--health-timeout must be longer than 0, e.g. 2s");
+  if (max_event_streams_per_principal == 0) {
+    return Fail("--max-event-streams-per-principal must be at least 1");
+  }
   server_options.max_event_streams = max_event_streams;
+  server_options.max_event_streams_per_principal = max_event_streams_per_principal;
+  server_options.max_response_memory = *responses;
   server_options.event_heartbeat = *eh;
   server_options.health_timeout = *ht;
   server_options.access_log = vm["access-log"].as<bool>();

@@ -75,7 +75,8 @@ std::string Base64Encode(std::string_view bytes) {
   return out;
 }
 
-std::optional<std::string> Base64Decode(std::string_view text) {
+std::optional<std::string> Base64Decode(std::string_view text, Base64Padding padding) {
+  if (padding == Base64Padding::kRequired && text.size() % 4 != 0) return std::nullopt;
   // By hand: Boost's base64 iterators read past the end of a text whose length leaves bits over
   // (e.g. "A", or "AB=" from a peer), which a hostile etcd reply can send.
   std::size_t pad = 0;

@@ -9,9 +9,8 @@
 
 namespace fencekit {
 
-std::string EventText(std::uint64_t id, const WriteEvent& e) {
+std::string EventJson(const WriteEvent& e) {
   boost::json::object o;
-  o["id"] = id;
   o["time_ms"] =
       std::chrono::duration_cast<std::chrono::milliseconds>(e.time.time_since_epoch()).count();
   o["op"] = e.op;
@@ -23,8 +22,17 @@ std::string EventText(std::uint64_t id, const WriteEvent& e) {
   o["highest"] = e.highest;
   if (!e.principal.empty()) wire::PutName(o, "principal", e.principal);
   // serialize() escapes every control character: the JSON is one line.
-  std::string text = "id: " + std::to_string(id) + "\nevent: decision\ndata: ";
-  text += boost::json::serialize(o);
+  return boost::json::serialize(o);
+}
+
+std::string EventText(std::uint64_t id, std::string_view event_json) {
+  const std::string n = std::to_string(id);
+  std::string text;
+  text.reserve(event_json.size() + 2 * n.size() + 48);
+  text.append("id: ").append(n).append("\nevent: decision\ndata: {\"id\":").append(n);
+  // event_json is a non-empty object: "{...}".
+  text += ',';
+  text.append(event_json.substr(1));
   text += "\n\n";
   return text;
 }
@@ -36,16 +44,18 @@ EventHub::~EventHub() = default;
 void EventHub::Publish(const WriteEvent& e) {
   std::lock_guard lock(mu_);
   if (closed_ || streams_.empty()) return;
-  std::string text;
+  std::string json;
   std::uint64_t dropped = 0;
   for (EventStream* s : streams_) {
     if (!s->Sees(e)) continue;
-    if (text.empty()) text = EventText(++seq_, e);
+    if (json.empty()) json = EventJson(e);
+    std::string text = EventText(s->seq_ + 1, json);
     if (s->pending_.size() + text.size() > limits_.max_queued_bytes) {
       ++s->dropped_;
       ++dropped;
       continue;
     }
+    ++s->seq_;
     s->pending_ += text;
     if (s->waiting_) {
       s->waiting_ = false;
@@ -55,9 +65,22 @@ void EventHub::Publish(const WriteEvent& e) {
   if (dropped != 0 && metrics_ != nullptr) metrics_->CountEventsDropped(dropped);
 }
 
-std::shared_ptr<EventStream> EventHub::Open(const Principal* who, std::function<void()> wake) {
+std::shared_ptr<EventStream> EventHub::Open(const Principal* who, std::function<void()> wake,
+                                            Refusal* why) {
   std::lock_guard lock(mu_);
-  if (closed_ || streams_.size() >= limits_.max_streams) {
+  Refusal refusal = Refusal::kNone;
+  if (closed_) {
+    refusal = Refusal::kClosed;
+  } else if (streams_.size() >= limits_.max_streams) {
+    refusal = Refusal::kTooManyStreams;
+  } else if (who != nullptr &&
+             static_cast<std::size_t>(std::count_if(streams_.begin(), streams_.end(), [&](auto* s) {
+               return s->who_ == who;
+             })) >= limits_.max_streams_per_principal) {
+    refusal = Refusal::kTooManyForPrincipal;
+  }
+  if (why != nullptr) *why = refusal;
+  if (refusal != Refusal::kNone) {
     if (metrics_ != nullptr) metrics_->CountEventStreamRefused();
     return nullptr;
   }

@@ -44,6 +44,8 @@ class EventHub {
   struct Limits {
     // Streams open at once; one more is refused (503 too_many_streams).
     std::size_t max_streams = 16;
+    // Streams one principal (a non-null `who`) may hold at once; one more is refused too.
+    std::size_t max_streams_per_principal = 4;
     // Bytes of event text waiting for one stream's reader; beyond them events are skipped.
     std::size_t max_queued_bytes = 256 << 10;
   };
@@ -58,11 +60,18 @@ class EventHub {
   // Queues `e` for every open stream whose principal may read its lock and key.
   void Publish(const WriteEvent& e);
 
+  enum class Refusal {
+    kNone,
+    kTooManyStreams,       // max_streams are open
+    kTooManyForPrincipal,  // `who` holds max_streams_per_principal
+    kClosed,               // the hub is closed (the server is stopping)
+  };
   // A new stream for principal `who` (null: it sees every event). `wake` runs when events
   // arrive for the stream after its Take() found none; it runs on the publishing thread with the
-  // hub's lock held, so it must be quick and must not call the hub. Null when max_streams
-  // are open or the hub is closed.
-  std::shared_ptr<EventStream> Open(const Principal* who, std::function<void()> wake);
+  // hub's lock held, so it must be quick and must not call the hub. Null, with `*why` set when
+  // given, when a limit is reached or the hub is closed.
+  std::shared_ptr<EventStream> Open(const Principal* who, std::function<void()> wake,
+                                    Refusal* why = nullptr);
   // Ends every stream (Take() reports them closed, their waiting readers are woken) and refuses
   // new ones. For server shutdown.
   void Close();
@@ -78,7 +87,6 @@ class EventHub {
   std::atomic<std::size_t> listeners_{0};
   mutable std::mutex mu_;
   std::vector<EventStream*> streams_;  // GUARDED_BY(mu_)
-  std::uint64_t seq_ = 0;              // GUARDED_BY(mu_): the last event's id
   bool closed_ = false;                // GUARDED_BY(mu_)
 };
 
@@ -106,13 +114,22 @@ class EventStream {
   std::function<void()> wake_;
   // GUARDED_BY(hub_->mu_):
   std::string pending_;
+  // The last event id this stream was given: each stream numbers the events it sees itself,
+  // so its ids say nothing of the decisions it may not see.
+  std::uint64_t seq_ = 0;
   std::uint64_t dropped_ = 0;
   bool waiting_ = false;
   bool closed_ = false;
 };
 
-// The Server-Sent Events text of one event: "id", "event: decision" and one "data" line of
-// JSON (every name JSON-encoded, so no byte of a key can end the line or forge an event).
-std::string EventText(std::uint64_t id, const WriteEvent& e);
+// The JSON of one event without its id: one line (every name JSON-encoded, so no byte of a key
+// can end the line or forge an event), built once for all the streams that see it.
+std::string EventJson(const WriteEvent& e);
+// The Server-Sent Events text of an event as stream-local id `id`: "id", "event: decision"
+// and one "data" line, EventJson's object with "id" first.
+std::string EventText(std::uint64_t id, std::string_view event_json);
+inline std::string EventText(std::uint64_t id, const WriteEvent& e) {
+  return EventText(id, EventJson(e));
+}
 
 }  // namespace fencekit

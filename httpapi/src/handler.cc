@@ -73,14 +73,34 @@ std::string NotEncoded(std::string_view what) {
          " in the path is not validly percent-encoded; encode reserved bytes as %XX";
 }
 
+// True when `who` (null: no --auth, everyone may) may see that a key belongs to `lock`.
+bool MaySeeLock(const Principal* who, std::string_view lock) {
+  return who == nullptr || who->MayRead(lock);
+}
+
+// Drops `o`'s "lock" (and its encoding) when `who` may not read that lock.
+void HideLockUnlessReadable(json::object& o, const Principal* who, std::string_view lock) {
+  if (MaySeeLock(who, lock)) return;
+  o.erase("lock");
+  o.erase("lock_encoding");
+}
+
 // The answer to a write (or batch) the store refused or failed: the error body, with the
 // fence for a stale token (also in Fencing-Highest, for clients that read only one of them),
-// the bound lock for a wrong lock, the key's version and the key for a failed precondition.
-HttpResponse WriteRefusal(const Status& s, unsigned version, bool keep_alive) {
+// the bound lock for a wrong lock (when `who` may read it: otherwise neither the body nor the
+// message names it), the key's version and the key for a failed precondition.
+HttpResponse WriteRefusal(const Status& s, const Principal* who, std::string_view write_lock,
+                          unsigned version, bool keep_alive) {
   Error e = wire::ErrorForStoreStatus(s);
-  json::object o = wire::ErrorObject(e, s.message());
+  const std::string bound = s.bound_lock().value_or(std::string());
+  const bool hide_bound = e == Error::kWrongLock && !MaySeeLock(who, bound);
+  json::object o = wire::ErrorObject(
+      e, hide_bound ? "the key is bound to a lock other than \"" + JsonSafeText(write_lock) +
+                          "\", one that principal \"" + who->name +
+                          "\" may not read; write the key under the lock it is bound to"
+                    : s.message());
   if (e == Error::kWrongLock) {
-    wire::PutName(o, "lock", s.bound_lock().value_or(std::string()));
+    if (!hide_bound) wire::PutName(o, "lock", bound);
   } else if (e == Error::kPreconditionFailed) {
     o["version"] = s.current_version().value_or(0);
     wire::PutName(o, "key", s.key().value_or(std::string()));
@@ -193,7 +213,7 @@ void Handler::Handle(HttpRequest&& req, Respond respond, const Principal** who_o
         }
       }
     }
-    return HandleObject(std::move(req), std::move(*key), respond, who->name);
+    return HandleObject(std::move(req), std::move(*key), respond, who);
   }
   if (path == wire::kBatchPath) {
     if (req.method() != http::verb::post) return method_not_allowed("POST");
@@ -218,6 +238,9 @@ void Handler::Handle(HttpRequest&& req, Respond respond, const Principal** who_o
   if (path == wire::kEventsPath) {
     // Each principal sees the decisions on the keys and locks it may read (events.h).
     if (req.method() != http::verb::get) return method_not_allowed("GET");
+    if (who != nullptr && !who->admin && who->read.empty()) {
+      return forbidden("read the event stream: it has no read rights, so it would see nothing");
+    }
     HttpResponse res(http::status::ok, req.version());
     res.set(http::field::content_type, kEventStreamType);
     return respond(std::move(res));
@@ -266,7 +289,8 @@ void Handler::Unauthorized(const HttpRequest& req, const Authorizer::Verdict& ve
 }
 
 void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
-                           std::string principal) {
+                           const Principal* who) {
+  std::string principal = who != nullptr ? who->name : std::string();
   const unsigned version = req.version();
   const bool keep_alive = req.keep_alive();
   auto refuse = [&](Error e, RefusalReason reason, std::string_view message) {
@@ -282,7 +306,7 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
     HttpResponse res(http::status::ok, version);
     res.set(http::field::content_type, "application/octet-stream");
     res.set(wire::kTokenHeader, got->token.ToString());
-    res.set(wire::kLockHeader, wire::NameToHeader(got->lock));
+    if (MaySeeLock(who, got->lock)) res.set(wire::kLockHeader, wire::NameToHeader(got->lock));
     res.set(wire::kVersionHeader, std::to_string(got->version));
     res.set(http::field::etag, wire::ETag(got->version));
     res.keep_alive(keep_alive);
@@ -371,21 +395,23 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
                  *if_version};
 
   Metrics* metrics = metrics_;
-  store_->Submit(
-      std::move(w), [respond = std::move(respond), metrics, version, keep_alive, is_put,
-                     writes = hooks_.writes, facts = std::move(facts)](Result<WriteReceipt> r) {
-        if (writes != nullptr) writes->Decided(facts, r);  // the feed, the log, the write state
-        if (r.ok()) {
-          metrics->CountAccepted();
-          auto status = is_put && r->created ? http::status::created : http::status::ok;
-          HttpResponse res =
-              JsonResponse(status, wire::ReceiptToJson(*r, !is_put), version, keep_alive);
-          if (is_put) res.set(http::field::etag, wire::ETag(r->version));
-          return respond(std::move(res));
-        }
-        metrics->CountRefused(ReasonFor(wire::ErrorForStoreStatus(r.status())));
-        respond(WriteRefusal(r.status(), version, keep_alive));
-      });
+  std::string write_lock = w.lock;
+  store_->Submit(std::move(w), [respond = std::move(respond), metrics, version, keep_alive, is_put,
+                                who, write_lock = std::move(write_lock), writes = hooks_.writes,
+                                facts = std::move(facts)](Result<WriteReceipt> r) {
+    if (writes != nullptr) writes->Decided(facts, r);  // the feed, the log, the write state
+    if (r.ok()) {
+      metrics->CountAccepted();
+      auto status = is_put && r->created ? http::status::created : http::status::ok;
+      json::object receipt = wire::ReceiptToJson(*r, !is_put);
+      HideLockUnlessReadable(receipt, who, r->lock);
+      HttpResponse res = JsonResponse(status, receipt, version, keep_alive);
+      if (is_put) res.set(http::field::etag, wire::ETag(r->version));
+      return respond(std::move(res));
+    }
+    metrics->CountRefused(ReasonFor(wire::ErrorForStoreStatus(r.status())));
+    respond(WriteRefusal(r.status(), who, write_lock, version, keep_alive));
+  });
 }
 
 void Handler::HandleList(const HttpRequest& req, const boost::urls::url_view& url,
@@ -444,16 +470,22 @@ void Handler::HandleList(const HttpRequest& req, const boost::urls::url_view& ur
   // thread.
   auto shared_respond = std::make_shared<Respond>(std::move(respond));
   bool queued = long_reads_->TryPost([this, prefix = std::move(*prefix), after = std::move(*after),
-                                      limit, version, keep_alive, shared_respond] {
+                                      limit, version, keep_alive, who, shared_respond] {
     auto page = store_->List(prefix, after, limit);
     if (!page.ok()) {
       Error e = wire::ErrorForStoreStatus(page.status(), Error::kBadKey);
       return (*shared_respond)(ErrorResponse(e, page.status().message(), version, keep_alive));
     }
-    (*shared_respond)(
-        JsonResponse(http::status::ok, wire::ObjectPageToJson(*page), version, keep_alive));
+    json::object body = wire::ObjectPageToJson(*page);
+    if (who != nullptr) {
+      auto& objects = body["objects"].as_array();
+      for (std::size_t i = 0; i < objects.size(); ++i) {
+        HideLockUnlessReadable(objects[i].as_object(), who, page->objects[i].lock);
+      }
+    }
+    (*shared_respond)(JsonResponse(http::status::ok, body, version, keep_alive));
   });
-  if (!queued) RefuseLongRead("reads", version, keep_alive, *shared_respond);
+  if (!queued) RefuseLongRead("long reads", version, keep_alive, *shared_respond);
 }
 
 void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond& respond) {
@@ -523,14 +555,14 @@ void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond&
       BatchRequest{std::move(batch->lock), batch->token, std::move(batch->service),
                    who != nullptr ? who->name : std::string(), std::move(batch->writes)},
       [respond = std::move(respond), metrics, version, keep_alive, lock = std::move(lock), token,
-       is_delete = std::move(is_delete), writes = hooks_.writes,
+       who, is_delete = std::move(is_delete), writes = hooks_.writes,
        facts = std::move(facts)](Result<std::vector<WriteReceipt>> r) {
         if (writes != nullptr) writes->BatchDecided(facts, r);  // the feed, the log, the state
         if (r.ok()) {
           metrics->CountAccepted(r->size());
-          return respond(JsonResponse(http::status::ok,
-                                      wire::BatchReceiptsToJson(lock, token, *r, is_delete),
-                                      version, keep_alive));
+          json::object receipts = wire::BatchReceiptsToJson(lock, token, *r, is_delete);
+          HideLockUnlessReadable(receipts, who, lock);
+          return respond(JsonResponse(http::status::ok, receipts, version, keep_alive));
         }
         if (r.status().IsInvalidArgument()) {
           // Names and services were checked above: what is left is the store's bounds
@@ -540,7 +572,7 @@ void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond&
               ErrorResponse(Error::kBatchTooLarge, r.status().message(), version, keep_alive));
         }
         metrics->CountRefused(ReasonFor(wire::ErrorForStoreStatus(r.status())));
-        respond(WriteRefusal(r.status(), version, keep_alive));
+        respond(WriteRefusal(r.status(), who, lock, version, keep_alive));
       });
 }
 
@@ -548,9 +580,26 @@ void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view&
                             Respond& respond) {
   const unsigned version = req.version();
   const bool keep_alive = req.keep_alive();
+  if (url.has_fragment()) {
+    return respond(ErrorResponse(Error::kBadTarget,
+                                 "the history's target has a fragment ('#'); send none", version,
+                                 keep_alive));
+  }
   std::size_t limit = 100;
-  for (auto param : url.params()) {
-    if (param.key != "limit") continue;
+  bool has_limit = false;
+  // The listing's grammar: known parameters only, each at most once.
+  for (auto param : url.params(boost::urls::encoding_opts{})) {
+    if (param.key != "limit") {
+      return respond(ErrorResponse(
+          Error::kBadTarget,
+          "unknown parameter \"" + JsonSafeText(param.key) + "\"; the history takes limit", version,
+          keep_alive));
+    }
+    if (has_limit) {
+      return respond(ErrorResponse(
+          Error::kBadTarget, "parameter \"limit\" was given more than once", version, keep_alive));
+    }
+    has_limit = true;
     auto parsed = wire::ParseCount(param.value, 1);
     if (!parsed || *parsed > static_cast<std::int64_t>(wire::kMaxHistoryLimit)) {
       return respond(ErrorResponse(
@@ -574,15 +623,15 @@ void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view&
     (*shared_respond)(JsonResponse(
         http::status::ok, json::object{{"decisions", std::move(decisions)}}, version, keep_alive));
   });
-  if (!queued) RefuseLongRead("reads", version, keep_alive, *shared_respond);
+  if (!queued) RefuseLongRead("long reads", version, keep_alive, *shared_respond);
 }
 
 void Handler::RefuseLongRead(std::string_view what, unsigned version, bool keep_alive,
                              Respond& respond) {
   metrics_->CountLongReadRefused();
   HttpResponse res = ErrorResponse(
-      Error::kBusy, "too many long " + std::string(what) + " are queued; retry in a second",
-      version, keep_alive);
+      Error::kBusy, "too many " + std::string(what) + " are queued; retry in a second", version,
+      keep_alive);
   res.set(http::field::retry_after, "1");
   respond(std::move(res));
 }
@@ -694,11 +743,11 @@ void Handler::HandleSetFence(const HttpRequest& req, std::string lock, const Pri
   if (!highest) return error(Error::kBadBody, "\"highest\" is missing" + std::string(kBodyHint));
   auto token = FencingToken::FromInt(*highest);
   if (!token.ok()) return error(Error::kBadBody, token.status().message());
-  // A durable write: off the I/O threads, on the bounded long-read queue.
+  // A durable write: off the I/O threads, on its own bounded queue (never behind long reads).
   auto shared_respond = std::make_shared<Respond>(std::move(respond));
-  bool queued = long_reads_->TryPost([this, lock = std::move(lock), token = *token,
-                                      principal = who->name, unbind_service, version, keep_alive,
-                                      shared_respond] {
+  WorkQueue* queue = hooks_.fence_admin != nullptr ? hooks_.fence_admin : long_reads_;
+  bool queued = queue->TryPost([this, lock = std::move(lock), token = *token, principal = who->name,
+                                unbind_service, version, keep_alive, shared_respond] {
     auto decision = store_->SetFence(lock, token, principal, unbind_service);
     if (!decision.ok()) {
       Error e = wire::ErrorForStoreStatus(decision.status(), Error::kBadLock);
@@ -707,7 +756,7 @@ void Handler::HandleSetFence(const HttpRequest& req, std::string lock, const Pri
     (*shared_respond)(
         JsonResponse(http::status::ok, wire::DecisionToJson(*decision), version, keep_alive));
   });
-  if (!queued) RefuseLongRead("requests", version, keep_alive, *shared_respond);
+  if (!queued) RefuseLongRead("fence administrations", version, keep_alive, *shared_respond);
 }
 
 }  // namespace fencekit

@@ -31,6 +31,9 @@ inline constexpr std::string_view kEventStreamType = "text/event-stream";
 struct HandlerHooks {
   WriteWatch* writes = nullptr;     // told every write's result (write_watch.h)
   HealthChecker* health = nullptr;  // answers /healthz and /readyz (health.h)
+  // Runs fence administration (PUT /v1/fences/{lock}), so that it never waits behind long
+  // reads; null: the long-read queue runs it.
+  WorkQueue* fence_admin = nullptr;
 };
 
 // Thread safety: safe for concurrent use; the store and metrics must outlive it.
@@ -63,9 +66,9 @@ class Handler {
                                     bool keep_alive);
 
  private:
-  // `principal`: the authenticated client's name, empty without --auth.
+  // `who`: the authenticated client, null without --auth.
   void HandleObject(HttpRequest&& req, std::string key, Respond& respond,
-                    std::string principal = {});
+                    const Principal* who = nullptr);
   void HandleFence(const HttpRequest& req, std::string lock, Respond& respond);
   void Unauthorized(const HttpRequest& req, const Authorizer::Verdict& verdict, Respond& respond);
   void HandleSetFence(const HttpRequest& req, std::string lock, const Principal* who,
@@ -80,7 +83,8 @@ class Handler {
   void HandleUi(const HttpRequest& req, std::string_view path, Respond& respond);
   // GET /healthz (`ready` false) or /readyz.
   void HandleHealth(const HttpRequest& req, bool ready, Respond& respond);
-  // The long-read queue was full: 503 busy with Retry-After, counted in the metrics.
+  // The long-read (or fence administration) queue was full: 503 busy with Retry-After, counted
+  // in the metrics. `what`: what is queued ("long reads").
   void RefuseLongRead(std::string_view what, unsigned version, bool keep_alive, Respond& respond);
 
   FencedStore* store_;

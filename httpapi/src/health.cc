@@ -17,17 +17,16 @@ namespace {
 // A lock name no client needs: the probe reads its fence, which is usually absent.
 constexpr std::string_view kProbeLock = "fencekit/health-probe";
 
-// One check: answered by the probe or by the timer, whichever comes first.
-struct Check {
-  explicit Check(net::any_io_executor ex, HealthChecker::Done d)
-      : timer(net::make_strand(ex)), done(std::move(d)) {}
-  bool Claim() { return !answered.exchange(true); }
-  net::steady_timer timer;  // used on its strand only
-  HealthChecker::Done done;
-  std::atomic<bool> answered{false};
-};
-
 }  // namespace
+
+// One probe and the checks that wait for it: answered by the probe or by the timer, whichever
+// comes first.
+struct HealthChecker::Round {
+  explicit Round(net::any_io_executor ex) : timer(net::make_strand(ex)) {}
+  net::steady_timer timer;    // used on its strand only
+  std::vector<Done> waiting;  // GUARDED_BY(HealthChecker::mu_)
+  bool answered = false;      // GUARDED_BY(HealthChecker::mu_)
+};
 
 HealthChecker::HealthChecker(FencedStore* store, WriteWatch* writes,
                              net::any_io_executor timer_executor, std::chrono::milliseconds timeout)
@@ -62,31 +61,59 @@ Status HealthChecker::Probe(bool ready) {
   return Status::Ok();
 }
 
+void HealthChecker::Finish(const std::shared_ptr<Round>& round, const Status& s) {
+  std::vector<Done> waiting;
+  {
+    std::lock_guard lock(mu_);
+    if (round->answered) return;
+    round->answered = true;
+    waiting.swap(round->waiting);
+    for (auto& current : current_) {
+      if (current == round) current.reset();  // the next check starts a fresh probe
+    }
+  }
+  for (auto& done : waiting) done(s);
+}
+
 void HealthChecker::Examine(bool ready, Done done) {
-  auto check = std::make_shared<Check>(executor_, std::move(done));
-  bool queued = probes_.TryPost([this, check, ready] {
-    if (check->answered.load()) return;  // timed out while queued
+  std::shared_ptr<Round> round;
+  {
+    std::lock_guard lock(mu_);
+    auto& current = current_[ready ? 1 : 0];
+    if (current != nullptr) {
+      current->waiting.push_back(std::move(done));  // one per connection at most: bounded
+      return;
+    }
+    round = current = std::make_shared<Round>(executor_);
+    round->waiting.push_back(std::move(done));
+  }
+  bool queued = probes_.TryPost([this, round, ready] {
+    {
+      std::lock_guard lock(mu_);
+      if (round->answered) return;  // timed out while queued
+    }
     Status probed = Probe(ready);
-    if (!check->Claim()) return;
-    net::post(check->timer.get_executor(), [check] { check->timer.cancel(); });
-    check->done(std::move(probed));
+    Finish(round, probed);
+    net::post(round->timer.get_executor(), [round] { round->timer.cancel(); });
   });
   if (!queued) {
-    check->Claim();
-    return check->done(Status::Unavailable(
-        "earlier health checks are still waiting for the database; it is not answering reads "
-        "quickly"));
+    return Finish(round, Status::Unavailable(
+                             "earlier health checks are still waiting for the database; it is "
+                             "not answering reads quickly"));
   }
-  net::post(check->timer.get_executor(), [check, ready, timeout = timeout_] {
-    if (check->answered.load()) return;  // the probe was quicker: nothing to cancel later
-    check->timer.expires_after(timeout);
-    check->timer.async_wait([check, ready, timeout](boost::system::error_code ec) {
-      if (ec || !check->Claim()) return;
-      check->done(Status::Unavailable(
-          std::string(ready ? "the database did not answer a read, or a probe commit after a "
-                              "failed commit, within "
-                            : "the database did not answer a read within ") +
-          std::to_string(timeout.count()) + " ms"));
+  net::post(round->timer.get_executor(), [this, round, ready, timeout = timeout_] {
+    {
+      std::lock_guard lock(mu_);
+      if (round->answered) return;  // the probe was quicker: nothing to cancel later
+    }
+    round->timer.expires_after(timeout);
+    round->timer.async_wait([this, round, ready, timeout](boost::system::error_code ec) {
+      if (ec) return;
+      Finish(round, Status::Unavailable(
+                        std::string(ready ? "the database did not answer a read, or a probe "
+                                            "commit after a failed commit, within "
+                                          : "the database did not answer a read within ") +
+                        std::to_string(timeout.count()) + " ms"));
     });
   });
 }

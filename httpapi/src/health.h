@@ -1,12 +1,17 @@
 // Health: the answers of GET /healthz (the database answers a read) and GET /readyz (the store
 // accepts writes). A probe reads the database on a thread of its own, never on an I/O thread,
-// and each check is answered within a timeout even when the database hangs.
+// and each check is answered within a timeout even when the database hangs. Checks that arrive
+// while a probe of their kind is in flight wait for that probe and share its result, so a flood
+// of probes costs one probe at a time and cannot crowd out a genuine one.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <mutex>
 
 #include "fencekit/common/status.h"
 #include "work_queue.h"
@@ -36,20 +41,28 @@ class HealthChecker {
   // The server is shutting down: not ready from now on.
   void Draining() { draining_.store(true); }
 
-  // Probes waiting or running at most; more are answered at once.
+  // Probes waiting or running at most; more are answered at once. Only a probe that timed out
+  // while the database hangs leaves one behind, so this bounds the probes stuck behind it.
   static constexpr std::size_t kMaxQueuedProbes = 4;
 
  private:
-  // CheckLive, or with `ready` CheckReady's probe, on the probe thread within the timeout.
+  struct Round;
+  // CheckLive, or with `ready` CheckReady's probe, on the probe thread within the timeout:
+  // joins the round of that kind in flight, or starts one.
   void Examine(bool ready, Done done);
   // The probe itself; runs on the probe thread.
   Status Probe(bool ready);
+  // Answers every check of `round` with `s` (once; later calls do nothing).
+  void Finish(const std::shared_ptr<Round>& round, const Status& s);
 
   FencedStore* store_;
   WriteWatch* writes_;
   boost::asio::any_io_executor executor_;
   const std::chrono::milliseconds timeout_;
   std::atomic<bool> draining_{false};
+  std::mutex mu_;
+  // The round in flight for live [0] and ready [1] checks, null when none. GUARDED_BY(mu_)
+  std::array<std::shared_ptr<Round>, 2> current_;
   WorkQueue probes_{1, kMaxQueuedProbes};
 };
 

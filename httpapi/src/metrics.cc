@@ -84,8 +84,7 @@ std::string Metrics::Render(const StoreStats& store) const {
   Append(out, "fenced_commit_batch_size_sum %llu\n",
          static_cast<unsigned long long>(store.accepted + store.refused_stale +
                                          store.refused_wrong_lock + store.refused_wrong_service +
-                                         store.refused_unverified +
-                                         store.refused_precondition));
+                                         store.refused_unverified + store.refused_precondition));
   auto counter = [&](const char* name, const char* help, const auto& value) {
     std::string_view n(name);
     out.append("# HELP ").append(n).append(" ").append(help).append("\n# TYPE ").append(n);
@@ -100,11 +99,16 @@ std::string Metrics::Render(const StoreStats& store) const {
           "Connections answered 503 and closed because the limit was reached.",
           connections_refused_);
   counter("fenced_write_timeouts_total",
-          "Connections closed because a response was not read within --write-timeout.",
+          "Connections closed because a response (or an event stream's bytes) was not read within "
+          "--write-timeout.",
           write_timeouts_);
   counter("fenced_long_reads_refused_total",
-          "Long reads (history) answered 503 busy because their queue was full.",
+          "Long reads (history, listings) answered 503 busy because their queue was full.",
           long_reads_refused_);
+  counter("fenced_answers_refused_total",
+          "Answers over 64 KiB answered 503 busy instead, because answers not yet read by their "
+          "clients held --max-response-memory.",
+          answers_refused_);
   counter("fenced_requests_unauthorized_total",
           "Requests answered 401: no, a malformed or an unknown bearer token (--auth).",
           unauthorized_);

@@ -21,14 +21,14 @@ enum class RefusalReason {
   kBodyTooLarge,
   kHeadersTooLarge,
   kStorageError,
-  kMalformed,          // not parseable as HTTP (request line, fields, chunk framing)
-  kBadFraming,         // parseable but ambiguous: Transfer-Encoding, Host (see framing.h)
-  kWrongLock,          // the key is bound to another lock
-  kWrongService,       // the token comes from another lock service than the fence's
-  kUnverifiedToken,    // the lock service did not confirm the token
-  kVerifyUnavailable,  // the lock service could not be asked (the write failed closed)
-  kServiceRequired,    // no Fencing-Service under --require-service
-  kBadService,         // a malformed Fencing-Service
+  kMalformed,           // not parseable as HTTP (request line, fields, chunk framing)
+  kBadFraming,          // parseable but ambiguous: Transfer-Encoding, Host (see framing.h)
+  kWrongLock,           // the key is bound to another lock
+  kWrongService,        // the token comes from another lock service than the fence's
+  kUnverifiedToken,     // the lock service did not confirm the token
+  kVerifyUnavailable,   // the lock service could not be asked (the write failed closed)
+  kServiceRequired,     // no Fencing-Service under --require-service
+  kBadService,          // a malformed Fencing-Service
   kPreconditionFailed,  // If-Match / If-None-Match (or a batch write's) did not hold
   kBadBatch,            // a malformed or too large batch
   kBadPrecondition,     // a malformed If-Match / If-None-Match
@@ -50,6 +50,8 @@ class Metrics {
   void CountConnectionRefused() { connections_refused_.fetch_add(1, std::memory_order_relaxed); }
   void CountWriteTimeout() { write_timeouts_.fetch_add(1, std::memory_order_relaxed); }
   void CountLongReadRefused() { long_reads_refused_.fetch_add(1, std::memory_order_relaxed); }
+  // Answers over 64 KiB replaced by 503 busy: --max-response-memory was held by unread answers.
+  void CountAnswerRefused() { answers_refused_.fetch_add(1, std::memory_order_relaxed); }
   // Requests refused by authentication (401) or authorization (403), whatever their route.
   void CountUnauthorized() { unauthorized_.fetch_add(1, std::memory_order_relaxed); }
   void CountForbidden() { forbidden_.fetch_add(1, std::memory_order_relaxed); }
@@ -82,6 +84,7 @@ class Metrics {
   std::atomic<std::uint64_t> max_connections_{0};
   std::atomic<std::uint64_t> write_timeouts_{0};
   std::atomic<std::uint64_t> long_reads_refused_{0};
+  std::atomic<std::uint64_t> answers_refused_{0};
   std::atomic<std::uint64_t> unauthorized_{0};
   std::atomic<std::uint64_t> forbidden_{0};
   std::atomic<std::uint64_t> event_streams_{0};

@@ -73,11 +73,16 @@ class ServerImpl final : public Server {
         auth_(std::move(auth)),
         tls_(std::move(tls)),
         long_reads_(options_.long_read_threads, options_.max_queued_long_reads),
+        fence_admin_(1, kMaxQueuedFenceAdmin),
+        answers_(options_.max_response_memory),
         log_(options_.log, &metrics_),
-        events_({options_.max_event_streams, options_.max_queued_event_bytes}, &metrics_),
+        events_({.max_streams = options_.max_event_streams,
+                 .max_streams_per_principal = options_.max_event_streams_per_principal,
+                 .max_queued_bytes = options_.max_queued_event_bytes},
+                &metrics_),
         write_watch_(&events_, &log_),
         handler_(store, &metrics_, &long_reads_, auth_.get(), options_.extra_metrics,
-                 HandlerHooks{&write_watch_, &health_}),
+                 HandlerHooks{&write_watch_, &health_, &fence_admin_}),
         acceptor_(net::make_strand(ioc_)),
         drain_timer_(ioc_),
         health_(store, &write_watch_, ioc_.get_executor(), options_.health_timeout) {}
@@ -86,6 +91,7 @@ class ServerImpl final : public Server {
     Stop();
     Wait();
     long_reads_.Stop();  // its tasks post to sessions' strands: done before ioc_ goes
+    fence_admin_.Stop();
   }
 
   Status Bind() {
@@ -148,6 +154,9 @@ class ServerImpl final : public Server {
   // The file descriptors kept back from connections: the database, its WAL and shared-memory
   // files for the writer and each reader, and refused connections being closed.
   static constexpr std::size_t kReservedFds = 128;
+  // Fence administrations waiting for their own thread: an admin's few requests, never behind
+  // long reads.
+  static constexpr std::size_t kMaxQueuedFenceAdmin = 16;
 
   static std::size_t EffectiveMaxConnections(std::size_t wanted) {
     rlimit lim{};
@@ -173,7 +182,8 @@ class ServerImpl final : public Server {
                              &stop_requested_,
                              &registry_,
                              &events_,
-                             options_.access_log ? &log_ : nullptr};
+                             options_.access_log ? &log_ : nullptr,
+                             &answers_};
             if (tls_) {
               std::make_shared<TlsSession>(host, std::move(socket), *tls_)->Start();
             } else {
@@ -282,6 +292,8 @@ class ServerImpl final : public Server {
   std::unique_ptr<net::ssl::context> tls_;  // null for plain HTTP
   Metrics metrics_;
   WorkQueue long_reads_;
+  WorkQueue fence_admin_;
+  ResponseBudget answers_;
   // Before ioc_, so that they outlive the sessions that ioc_'s pending handlers still hold.
   LogSink log_;
   EventHub events_;

@@ -7,6 +7,7 @@
 #include <boost/beast/http/write.hpp>
 
 #include "framing.h"
+#include "tcp_progress.h"
 
 namespace fencekit {
 
@@ -84,7 +85,7 @@ void Session<Stream>::OnHeader(beast::error_code ec) {
   if (ec == http::error::body_limit) {  // the declared Content-Length is over the limit
     return RefuseBodyTooLarge("larger than");
   }
-  if (ec == http::error::header_limit) {
+  if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
     return RefuseAndClose(wire::Error::kHeadersTooLarge, RefusalReason::kHeadersTooLarge,
                           "the request headers are larger than the server's limit of " +
                               std::to_string(host_.options->max_header_bytes) +
@@ -140,6 +141,16 @@ void Session<Stream>::OnBody(beast::error_code ec) {
   if (ec == http::error::body_limit) {
     return RefuseBodyTooLarge("larger than");
   }
+  if (ec == http::error::buffer_overflow) {
+    // The parser waits for the end of a line (or of the trailer) that does not fit in the read
+    // buffer: without this bound, one connection could make the server hold any amount.
+    return RefuseAndClose(wire::Error::kHeadersTooLarge, RefusalReason::kHeadersTooLarge,
+                          "a chunk-size line with its extensions, or the trailer section, is "
+                          "larger than the server allows (" +
+                              std::to_string(buffer_.max_size()) +
+                              " bytes, twice fenced --max-header); send chunks without "
+                              "extensions and a short trailer, or a Content-Length body");
+  }
   if (ec) {
     // A body that breaks the chunked grammar is answered; a peer that went away or stalled
     // past the read timeout is not.
@@ -168,6 +179,7 @@ void Session<Stream>::Write(HttpResponse res) {
     return StartEvents(res.version());
   }
   if (stopping_ || host_.stopping->load()) res.keep_alive(false);
+  ChargeAnswer(res);
   status_ = res.result_int();
   bytes_ = res.body().size();
   auto shared = std::make_shared<HttpResponse>(std::move(res));
@@ -182,8 +194,30 @@ void Session<Stream>::Write(HttpResponse res) {
 }
 
 template <class Stream>
+bool Session<Stream>::ChargeAnswer(HttpResponse& res) {
+  const std::size_t size = res.body().size();
+  if (size <= ResponseBudget::kUncharged) return true;
+  if (host_.answers->TryCharge(size)) {
+    charged_ = size;
+    return true;
+  }
+  host_.metrics->CountAnswerRefused();
+  HttpResponse busy = Handler::ErrorResponse(
+      wire::Error::kBusy,
+      "fenced holds as many answers that clients have not read yet as it allows (fenced "
+      "--max-response-memory " +
+          std::to_string(host_.answers->limit()) +
+          " bytes); retry in a second, or ask for less (a smaller limit)",
+      res.version(), res.keep_alive());
+  busy.set(http::field::retry_after, "1");
+  res = std::move(busy);
+  return false;
+}
+
+template <class Stream>
 void Session<Stream>::OnWrite(bool keep_alive, beast::error_code ec) {
   WriteDone();
+  ReleaseAnswer();
   host_.metrics->ObserveLatency(std::chrono::steady_clock::now() - started_);
   if (host_.access_log != nullptr) LogAccess();
   if (ec || !keep_alive) return Close();
@@ -193,23 +227,34 @@ void Session<Stream>::OnWrite(bool keep_alive, beast::error_code ec) {
 template <class Stream>
 void Session<Stream>::StartEvents(unsigned version) {
   std::weak_ptr<Session> weak = Self();
-  events_ = host_.events->Open(who_, [weak, executor = stream_.get_executor()] {
-    net::post(executor, [weak] {
-      // Events arrived while the stream waited: end the wait for the heartbeat.
-      if (auto self = weak.lock(); self && self->heartbeat_) self->heartbeat_->cancel();
-    });
-  });
+  EventHub::Refusal why = EventHub::Refusal::kNone;
+  events_ = host_.events->Open(
+      who_,
+      [weak, executor = stream_.get_executor()] {
+        net::post(executor, [weak] {
+          // Events arrived while the stream waited: end the wait for the heartbeat.
+          if (auto self = weak.lock(); self && self->heartbeat_) self->heartbeat_->cancel();
+        });
+      },
+      &why);
   if (!events_) {
     HttpResponse res = Handler::ErrorResponse(
         wire::Error::kTooManyStreams,
-        "the server has as many event streams open as it allows (fenced --max-event-streams " +
-            std::to_string(host_.options->max_event_streams) +
-            "); close another /ui page or event reader, or retry later",
+        why == EventHub::Refusal::kTooManyForPrincipal
+            ? "principal \"" + who_->name + "\" has as many event streams open as one principal " +
+                  "may (fenced --max-event-streams-per-principal " +
+                  std::to_string(host_.options->max_event_streams_per_principal) +
+                  "); close one of its /ui pages or event readers, or retry later"
+            : "the server has as many event streams open as it allows (fenced "
+              "--max-event-streams " +
+                  std::to_string(host_.options->max_event_streams) +
+                  "); close another /ui page or event reader, or retry later",
         version, /*keep_alive=*/false);
     res.set(http::field::retry_after, "5");
     return Write(std::move(res));
   }
   heartbeat_.emplace(stream_.get_executor());
+  last_sent_ = peer_progress_ = std::chrono::steady_clock::now();
   status_ = 200;
   bytes_ = 0;
   // No length: the stream ends with the connection. Nothing from the request is echoed here.
@@ -233,14 +278,42 @@ void Session<Stream>::PumpEvents() {
 
 template <class Stream>
 void Session<Stream>::WaitForEvents() {
-  heartbeat_->expires_after(host_.options->event_heartbeat);
+  // Woken by events, else every quarter of the write timeout (at most the heartbeat interval)
+  // to see whether the peer still takes what it was sent.
+  const auto& o = *host_.options;
+  auto tick = std::min<std::chrono::steady_clock::duration>(
+      std::max<std::chrono::steady_clock::duration>(o.write_timeout / 4,
+                                                    std::chrono::milliseconds(10)),
+      o.event_heartbeat);
+  heartbeat_->expires_after(tick);
   heartbeat_->async_wait([self = Self()](beast::error_code ec) {
     if (!self->events_) return;
-    // A comment line: it keeps proxies from closing an idle stream, and a write to a peer that
-    // is gone fails (or stalls past the write timeout), which ends the stream.
-    if (!ec) self->events_out_ = ": heartbeat\n\n";
-    self->PumpEvents();  // cancelled: events arrived
+    if (!ec) {  // not cancelled by events
+      auto now = std::chrono::steady_clock::now();
+      if (self->PeerStalled(now)) {
+        self->host_.metrics->CountWriteTimeout();
+        return self->EndEvents();
+      }
+      // A comment line: it keeps proxies from closing an idle stream, and gives a peer that
+      // stopped reading (or went away) bytes it does not take, which ends the stream.
+      if (now - self->last_sent_ >= self->host_.options->event_heartbeat) {
+        self->events_out_ = ": heartbeat\n\n";
+      }
+    }
+    self->PumpEvents();
   });
+}
+
+template <class Stream>
+bool Session<Stream>::PeerStalled(std::chrono::steady_clock::time_point now) {
+  auto state = ReadTcpSendState(Tcp().socket().native_handle());
+  if (!state) return false;  // the kernel does not say: the write watchdog alone applies
+  if (state->queued == 0 || state->acked != peer_acked_) {
+    peer_acked_ = state->acked;
+    peer_progress_ = now;
+    return false;
+  }
+  return now - peer_progress_ > host_.options->write_timeout;
 }
 
 template <class Stream>
@@ -249,6 +322,7 @@ void Session<Stream>::WriteEvents() {
   net::async_write(stream_, net::buffer(events_out_),
                    [self = Self()](beast::error_code ec, std::size_t n) {
                      self->WriteDone();
+                     self->last_sent_ = std::chrono::steady_clock::now();
                      self->bytes_ += n;
                      self->events_out_.clear();
                      if (ec) return self->EndEvents();

@@ -27,6 +27,7 @@
 #include "handler.h"
 #include "log_sink.h"
 #include "metrics.h"
+#include "response_budget.h"
 #include "wire.h"
 
 namespace fencekit {
@@ -62,8 +63,9 @@ struct SessionHost {
   Metrics* metrics;
   const std::atomic<bool>* stopping;  // the server is stopping
   SessionRegistry* registry;
-  EventHub* events;     // the feed of GET /v1/events
-  LogSink* access_log;  // null without ServerOptions::access_log
+  EventHub* events;         // the feed of GET /v1/events
+  LogSink* access_log;      // null without ServerOptions::access_log
+  ResponseBudget* answers;  // ServerOptions::max_response_memory
 };
 
 // What the server's watchdogs and Stop() see of a session, plain or TLS. Virtual calls happen
@@ -112,9 +114,16 @@ class Session final : public SessionBase {
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
   // `stream_args` construct the stream: the socket, and for TLS the server's ssl::context.
+  // The read buffer holds twice --max-header: a header section is refused at --max-header
+  // (431), and the rest of the framing (a chunk-size line with its extensions, a trailer
+  // section) must fit in the buffer, or the request is refused the same way. A chunk's data
+  // and a Content-Length body pass through it without piling up.
   template <class... StreamArgs>
   explicit Session(SessionHost host, StreamArgs&&... stream_args)
-      : SessionBase(host), stream_(std::forward<StreamArgs>(stream_args)...) {}
+      : SessionBase(host),
+        stream_(std::forward<StreamArgs>(stream_args)...),
+        buffer_(2 * host.options->max_header_bytes) {}
+  ~Session() override { ReleaseAnswer(); }
 
   void Start() {
     net::dispatch(stream_.get_executor(), [self = Self()] {
@@ -143,6 +152,13 @@ class Session final : public SessionBase {
   void OnBody(beast::error_code ec);
   void Write(HttpResponse res);
   void OnWrite(bool keep_alive, beast::error_code ec);
+  // An answer over ResponseBudget::kUncharged is charged to the server's budget while it is
+  // written; false when it does not fit (then `res` is replaced by 503 busy).
+  bool ChargeAnswer(HttpResponse& res);
+  void ReleaseAnswer() {
+    if (charged_ != 0) host_.answers->Release(charged_);
+    charged_ = 0;
+  }
   // Removes the fields a chunked body's trailer added: fenced reads fields from the header
   // section only, so a trailer cannot set a fence that proxies and logs never show.
   void DropTrailerFields();
@@ -153,11 +169,16 @@ class Session final : public SessionBase {
   // The event stream (GET /v1/events): once started, the connection carries nothing else. Its
   // response has no length and ends when the connection closes: on server stop, when the peer
   // goes away (seen by a read, or by a heartbeat or event that cannot be written within the
-  // write timeout), or at once when --max-event-streams are open (503).
+  // write timeout), when the peer's TCP has taken nothing of what was sent for the write
+  // timeout (it stopped reading and its window is full, or it is unreachable), or at once when
+  // --max-event-streams (or, per principal, --max-event-streams-per-principal) are open (503).
   void StartEvents(unsigned version);
   void PumpEvents();
   void WaitForEvents();
   void WriteEvents();
+  // True when the peer's TCP has acknowledged nothing for longer than the write timeout while
+  // bytes wait for it.
+  bool PeerStalled(std::chrono::steady_clock::time_point now);
   void WatchPeer();
   void EndEvents();
   // --access-log: one line for the request just answered (or the stream just ended).
@@ -188,8 +209,13 @@ class Session final : public SessionBase {
   // The event stream, once started.
   std::shared_ptr<EventStream> events_;
   std::optional<net::steady_timer> heartbeat_;
-  std::string events_out_;            // being written
-  std::array<char, 256> peer_bytes_;  // what the peer sends meanwhile, dropped
+  std::string events_out_;                               // being written
+  std::array<char, 256> peer_bytes_;                     // what the peer sends meanwhile, dropped
+  std::chrono::steady_clock::time_point last_sent_;      // the stream's last write
+  std::chrono::steady_clock::time_point peer_progress_;  // when the peer last took bytes
+  std::uint64_t peer_acked_ = 0;                         // bytes it had taken then
+  // Bytes of the answer being written that are charged to host_.answers (0: none).
+  std::size_t charged_ = 0;
 };
 
 using PlainSession = Session<beast::tcp_stream>;

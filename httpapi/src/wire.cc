@@ -235,8 +235,8 @@ Status StatusFromReply(unsigned http_status, std::string_view body, std::string_
     return Status::PreconditionFailed(full, version->as_int64(), std::move(*key));
   }
   if (info->client_code == StatusCode::kWrongLock) {
-    if (!bound_lock) return Status::Unavailable(full + " (without the bound \"lock\")");
-    return Status::WrongLock(full, std::move(*bound_lock));
+    // Under --auth the server names the bound lock only to a principal that may read it.
+    return Status::WrongLock(full, bound_lock.value_or(std::string()));
   }
   return WithCode(info->client_code, full);
 }
@@ -347,7 +347,8 @@ Result<ObjectWrite> WriteFromJson(const json::value& v, std::size_t i) {
       w.value = std::string(f.as_string());
       has_value = true;
     } else if (name == "value_base64") {
-      auto bytes = f.is_string() ? Base64Decode(f.as_string()) : std::nullopt;
+      auto bytes =
+          f.is_string() ? Base64Decode(f.as_string(), Base64Padding::kRequired) : std::nullopt;
       if (!bytes) return BadBatch(where + ": \"value_base64\" is not base64 (RFC 4648, padded)");
       if (has_value) return BadBatch(where + " has both \"value\" and \"value_base64\"");
       w.value = std::move(*bytes);
@@ -525,7 +526,8 @@ Result<ObjectPage> ObjectPageFromJson(const json::value& v) {
     const json::object* item = entry.if_object();
     if (item == nullptr) return Status::Unavailable("a listing's entry is not a JSON object");
     auto key = GetName(*item, "key");
-    auto lock = GetName(*item, "lock");
+    // Under --auth, the lock only where the principal may read it: empty otherwise.
+    auto lock = item->contains("lock") ? GetName(*item, "lock") : std::optional<std::string>("");
     const json::value* version = item->if_contains("version");
     const json::value* token = item->if_contains("token");
     if (!key || !lock || version == nullptr || !version->is_int64() || token == nullptr ||

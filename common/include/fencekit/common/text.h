@@ -16,7 +16,12 @@ std::string PercentEncode(std::string_view bytes);
 std::string JsonSafeText(std::string_view bytes, bool* was_encoded = nullptr);
 // RFC 4648 base64 with padding: how etcd's JSON gateway carries keys and values.
 std::string Base64Encode(std::string_view bytes);
-// The bytes `text` encodes; nullopt when it is not base64.
-std::optional<std::string> Base64Decode(std::string_view text);
+enum class Base64Padding {
+  kOptional,  // "QQ" and "QQ==" both decode (etcd's gateway pads; a hostile peer may not)
+  kRequired,  // the length is a multiple of 4: "QQ" is refused
+};
+// The bytes `text` encodes; nullopt when it is not base64 (or lacks required padding).
+std::optional<std::string> Base64Decode(std::string_view text,
+                                        Base64Padding padding = Base64Padding::kOptional);
 
 }  // namespace fencekit

@@ -23,8 +23,15 @@ struct ServerOptions {
   unsigned threads = 0;
   // Largest request body; larger ones get 413.
   std::size_t max_body_bytes = 1 << 20;
-  // Largest request header block; larger ones get 431.
+  // Largest request header block; larger ones get 431. It also bounds the rest of a request's
+  // framing: a connection reads into a buffer of twice this size, so a chunk-size line with its
+  // extensions, or a chunked body's trailer section, that does not fit in it gets 431 too.
   std::size_t max_header_bytes = 16 << 10;
+  // The answers written but not yet taken by their clients, summed over all connections: an
+  // answer larger than 64 KiB (a listing, the history, a large value) is admitted only while
+  // the sum stays within this, else it gets 503 "busy". Smaller answers are part of each
+  // connection's own bound (docs/security.md).
+  std::size_t max_response_memory = 256 << 20;
   // A connection that sends nothing (or too slowly) for this long is closed.
   std::chrono::milliseconds read_timeout{30'000};
   // Each response must be fully written within this long, or the connection is closed: a
@@ -35,8 +42,8 @@ struct ServerOptions {
   // file-descriptor limit (RLIMIT_NOFILE) allows, less a reserve for the database; see
   // Server::max_connections().
   std::size_t max_connections = 10'000;
-  // Threads and queue for long reads (GET /v1/history): off the I/O threads, bounded. A long
-  // read beyond the queue gets 503 "busy".
+  // Threads and queue for long reads (GET /v1/history, listings): off the I/O threads, bounded.
+  // A long read beyond the queue gets 503 "busy". Fence administration has a queue of its own.
   unsigned long_read_threads = 1;
   std::size_t max_queued_long_reads = 32;
   // On Stop(), in-flight requests get this long to finish before connections are cut.
@@ -58,6 +65,9 @@ struct ServerOptions {
   // reader (beyond it, events are skipped and the reader is told how many), and how often an
   // idle stream gets a heartbeat, a comment line by which a peer that is gone is found.
   std::size_t max_event_streams = 16;
+  // Under auth_file: streams one principal may hold open at once (one more is answered 503
+  // too_many_streams), so that one client cannot take every stream.
+  std::size_t max_event_streams_per_principal = 4;
   std::size_t max_queued_event_bytes = 256 << 10;
   std::chrono::milliseconds event_heartbeat{15'000};
   // GET /healthz (the database answers a read) and /readyz (and the store accepts writes):

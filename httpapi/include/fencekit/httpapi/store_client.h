@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "fencekit/common/status.h"
-#include "fencekit/common/token.h"
 #include "fencekit/common/store_types.h"
+#include "fencekit/common/token.h"
 
 namespace fencekit {
 
@@ -69,6 +69,8 @@ class StoreClient {
   virtual Result<std::vector<WriteResponse>> Batch(std::string_view lock, FencingToken token,
                                                    const std::vector<ObjectWrite>& writes,
                                                    std::string_view service) = 0;
+  // Under fenced --auth, the value's `lock` (as each listed key's, and a wrong lock's
+  // bound_lock()) is empty unless the principal may read that lock.
   virtual Result<GetResponse> Get(std::string_view key) = 0;
   // One page of the keys starting with `prefix` and after `after` (GET /v1/objects): pass the
   // page's `next` as `after` for the next one. `limit` 1 to 1000; 0 takes the server's default
