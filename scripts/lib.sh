@@ -15,6 +15,8 @@ FENCEKIT_PACKAGES=(
   postgresql-15 libpq-dev  # the guard as SQL, tested on a real PostgreSQL server
   chromium  # headless: the /ui page (driven over its DevTools pipe) and the demo's HTML timeline
   python3 python3-yaml  # tests/openapi_check.py reads docs/openapi.yaml
+  prometheus  # promtool checks fenced's /metrics in the suite
+  nodejs  # npm: the OpenAPI linter in the suite (tests/lint/), never in the product
 )
 # scripts/fuzz (and scripts/test, which runs it briefly): clang and its libFuzzer runtime.
 FENCEKIT_FUZZ_PACKAGES=(clang-16 libclang-rt-16-dev)

@@ -93,10 +93,13 @@ TEST_P(FencectlTest, RunPassesTokenToCommandAndExitsWithItsCode) {
 }
 
 TEST_P(FencectlTest, RunReportsLostLeaseAndCanTerminateCommand) {
-  // The command deletes its own lock behind fencectl's back, then waits to be terminated.
+  // The command deletes its own lock behind fencectl's back, then waits to be terminated. The
+  // sqlite3 shell waits for the lock file's write lock (a renewal may hold it for a moment on a
+  // busy machine) instead of failing at once.
   std::string steal =
       GetParam() ? "redis-cli -p " + std::to_string(redis_->port()) + " DEL 'fencekit:{job}:lock'"
-                 : "sqlite3 " + dir_.File("locks.db") + " \"DELETE FROM locks\"";
+                 : "sqlite3 -cmd '.timeout 10000' " + dir_.File("locks.db") +
+                       " \"DELETE FROM locks\"";
   auto r = Ctl({"run", "--ttl", "300ms", "--kill-on-loss", "job", "--", "sh", "-c",
                 steal + " >/dev/null; sleep 30"});
   EXPECT_EQ(r.exit_code, 5) << r.err;  // lost while the command ran, whatever it returned

@@ -6,9 +6,11 @@ status the spec documents for every operation (the PROVOKERS table), and checks 
 status, headers, content type and JSON body against the spec. Fails when a documented status
 has no provoker (unless listed in ELSEWHERE with the test that covers it), when an answer is not
 as documented, when fenced serves a route or method the spec lacks, or the spec one fenced
-lacks.
+lacks. Then GET /metrics of two of them (one with a verifying lock client) must pass
+`promtool check metrics`.
 
-Usage: openapi_check.py --fenced PATH --spec docs/openapi.yaml [--redis-server PATH]
+Usage: openapi_check.py --fenced PATH --spec docs/openapi.yaml --promtool PATH
+                        [--redis-server PATH]
 """
 
 import argparse
@@ -511,11 +513,20 @@ def check_routes(spec, servers):
             fail(f"{path}: fenced allows {sorted(allow)}, the spec documents {sorted(methods)}")
 
 
+def check_metrics(promtool, text):
+    """The Prometheus text exposition through Prometheus' own linter."""
+    r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True)
+    if r.returncode != 0:
+        fail("promtool check metrics: " + (r.stdout + r.stderr).decode(errors="replace").strip())
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--fenced", required=True)
     parser.add_argument("--spec", required=True)
     parser.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
+    parser.add_argument("--promtool", required=True,
+                        help="Prometheus' promtool: GET /metrics must pass 'check metrics'")
     args = parser.parse_args()
     spec = Spec(args.spec)
 
@@ -541,6 +552,10 @@ def main():
             ordered = sorted(PROVOKERS, key=lambda p: p[3] is verify_unavailable)
             for path, method, status, provoke, error in ordered:
                 check_answer(spec, path, method, status, provoke(servers), error)
+            # Every counter and histogram now has samples, and the verifying fenced appends its
+            # lock client's metrics.
+            for f in (servers.plain, servers.verify):
+                check_metrics(args.promtool, call(f.port, "GET", "/metrics").body)
         finally:
             servers.stop()
     checked = len(PROVOKERS)
