@@ -7,11 +7,12 @@ include(CMakePackageConfigHelpers)
 set_target_properties(fencekit_sqlite_util PROPERTIES EXPORT_NAME internal_sqlite_util)
 set_target_properties(fencekit_asio PROPERTIES EXPORT_NAME internal_asio)
 set_target_properties(fencekit_wire PROPERTIES EXPORT_NAME internal_wire)
+set_target_properties(fencekit_prometheus PROPERTIES EXPORT_NAME internal_prometheus)
 
 install(TARGETS
     fencekit_common fencekit_lockclient fencekit_fencedstore fencekit_storeclient
     fencekit_server fencekit_fencing fencekit_procutil fencekit_pausetest
-    fencekit_sqlite_util fencekit_asio fencekit_wire
+    fencekit_sqlite_util fencekit_asio fencekit_wire fencekit_prometheus
   EXPORT fencekitTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

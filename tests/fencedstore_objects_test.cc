@@ -94,7 +94,7 @@ TEST_P(ObjectsTest, IfVersionAppliesOnlyAtThatVersion) {
   EXPECT_FALSE(history->back().accepted);
   EXPECT_EQ(history->back().reason, "precondition_failed");
   EXPECT_EQ(history->back().highest, 5);
-  EXPECT_EQ(store->Stats().refused_precondition, 1u);
+  EXPECT_EQ(store->Stats().refused(StatusCode::kPreconditionFailed), 1u);
 }
 
 TEST_P(ObjectsTest, IfAbsentCreatesOnlyOnce) {

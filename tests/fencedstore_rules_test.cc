@@ -73,7 +73,7 @@ TEST_P(StoreRulesEngineTest, KeyBelongsToTheLockThatCreatedIt) {
   EXPECT_EQ(store->Get("k")->version, 1);
   EXPECT_FALSE(store->Highest("b")->has_value());
   EXPECT_FALSE(store->Highest("k")->has_value());
-  EXPECT_EQ(store->Stats().refused_wrong_lock, 3u);
+  EXPECT_EQ(store->Stats().refused(StatusCode::kWrongLock), 3u);
   auto h = History(*store);
   ASSERT_EQ(h.size(), 4u);
   for (int i = 1; i < 4; ++i) {
@@ -128,7 +128,7 @@ TEST_P(StoreRulesEngineTest, FenceBelongsToTheServiceOfItsFirstToken) {
   EXPECT_EQ((*fence)->highest, T(5));
   EXPECT_EQ((*fence)->service, "redis:aaaa");
   EXPECT_EQ(History(*store).back().reason, "wrong_service");
-  EXPECT_EQ(store->Stats().refused_wrong_service, 1u);
+  EXPECT_EQ(store->Stats().refused(StatusCode::kWrongService), 1u);
   // A write without a service is judged by its token alone.
   EXPECT_TRUE(store->Write(Put("lock", 6, "k")).ok());
   EXPECT_TRUE(store->Write(Put("lock", 5, "k")).status().IsStaleToken());

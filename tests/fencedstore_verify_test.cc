@@ -128,7 +128,7 @@ TEST_P(VerifyEngineTest, ForgedHigherTokenIsRefusedAndRecordedAndChangesNothing)
   EXPECT_EQ(h->back().reason, "unverified_token");
   EXPECT_EQ(h->back().highest, lease.token.value());
   auto stats = store->Stats();
-  EXPECT_EQ(stats.refused_unverified, 1u);
+  EXPECT_EQ(stats.refused(StatusCode::kUnverifiedToken), 1u);
   EXPECT_EQ(stats.verifications, 2u);
   // A forged first write of another lock creates no fence.
   EXPECT_TRUE(store->Put("free", T(7), "f", "x").status().IsUnverifiedToken());
@@ -389,7 +389,7 @@ TEST_P(VerifyOnEachLockServiceTest, AForgedTokenIsRefusedAndTheHoldersWritesCost
   EXPECT_TRUE(r.status().IsUnverifiedToken()) << r.status().ToString();
   EXPECT_EQ((*store)->Highest("lock")->value(), lease->token);
   EXPECT_EQ((*store)->Get("k0")->token, lease->token);
-  EXPECT_EQ((*store)->Stats().refused_unverified, 1u);
+  EXPECT_EQ((*store)->Stats().refused(StatusCode::kUnverifiedToken), 1u);
   // The holder goes on writing, without another call.
   ASSERT_TRUE((*store)->Write(Request("lock", lease->token, "k0", lease->service)).ok());
   EXPECT_EQ((*store)->Stats().verifications, 2u);

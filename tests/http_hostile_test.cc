@@ -186,7 +186,7 @@ TEST_F(HostileClientTest, MalformedChunkGets400AndIsCounted) {
   EXPECT_TRUE(c.ClosedByPeer());
   EXPECT_EQ(Call("GET", "/v1/objects/k").status, 404);
   auto metrics = Call("GET", "/metrics").body;
-  EXPECT_EQ(MetricValue(metrics, "fenced_writes_refused_total{reason=\"malformed_request\"}"), 1u)
+  EXPECT_EQ(MetricValue(metrics, "fenced_writes_refused_total{reason=\"bad_request\"}"), 1u)
       << metrics;
 }
 

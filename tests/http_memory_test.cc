@@ -320,7 +320,7 @@ TEST(AnswerMemoryTest, SlowReadersAreCutOffByTheWriteTimeoutAndTheirMemoryReturn
   std::vector<int> slow;
   for (int i = 0; i < 100; ++i) slow.push_back(SlowReader(fenced->port(), gets));
   // Every slow connection is closed by the server once its response is a second late.
-  EXPECT_TRUE(WaitFor([&] { return metric("fenced_write_timeouts_total") == 100; }, 20s))
+  EXPECT_TRUE(WaitFor([&] { return metric("fenced_write_timeouts_total") == 100; }, 60s))
       << metric("fenced_write_timeouts_total");
   EXPECT_TRUE(WaitFor([&] { return metric("fenced_connections_open") == 1; }));
   // Meanwhile, and after, an ordinary client is served.

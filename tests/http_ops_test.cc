@@ -376,6 +376,39 @@ TEST_F(OpsTest, AFloodOfProbesDoesNotFailAGenuineOne) {
   EXPECT_EQ(failed, 0) << "e.g. " << example;
 }
 
+TEST(MetricsTest, EveryRefusalLabelIsAnErrorNameFencedAnswers) {
+  Metrics metrics;
+  metrics.CountRefused(wire::Error::kBadLock);
+  std::string text = metrics.Render(StoreStats{});
+  const std::string series = "fenced_writes_refused_total{reason=\"";
+  std::size_t labels = 0;
+  for (auto at = text.find(series); at != std::string::npos; at = text.find(series, at + 1)) {
+    auto start = at + series.size();
+    std::string label = text.substr(start, text.find('"', start) - start);
+    const wire::ErrorInfo* row = wire::FindError(label);
+    ASSERT_NE(row, nullptr) << label << " is not an error name";
+    EXPECT_TRUE(row->write_refusal) << label;
+    ++labels;
+  }
+  std::size_t counted = 0;
+  for (const auto& row : wire::Errors()) counted += row.write_refusal ? 1 : 0;
+  EXPECT_EQ(labels, counted);
+  EXPECT_NE(text.find(series + "bad_lock\"} 1\n"), std::string::npos) << text;
+}
+
+// A refusal is counted under the error it is answered with: a bad lock name as bad_lock, a bad
+// batch body as bad_body.
+TEST_F(OpsTest, RefusalsAreCountedUnderTheErrorTheyAreAnsweredWith) {
+  EXPECT_EQ(
+      Call("PUT", "/v1/objects/k", {{"Fencing-Token", "1"}, {"Fencing-Lock", ""}}, "v").status,
+      400);
+  EXPECT_EQ(Call("POST", "/v1/batch", {}, "not json").status, 400);
+  auto m = Call("GET", "/metrics").body;
+  EXPECT_NE(m.find("fenced_writes_refused_total{reason=\"bad_lock\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("fenced_writes_refused_total{reason=\"bad_key\"} 0\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("fenced_writes_refused_total{reason=\"bad_body\"} 1\n"), std::string::npos) << m;
+}
+
 TEST_F(OpsTest, MetricsCarryTheBuildInfo) {
   auto r = Call("GET", "/metrics");
   ASSERT_EQ(r.status, 200);

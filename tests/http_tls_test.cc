@@ -131,8 +131,8 @@ TEST_F(HttpTlsTest, AClientClosingWithoutCloseNotifyIsNotCountedAsMalformed) {
     metrics = Curl({"--cacert", pki_->ca(), Url() + "/metrics"}).out;
     return metrics.find("\nfenced_connections_open 1\n") != std::string::npos;  // curl's own
   })) << metrics;
-  EXPECT_EQ(metrics.find("reason=\"malformed_request\"} 1"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("reason=\"malformed_request\"} 0"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("reason=\"bad_request\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("reason=\"bad_request\"} 0"), std::string::npos) << metrics;
 }
 
 TEST_F(HttpTlsTest, StoreClientRefusesAnUntrustedOrMisnamedCertificate) {

@@ -545,6 +545,35 @@ TEST(SqliteLockTest, TheWriteAheadLogIsCheckpointedAsGrantsAccumulate) {
   EXPECT_LT(std::filesystem::file_size(path + "-wal"), 6u << 20);
 }
 
+// A caller's deadline is on the clock the client was given: a waiter in a SQLite line gives up
+// when that clock passes it, whatever the steady clock says.
+TEST(SqliteLockTest, AWaitersDeadlineIsReadOnTheInjectedClock) {
+  TempDir dir;
+  FakeClock clock;
+  clock.Advance(24h * 365 * 10);  // far from the steady clock, whichever way it is read
+  std::string path = dir.File("locks.db");
+  auto holder = LockClient::Open("sqlite://" + path, {.clock = &clock}).value();
+  auto waiter = LockClient::Open("sqlite://" + path, {.clock = &clock}).value();
+  auto held = holder->TryAcquire("job", 1h);
+  ASSERT_TRUE(held.ok());
+  std::promise<Status> outcome;
+  auto result = outcome.get_future();
+  std::thread waiting(
+      [&] { outcome.set_value(waiter->Acquire("job", clock.Now() + 1s).status()); });
+  ASSERT_TRUE(WaitFor([&] { return WaitersInLine(path) == 1; }));
+  if (result.wait_for(std::chrono::milliseconds(200)) == std::future_status::ready) {
+    ADD_FAILURE() << "gave up before its clock reached the deadline: " << result.get().ToString();
+    waiting.join();
+    return;
+  }
+  clock.Advance(2s);
+  bool gave_up = result.wait_for(10s) == std::future_status::ready;
+  EXPECT_TRUE(gave_up) << "still waiting 10 s after its clock passed the deadline";
+  if (!gave_up) ASSERT_TRUE(holder->Release(*held).ok());  // lets the waiter end
+  waiting.join();
+  if (gave_up) EXPECT_TRUE(result.get().IsTimeout());
+}
+
 TEST(SqliteLockTest, ADeadWaiterHoldsUpTheLineNoLongerThanADeadHolderWould) {
   TempDir dir;
   FakeClock clock;
@@ -553,9 +582,11 @@ TEST(SqliteLockTest, ADeadWaiterHoldsUpTheLineNoLongerThanADeadHolderWould) {
   auto waiter = LockClient::Open("sqlite://" + path, {.clock = &clock}).value();
   auto held = holder->TryAcquire("job", 30s);
   ASSERT_TRUE(held.ok());
-  // A waiter that gives up leaves the line.
-  std::thread gives_up([&] { (void)waiter->Acquire("job", Soon(std::chrono::milliseconds(300))); });
+  // A waiter that gives up leaves the line (its deadline is on the clock it was given).
+  const auto deadline = clock.Now() + std::chrono::milliseconds(300);
+  std::thread gives_up([&] { (void)waiter->Acquire("job", deadline); });
   ASSERT_TRUE(WaitFor([&] { return WaitersInLine(path) == 1; }));
+  clock.Advance(std::chrono::milliseconds(301));
   gives_up.join();
   EXPECT_EQ(WaitersInLine(path), 0);
   // A killed one cannot: put its row in by hand, a place held for a 30 s ttl.
@@ -576,7 +607,7 @@ TEST(SqliteLockTest, ADeadWaiterHoldsUpTheLineNoLongerThanADeadHolderWould) {
   EXPECT_GT(info->token, held->token);
   EXPECT_TRUE(holder->TryAcquire("job").status().IsBusy());
   clock.Advance(31s);  // its lease (30 s, as a live holder's would be) has run out
-  auto next = waiter->Acquire("job", Soon(5s));
+  auto next = waiter->Acquire("job", clock.Now() + 5s);
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   EXPECT_GT(next->token, info->token);
   EXPECT_EQ(WaitersInLine(path), 0);
@@ -589,7 +620,7 @@ TEST(LockMetricsTest, CountsWhatTheClientDidAndRendersPrometheusText) {
   auto lease = client->TryAcquire("job", 10s);
   ASSERT_TRUE(lease.ok());
   EXPECT_TRUE(client->TryAcquire("job").status().IsBusy());
-  EXPECT_TRUE(client->Acquire("job", Soon(std::chrono::milliseconds(50))).status().IsTimeout());
+  EXPECT_TRUE(client->Acquire("job", clock.Now()).status().IsTimeout());
   ASSERT_TRUE(client->Extend(*lease, 10s).ok());
   {
     HeldLock held(*client, *lease, {});

@@ -75,6 +75,25 @@ TEST(WireTest, StoreStatusesMapToTheirRefusals) {
             Error::kPreconditionFailed);
 }
 
+// One vocabulary: a refusal the store decides is answered, recorded and counted by the name of
+// its code; every refusal counted in the metrics is an error fenced answers.
+TEST(WireTest, EveryStoreRefusalIsAnsweredByItsCodesName) {
+  for (const Status& refusal :
+       {Status::StaleToken("m", 1), Status::WrongLock("m", "l"), Status::WrongService("m"),
+        Status::UnverifiedToken("m"), Status::PreconditionFailed("m", 0, "k")}) {
+    const ErrorInfo* row = FindError(StatusCodeName(refusal.code()));
+    ASSERT_NE(row, nullptr) << refusal.ToString();
+    EXPECT_EQ(row->client_code, refusal.code()) << row->name;
+    EXPECT_TRUE(row->write_refusal) << row->name;
+    EXPECT_EQ(ErrorForStoreStatus(refusal), row->error) << row->name;
+  }
+  for (std::size_t i = 0; i < kStatusCodeCount; ++i) {
+    auto code = static_cast<StatusCode>(i);
+    EXPECT_EQ(StatusCodeFromName(StatusCodeName(code)), code) << StatusCodeName(code);
+  }
+  EXPECT_EQ(StatusCodeFromName("no_such_code"), std::nullopt);
+}
+
 TEST(WireTest, PreconditionsAreOneStrongETagOrAStar) {
   auto parse = [](std::vector<std::string_view> if_match,
                   std::vector<std::string_view> if_none_match) {

@@ -508,7 +508,7 @@ Result<IfVersion> PreconditionOption(const po::variables_map& vm) {
 int FailWrite(const Status& s) {
   if (s.IsStaleToken() || s.IsPreconditionFailed()) {
     json::object o;
-    o["error"] = s.IsStaleToken() ? "stale_token" : "precondition_failed";
+    o["error"] = StatusCodeName(s.code());  // the name fenced answers it by
     o["message"] = JsonSafeText(s.message());
     if (s.IsStaleToken()) {
       o["highest"] = s.highest_token().value_or(0);

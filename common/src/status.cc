@@ -27,6 +27,13 @@ std::string_view StatusCodeName(StatusCode code) {
   return "unknown";
 }
 
+std::optional<StatusCode> StatusCodeFromName(std::string_view name) {
+  for (std::size_t i = 0; i < kStatusCodeCount; ++i) {
+    if (StatusCodeName(static_cast<StatusCode>(i)) == name) return static_cast<StatusCode>(i);
+  }
+  return std::nullopt;
+}
+
 std::string Status::ToString() const {
   if (ok()) return "ok";
   std::string out(StatusCodeName(code_));

@@ -20,11 +20,6 @@
 namespace fencekit::fencedstore {
 
 enum class Outcome { kAccepted, kRefused, kFailed, kDeferred };
-enum class Refusal { kNone, kStale, kWrongLock, kWrongService, kUnverified, kPrecondition };
-
-// The history's name of a refusal ("stale_token", ...; empty for kNone).
-std::string_view RefusalName(Refusal r);
-
 // One write, or one client batch, on its way through the writer, and the decision an engine
 // leaves in it. The writes of a batch share their lock, token, service and principal and are
 // decided together: all accepted or none (`culprit` names the write that refused them).
@@ -42,7 +37,8 @@ struct Pending {
   Result<std::vector<WriteReceipt>> result = Status::Internal("write not processed");
   Outcome outcome = Outcome::kFailed;
   std::int64_t highest = 0;
-  Refusal refusal = Refusal::kNone;
+  // A refused write's `result` is its refusal: its code names the reason (StatusCodeName), in
+  // the history, the metrics and fenced's answer alike.
   std::size_t culprit = 0;
 
   // The grant every write names.

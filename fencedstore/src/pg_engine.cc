@@ -135,7 +135,7 @@ pg::Command PostgresEngine::WriteCommand(const Pending& p, std::int64_t now_ms) 
     service.empty() ? c.Null() : c.Text(service);
     p.prefix_locks[0] == nullptr ? c.Null() : c.Bytes(*p.prefix_locks[0]);
     c.Int(verify);
-    mismatch.ok() ? c.Null() : c.Text(RefusalName(Refusal::kWrongService));
+    mismatch.ok() ? c.Null() : c.Text(StatusCodeName(mismatch.code()));
     c.Bool(options_.strict).Bool(options_.unguarded).Int(now_ms);
     w.principal.empty() ? c.Null() : c.Bytes(w.principal);
     c.Bool(options_.history_limit > 0);
@@ -145,7 +145,7 @@ pg::Command PostgresEngine::WriteCommand(const Pending& p, std::int64_t now_ms) 
   c.Bytes(g.lock).Int(g.token.value());
   service.empty() ? c.Null() : c.Text(service);
   c.Int(verify);
-  mismatch.ok() ? c.Null() : c.Text(RefusalName(Refusal::kWrongService));
+  mismatch.ok() ? c.Null() : c.Text(StatusCodeName(mismatch.code()));
   c.Bool(options_.strict).Bool(options_.unguarded).Int(now_ms);
   g.principal.empty() ? c.Null() : c.Bytes(g.principal);
   c.Bool(options_.history_limit > 0);
@@ -175,7 +175,6 @@ Status PostgresEngine::ReadDecision(Pending& p, const PGresult* r) const {
   }
   std::string outcome = pg::GetBytes(r, 0, 0);
   p.highest = pg::GetInt(r, 0, 1);
-  p.refusal = Refusal::kNone;
   p.culprit = p.atomic() ? static_cast<std::size_t>(pg::GetInt(r, 0, 6)) : 0;
   if (outcome == "accepted") {
     if (static_cast<std::size_t>(rows) != p.writes.size()) {
@@ -201,26 +200,29 @@ Status PostgresEngine::ReadDecision(Pending& p, const PGresult* r) const {
     p.outcome = Outcome::kDeferred;
     return Status::Ok();
   }
-  Status refusal = Status::Ok();
-  if (outcome == "stale_token") {
-    p.refusal = Refusal::kStale;
-    refusal = StaleTokenStatus(p, p.highest, options_.strict);
-  } else if (outcome == "wrong_lock") {
-    p.refusal = Refusal::kWrongLock;
-    refusal = WrongLockStatus(p, pg::GetBytes(r, 0, 3), p.prefix_locks[p.culprit] != nullptr);
-  } else if (outcome == "wrong_service") {
-    p.refusal = Refusal::kWrongService;
-    std::string_view service;
-    Status early = ResolveService(p, &service);
-    refusal = !early.ok() ? early : FenceServiceStatus(p, pg::GetBytes(r, 0, 4), service);
-  } else if (outcome == "unverified_token") {
-    p.refusal = Refusal::kUnverified;
-    refusal = UnverifiedStatus(p);
-  } else if (outcome == "precondition_failed") {
-    p.refusal = Refusal::kPrecondition;
-    refusal = PreconditionStatus(p, pg::GetInt(r, 0, 5));
-  } else {
-    return BatchFailure(Status::Internal("fencekit.write returned an unknown outcome"), false);
+  // The functions name a refusal as the history does: by its code's name.
+  Status refusal = Status::Internal("fencekit.write returned an unknown outcome");
+  switch (StatusCodeFromName(outcome).value_or(StatusCode::kOk)) {
+    case StatusCode::kStaleToken:
+      refusal = StaleTokenStatus(p, p.highest, options_.strict);
+      break;
+    case StatusCode::kWrongLock:
+      refusal = WrongLockStatus(p, pg::GetBytes(r, 0, 3), p.prefix_locks[p.culprit] != nullptr);
+      break;
+    case StatusCode::kWrongService: {
+      std::string_view service;
+      Status early = ResolveService(p, &service);
+      refusal = !early.ok() ? early : FenceServiceStatus(p, pg::GetBytes(r, 0, 4), service);
+      break;
+    }
+    case StatusCode::kUnverifiedToken:
+      refusal = UnverifiedStatus(p);
+      break;
+    case StatusCode::kPreconditionFailed:
+      refusal = PreconditionStatus(p, pg::GetInt(r, 0, 5));
+      break;
+    default:
+      return BatchFailure(refusal, false);
   }
   p.outcome = Outcome::kRefused;
   p.result = std::move(refusal);

@@ -20,12 +20,6 @@ std::string InBatch(const Pending& p) {
 
 }  // namespace
 
-std::string_view RefusalName(Refusal r) {
-  static constexpr std::string_view kNames[] = {
-      "", "stale_token", "wrong_lock", "wrong_service", "unverified_token", "precondition_failed"};
-  return kNames[static_cast<int>(r)];
-}
-
 bool Verified(const Pending& p) {
   return p.verdict != nullptr && p.verdict->ok() && (*p.verdict)->current;
 }

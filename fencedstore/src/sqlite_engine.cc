@@ -234,7 +234,7 @@ Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
   }
   if (p.outcome == Outcome::kAccepted) {
     for (const auto& w : p.writes) {
-      if (auto s = Record(w, true, p.highest, Refusal::kNone, now_ms, last_seq); !s.ok()) {
+      if (auto s = Record(w, true, p.highest, StatusCode::kOk, now_ms, last_seq); !s.ok()) {
         return s;
       }
     }
@@ -247,7 +247,7 @@ Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
   std::string service;
   p.highest = 0;
   if (auto s = ReadFence(p.grant().lock, &exists, &p.highest, &service); !s.ok()) return s;
-  return Record(p.writes[p.culprit], false, p.highest, p.refusal, now_ms, last_seq);
+  return Record(p.writes[p.culprit], false, p.highest, p.result.status().code(), now_ms, last_seq);
 }
 
 Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, WriteReceipt* receipt) {
@@ -257,7 +257,7 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
   const bool verified = Verified(p);
   std::string_view service;
   if (Status mismatch = ResolveService(p, &service); !mismatch.ok()) {
-    return Refuse(p, i, Refusal::kWrongService, std::move(mismatch));
+    return Refuse(p, i, std::move(mismatch));
   }
 
   // 1. The key's lock: lock_for's for its prefix, else the lock of the write that created it.
@@ -276,7 +276,7 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
   if (prefix_lock != nullptr) key_lock = *prefix_lock;
   if (!key_lock.empty() && key_lock != w.lock) {
     p.culprit = i;
-    return Refuse(p, i, Refusal::kWrongLock, WrongLockStatus(p, key_lock, prefix_lock != nullptr));
+    return Refuse(p, i, WrongLockStatus(p, key_lock, prefix_lock != nullptr));
   }
 
   // 2. The fence: advance it iff the token is new enough, of the fence's service, and (under
@@ -297,12 +297,12 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
     if (!accepted && exists) {
       if (!service.empty() && !fence_service.empty() && fence_service != service) {
         p.culprit = i;
-        return Refuse(p, i, Refusal::kWrongService, FenceServiceStatus(p, fence_service, service));
+        return Refuse(p, i, FenceServiceStatus(p, fence_service, service));
       }
       if (w.token.value() < p.highest || (options_.strict && w.token.value() == p.highest) ||
           options_.unguarded) {
         p.culprit = i;
-        return Refuse(p, i, Refusal::kStale, StaleTokenStatus(p, p.highest, options_.strict));
+        return Refuse(p, i, StaleTokenStatus(p, p.highest, options_.strict));
       }
     }
     if (!accepted && (exists || (verifier != nullptr && !verified && !options_.unguarded))) {
@@ -326,7 +326,7 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
         p.result = p.verdict->status();
         return Status::Ok();
       }
-      return Refuse(p, i, Refusal::kUnverified, UnverifiedStatus(p));
+      return Refuse(p, i, UnverifiedStatus(p));
     }
     if (!accepted) {  // the lock's first write
       insert_fence_.BindBlob(1, w.lock);
@@ -344,7 +344,7 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
   // move when it fails).
   if (w.if_version && *w.if_version != version) {
     p.culprit = i;
-    return Refuse(p, i, Refusal::kPrecondition, PreconditionStatus(p, version));
+    return Refuse(p, i, PreconditionStatus(p, version));
   }
 
   // 4. The write itself.
@@ -372,11 +372,10 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
   return Status::Ok();
 }
 
-Status SqliteEngine::Refuse(Pending& p, std::size_t i, Refusal why, Status status) {
+Status SqliteEngine::Refuse(Pending& p, std::size_t i, Status refusal) {
   p.culprit = i;
   p.outcome = Outcome::kRefused;
-  p.refusal = why;
-  p.result = std::move(status);
+  p.result = std::move(refusal);
   return Status::Ok();
 }
 
@@ -395,8 +394,8 @@ Status SqliteEngine::ReadFence(const std::string& lock, bool* exists, std::int64
   return Status::Ok();
 }
 
-Status SqliteEngine::Record(const WriteRequest& w, bool accepted, std::int64_t highest, Refusal why,
-                            std::int64_t now_ms, std::int64_t& last_seq) {
+Status SqliteEngine::Record(const WriteRequest& w, bool accepted, std::int64_t highest,
+                            StatusCode why, std::int64_t now_ms, std::int64_t& last_seq) {
   if (options_.history_limit == 0) return Status::Ok();
   sqlite::ResetOnExit reset(insert_history_);
   insert_history_.BindInt(1, now_ms);
@@ -406,7 +405,7 @@ Status SqliteEngine::Record(const WriteRequest& w, bool accepted, std::int64_t h
   insert_history_.BindBlob(5, w.key);
   insert_history_.BindInt(6, accepted ? 1 : 0);
   insert_history_.BindInt(7, highest);
-  BindTextOrNull(insert_history_, 8, RefusalName(why));
+  BindTextOrNull(insert_history_, 8, accepted ? std::string_view() : StatusCodeName(why));
   BindTextOrNull(insert_history_, 9, w.principal);
   int rc = insert_history_.Step();
   if (rc != SQLITE_DONE) return sqlite::Error(db_.get(), rc, "recording the decision");

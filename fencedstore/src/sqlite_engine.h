@@ -49,11 +49,11 @@ class SqliteEngine final : public Engine {
   // recording it. A refusal or a deferral is left in `p`.
   Status Decide(Pending& p, std::size_t i, Verifier* verifier, WriteReceipt* receipt);
   // Leaves the refusal of `p` by its write `i` in `p`.
-  Status Refuse(Pending& p, std::size_t i, Refusal why, Status status);
+  Status Refuse(Pending& p, std::size_t i, Status refusal);
   // The fence of `lock`: false in `*exists` when it has none.
   Status ReadFence(const std::string& lock, bool* exists, std::int64_t* highest,
                    std::string* service);
-  Status Record(const WriteRequest& w, bool accepted, std::int64_t highest, Refusal why,
+  Status Record(const WriteRequest& w, bool accepted, std::int64_t highest, StatusCode why,
                 std::int64_t now_ms, std::int64_t& last_seq);
   // Steps `stmt`, which returns no row.
   Status Run(sqlite::Stmt& stmt, std::string_view doing);

@@ -158,11 +158,9 @@ void Writer::Defer(Pending& p) {
 StoreStats Writer::Stats() const {
   StoreStats s;
   s.accepted = accepted_.load(std::memory_order_relaxed);
-  s.refused_stale = refused_stale_.load(std::memory_order_relaxed);
-  s.refused_wrong_lock = refused_wrong_lock_.load(std::memory_order_relaxed);
-  s.refused_wrong_service = refused_wrong_service_.load(std::memory_order_relaxed);
-  s.refused_unverified = refused_unverified_.load(std::memory_order_relaxed);
-  s.refused_precondition = refused_precondition_.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < refused_.size(); ++i) {
+    s.refused_by_code[i] = refused_[i].load(std::memory_order_relaxed);
+  }
   if (verifier_ != nullptr) {
     s.verifications = verifier_->calls();
     s.verify_failures = verifier_->failures();
@@ -269,13 +267,8 @@ void Writer::CommitBatch(std::vector<Pending>& batch) {
     if (p.outcome == Outcome::kAccepted) {
       accepted_.fetch_add(p.writes.size(), std::memory_order_relaxed);
     } else if (p.outcome == Outcome::kRefused) {
-      std::atomic<std::uint64_t>* counter[] = {nullptr,
-                                               &refused_stale_,
-                                               &refused_wrong_lock_,
-                                               &refused_wrong_service_,
-                                               &refused_unverified_,
-                                               &refused_precondition_};
-      counter[static_cast<int>(p.refusal)]->fetch_add(1, std::memory_order_relaxed);
+      refused_[static_cast<std::size_t>(p.result.status().code())].fetch_add(
+          1, std::memory_order_relaxed);
     }
   }
 }

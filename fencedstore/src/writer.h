@@ -5,6 +5,7 @@
 // Private to fencedstore.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -79,9 +80,9 @@ class Writer {
   // Used only by the writer thread (and by Start/Stop when it is not running).
   std::unique_ptr<Engine> engine_;
 
-  std::atomic<std::uint64_t> accepted_{0}, refused_stale_{0}, refused_wrong_lock_{0},
-      refused_wrong_service_{0}, refused_unverified_{0}, refused_precondition_{0}, failed_{0},
-      commits_{0}, recoveries_{0};
+  std::atomic<std::uint64_t> accepted_{0}, failed_{0}, commits_{0}, recoveries_{0};
+  // Refusals by their code (StoreStats::refused_by_code).
+  std::array<std::atomic<std::uint64_t>, kStatusCodeCount> refused_{};
   std::vector<std::atomic<std::uint64_t>> batch_buckets_;
 };
 

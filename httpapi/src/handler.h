@@ -83,6 +83,8 @@ class Handler {
   void HandleUi(const HttpRequest& req, std::string_view path, Respond& respond);
   // GET /healthz (`ready` false) or /readyz.
   void HandleHealth(const HttpRequest& req, bool ready, Respond& respond);
+  // GET /metrics: the server's, the store's and extra_metrics.
+  void HandleMetrics(const HttpRequest& req, Respond& respond);
   // The long-read (or fence administration) queue was full: 503 busy with Retry-After, counted
   // in the metrics. `what`: what is queued ("long reads").
   void RefuseLongRead(std::string_view what, unsigned version, bool keep_alive, Respond& respond);

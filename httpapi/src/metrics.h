@@ -8,32 +8,11 @@
 #include <string>
 #include <string_view>
 
+#include "wire.h"
+
 namespace fencekit {
 
 struct StoreStats;
-
-// Why a write was refused or failed, as the `reason` label of fenced_writes_refused_total.
-enum class RefusalReason {
-  kStaleToken,
-  kMissingToken,
-  kInvalidToken,
-  kBadKey,
-  kBodyTooLarge,
-  kHeadersTooLarge,
-  kStorageError,
-  kMalformed,           // not parseable as HTTP (request line, fields, chunk framing)
-  kBadFraming,          // parseable but ambiguous: Transfer-Encoding, Host (see framing.h)
-  kWrongLock,           // the key is bound to another lock
-  kWrongService,        // the token comes from another lock service than the fence's
-  kUnverifiedToken,     // the lock service did not confirm the token
-  kVerifyUnavailable,   // the lock service could not be asked (the write failed closed)
-  kServiceRequired,     // no Fencing-Service under --require-service
-  kBadService,          // a malformed Fencing-Service
-  kPreconditionFailed,  // If-Match / If-None-Match (or a batch write's) did not hold
-  kBadBatch,            // a malformed or too large batch
-  kBadPrecondition,     // a malformed If-Match / If-None-Match
-  kCount,
-};
 
 // Thread safety: every method is safe for concurrent use (relaxed atomics).
 class Metrics {
@@ -41,8 +20,10 @@ class Metrics {
   void CountAccepted(std::uint64_t writes = 1) {
     accepted_.fetch_add(writes, std::memory_order_relaxed);
   }
-  void CountRefused(RefusalReason r) {
-    refused_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+  // A write (or a request that might have been one) refused with `e`, a row of wire's error
+  // table whose write_refusal is set: counted as fenced_writes_refused_total{reason=name}.
+  void CountRefused(wire::Error e) {
+    refused_[static_cast<std::size_t>(e)].fetch_add(1, std::memory_order_relaxed);
   }
   void ObserveLatency(std::chrono::steady_clock::duration d);
   void ConnectionOpened() { connections_open_.fetch_add(1, std::memory_order_relaxed); }
@@ -74,8 +55,7 @@ class Metrics {
   static constexpr std::array<double, 12> kLatencyBounds = {
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0};
   std::atomic<std::uint64_t> accepted_{0};
-  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(RefusalReason::kCount)>
-      refused_{};
+  std::array<std::atomic<std::uint64_t>, wire::kErrorCount> refused_{};
   std::array<std::atomic<std::uint64_t>, kLatencyBounds.size() + 1> latency_buckets_{};
   std::atomic<std::uint64_t> latency_count_{0};
   std::atomic<std::uint64_t> latency_sum_ns_{0};

@@ -21,7 +21,6 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
-#include <iostream>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -202,10 +201,10 @@ class ServerImpl final : public Server {
     ++accept_errors_unlogged_;
     auto now = std::chrono::steady_clock::now();
     if (now - accept_error_logged_ >= std::chrono::seconds(10)) {
-      std::cerr << "fenced: accept failed " << accept_errors_unlogged_
-                << " time(s) since the last report: " << ec.message() << "; retrying in "
-                << accept_backoff_.count() << "ms (lower --max-connections or raise ulimit -n)"
-                << std::endl;
+      log_.Log(LogTime(std::chrono::system_clock::now()) + " fenced: accept failed " +
+               std::to_string(accept_errors_unlogged_) + " time(s) since the last report: " +
+               ec.message() + "; retrying in " + std::to_string(accept_backoff_.count()) +
+               "ms (lower --max-connections or raise ulimit -n)");
       accept_error_logged_ = now;
       accept_errors_unlogged_ = 0;
     }
@@ -277,8 +276,8 @@ class ServerImpl final : public Server {
     std::size_t live = registry_.size();
     if (live == 0) return;  // nothing left: the threads run out of work and return
     if (std::chrono::steady_clock::now() >= drain_deadline_) {
-      std::cerr << "fenced: drain timeout; cutting " << live
-                << " connection(s) with requests still in flight\n";
+      log_.Log(LogTime(std::chrono::system_clock::now()) + " fenced: drain timeout; cutting " +
+               std::to_string(live) + " connection(s) with requests still in flight");
       ioc_.stop();
       return;
     }

@@ -86,7 +86,7 @@ void Session<Stream>::OnHeader(beast::error_code ec) {
     return RefuseBodyTooLarge("larger than");
   }
   if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
-    return RefuseAndClose(wire::Error::kHeadersTooLarge, RefusalReason::kHeadersTooLarge,
+    return RefuseAndClose(wire::Error::kHeadersTooLarge,
                           "the request headers are larger than the server's limit of " +
                               std::to_string(host_.options->max_header_bytes) +
                               " bytes; send fewer or shorter headers");
@@ -97,14 +97,14 @@ void Session<Stream>::OnHeader(beast::error_code ec) {
         ec != net::error::operation_aborted && ec != net::error::connection_reset &&
         ec != net::error::eof && ec != net::ssl::error::stream_truncated) {
       // A malformed request line or header: say so, then close.
-      return RefuseAndClose(wire::Error::kBadRequest, RefusalReason::kMalformed,
+      return RefuseAndClose(wire::Error::kBadRequest,
                             "the request could not be parsed as HTTP/1.1 (" + ec.message() + ")");
     }
     return Close();
   }
   auto& req = parser_->get();
   if (auto bad = CheckFraming(req.base())) {
-    return RefuseAndClose(bad->error, RefusalReason::kBadFraming, std::move(bad->message));
+    return RefuseAndClose(bad->error, std::move(bad->message));
   }
   header_fields_.clear();
   if (parser_->chunked()) {
@@ -144,7 +144,7 @@ void Session<Stream>::OnBody(beast::error_code ec) {
   if (ec == http::error::buffer_overflow) {
     // The parser waits for the end of a line (or of the trailer) that does not fit in the read
     // buffer: without this bound, one connection could make the server hold any amount.
-    return RefuseAndClose(wire::Error::kHeadersTooLarge, RefusalReason::kHeadersTooLarge,
+    return RefuseAndClose(wire::Error::kHeadersTooLarge,
                           "a chunk-size line with its extensions, or the trailer section, is "
                           "larger than the server allows (" +
                               std::to_string(buffer_.max_size()) +
@@ -156,7 +156,7 @@ void Session<Stream>::OnBody(beast::error_code ec) {
     // past the read timeout is not.
     if (ec.category() == http::make_error_code(http::error::bad_chunk).category() &&
         ec != http::error::partial_message && ec != http::error::end_of_stream) {
-      return RefuseAndClose(wire::Error::kBadRequest, RefusalReason::kMalformed,
+      return RefuseAndClose(wire::Error::kBadRequest,
                             "the request body could not be parsed (" + ec.message() + ")");
     }
     return Close();
@@ -394,14 +394,14 @@ void Session<Stream>::DropTrailerFields() {
 
 template <class Stream>
 void Session<Stream>::RefuseBodyTooLarge(const std::string& how_large) {
-  RefuseAndClose(wire::Error::kBodyTooLarge, RefusalReason::kBodyTooLarge,
+  RefuseAndClose(wire::Error::kBodyTooLarge,
                  "the body is " + how_large + " the server's limit of " +
                      std::to_string(host_.options->max_body_bytes) + " bytes (fenced --max-body)");
 }
 
 template <class Stream>
-void Session<Stream>::RefuseAndClose(wire::Error error, RefusalReason reason, std::string message) {
-  host_.metrics->CountRefused(reason);
+void Session<Stream>::RefuseAndClose(wire::Error error, std::string message) {
+  host_.metrics->CountRefused(error);
   unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
   Tcp().expires_never();  // the read deadline no longer applies; the write watchdog does
   Write(Handler::ErrorResponse(error, message, version, /*keep_alive=*/false));

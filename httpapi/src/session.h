@@ -163,7 +163,7 @@ class Session final : public SessionBase {
   // section only, so a trailer cannot set a fence that proxies and logs never show.
   void DropTrailerFields();
   // Answers a request whose body was not (fully) read, then closes the connection.
-  void RefuseAndClose(wire::Error error, RefusalReason reason, std::string message);
+  void RefuseAndClose(wire::Error error, std::string message);
   // 413 and close: "the body is <how_large> the server's limit of N bytes".
   void RefuseBodyTooLarge(const std::string& how_large);
   // The event stream (GET /v1/events): once started, the connection carries nothing else. Its

@@ -31,7 +31,7 @@ class EtcdBackend final : public LockBackend {
  public:
   EtcdBackend(EtcdUri uri, etcd::GatewayAccess access, const LockOptions& options)
       : etcd_(std::move(uri.endpoints), options.op_timeout, options.pool_size, uri.shown,
-              std::move(access), std::move(uri.key_prefix)),
+              std::move(access), std::move(uri.key_prefix), options.clock),
         clock_(options.clock != nullptr ? options.clock : Clock::Real()),
         service_(std::move(uri.shown)) {}
 

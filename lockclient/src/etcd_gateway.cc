@@ -14,7 +14,6 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <charconv>
-#include <thread>
 
 namespace fencekit::etcd {
 namespace {
@@ -362,11 +361,12 @@ void GatewayConn::Close() {
 // Gateway
 
 Gateway::Gateway(std::vector<Endpoint> endpoints, milliseconds op_timeout, int pool_size,
-                 GatewayAccess access)
+                 GatewayAccess access, Clock* clock)
     : endpoints_(std::move(endpoints)),
       op_timeout_(op_timeout),
       pool_size_(pool_size),
-      access_(std::move(access)) {}
+      access_(std::move(access)),
+      clock_(clock != nullptr ? clock : Clock::Real()) {}
 
 Result<json::object> Gateway::Call(std::string_view target, const json::object& body, int* sends) {
   std::string text = json::serialize(body);
@@ -391,7 +391,7 @@ Result<json::object> Gateway::Send(std::string_view target, const std::string& t
   // Every endpoint twice; and while members answer "unavailable" (an election after the
   // leader died takes about one election timeout), keep asking for up to op_timeout.
   const int max_tries = 2 * static_cast<int>(endpoints_.size()) + 1;
-  const auto give_up = std::chrono::steady_clock::now() + op_timeout_;
+  const auto give_up = clock_->Now() + op_timeout_;
   for (;;) {
     auto conn = Take(&errors);
     if (!conn) return Unreachable(errors, access_.tls != nullptr);
@@ -441,11 +441,11 @@ Result<json::object> Gateway::Send(std::string_view target, const std::string& t
       }
     }
     ++tries;
-    if (tries >= max_tries && std::chrono::steady_clock::now() >= give_up) {
+    if (tries >= max_tries && clock_->Now() >= give_up) {
       return Unreachable(errors, access_.tls != nullptr);
     }
     if (tries >= static_cast<int>(endpoints_.size())) {
-      std::this_thread::sleep_for(milliseconds(std::min(10 * tries, 100)));
+      clock_->SleepFor(milliseconds(std::min(10 * tries, 100)));
     }
   }
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "endpoints.h"
+#include "fencekit/common/clock.h"
 #include "fencekit/common/status.h"
 
 namespace boost::asio::ssl {
@@ -128,8 +129,9 @@ class GatewayConn {
 class Gateway {
  public:
   // `op_timeout`: each connect and each call has this long; `pool_size`: idle connections kept.
+  // `clock` (null: the real one) times the pauses between retries and when they give up.
   Gateway(std::vector<Endpoint> endpoints, std::chrono::milliseconds op_timeout, int pool_size,
-          GatewayAccess access = {});
+          GatewayAccess access = {}, Clock* clock = nullptr);
 
   // POSTs `body` to the endpoint that answered last, else the next one. On a transport error,
   // or when etcd answers "unavailable" (no leader, leader changed), tries the next endpoint.
@@ -186,6 +188,7 @@ class Gateway {
   const std::chrono::milliseconds op_timeout_;
   const int pool_size_;
   const GatewayAccess access_;
+  Clock* const clock_;
   std::mutex auth_mu_;  // held while authenticating: one authentication at a time
   std::mutex mu_;
   std::size_t preferred_ = 0;                       // GUARDED_BY(mu_)

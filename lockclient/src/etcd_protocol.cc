@@ -100,8 +100,9 @@ Gone ParseWhyGone(const json::object& reply, std::size_t at, std::string_view ow
 }  // namespace
 
 EtcdProtocol::EtcdProtocol(std::vector<Endpoint> endpoints, milliseconds op_timeout, int pool_size,
-                           std::string service, GatewayAccess access, std::string key_prefix)
-    : gateway_(std::move(endpoints), op_timeout, pool_size, std::move(access)),
+                           std::string service, GatewayAccess access, std::string key_prefix,
+                           Clock* clock)
+    : gateway_(std::move(endpoints), op_timeout, pool_size, std::move(access), clock),
       service_(std::move(service)),
       key_prefix_(std::move(key_prefix)) {}
 

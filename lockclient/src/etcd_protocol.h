@@ -95,8 +95,8 @@ class EtcdProtocol {
   // `service`: the URI without its password, for messages. `key_prefix` passes
   // CheckEtcdKeyPrefix (etcd_uri.h).
   EtcdProtocol(std::vector<Endpoint> endpoints, std::chrono::milliseconds op_timeout, int pool_size,
-               std::string service, GatewayAccess access = {},
-               std::string key_prefix = "fencekit/");
+               std::string service, GatewayAccess access = {}, std::string key_prefix = "fencekit/",
+               Clock* clock = nullptr);
 
   // The base64 key of `owner`'s place in `lock`'s line.
   std::string Key(std::string_view lock, std::string_view owner) const;

@@ -1,6 +1,7 @@
 // Status and Result<T>: errors as values at every fencekit library boundary.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -30,8 +31,15 @@ enum class StatusCode {
   // and key() say what the store holds
   kPreconditionFailed,
 };
+inline constexpr std::size_t kStatusCodeCount =
+    static_cast<std::size_t>(StatusCode::kPreconditionFailed) + 1;
 
+// The code's name: "stale_token", "wrong_lock", ... For the refusals a fenced store decides
+// (kStaleToken, kWrongLock, kWrongService, kUnverifiedToken, kPreconditionFailed) it is also
+// the reason its history records and the error name fenced answers (httpapi's wire table).
 std::string_view StatusCodeName(StatusCode code);
+// The code named `name`; nullopt for a name no code has.
+std::optional<StatusCode> StatusCodeFromName(std::string_view name);
 
 // A success or an error code with a message saying what was wrong and what to do.
 // Thread safety: immutable after construction; safe to share.

@@ -22,6 +22,7 @@
 // refusal refuses the whole batch, even when other writes share its group commit.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -143,11 +144,17 @@ struct BatchRequest {
 // Counters since Open. Safe to read while writes run.
 struct StoreStats {
   std::uint64_t accepted = 0;
-  std::uint64_t refused_stale = 0;
-  std::uint64_t refused_wrong_lock = 0;
-  std::uint64_t refused_wrong_service = 0;
-  std::uint64_t refused_unverified = 0;
-  std::uint64_t refused_precondition = 0;
+  // Writes (a batch counts once) refused, by the code of their refusal: kStaleToken,
+  // kWrongLock, kWrongService, kUnverifiedToken, kPreconditionFailed.
+  std::array<std::uint64_t, kStatusCodeCount> refused_by_code{};
+  std::uint64_t refused(StatusCode code) const {
+    return refused_by_code[static_cast<std::size_t>(code)];
+  }
+  std::uint64_t refused_total() const {
+    std::uint64_t sum = 0;
+    for (auto n : refused_by_code) sum += n;
+    return sum;
+  }
   std::uint64_t verifications = 0;    // calls of StoreOptions::verify
   std::uint64_t verify_failures = 0;  // calls that could not ask the lock service
   std::uint64_t failed = 0;           // writes failed by a storage error (never acknowledged)
