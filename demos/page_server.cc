@@ -94,10 +94,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnRequest() {
     const auto& req = parser_->get();
     const std::string port = std::to_string(shared_->port);
-    const auto host = req[http::field::host];
-    // Only this address: a page of another site that a rebinding DNS name points here gets
-    // nothing.
-    if (host != "127.0.0.1:" + port && host != "localhost:" + port) {
+    std::string_view host = req[http::field::host];
+    if (host.ends_with(":" + port)) host.remove_suffix(port.size() + 1);
+    // Only this address: a page of another site, whose name a rebinding DNS server points
+    // here, gets nothing.
+    if (host != "127.0.0.1" && host != "localhost") {
       return Respond(http::status::misdirected_request, "text/plain; charset=utf-8",
                      "this server answers to 127.0.0.1:" + port + " only\n", false);
     }

@@ -253,7 +253,6 @@ std::string RenderHtml(const Timeline& t) {
   std::vector<bool> shows_time(n, false);
   std::vector<int> rows_in_lane(kLanes.size(), 1), time_rows_in_lane(kLanes.size(), 1);
   for (std::size_t lane = 0; lane < kLanes.size(); ++lane) {
-    std::vector<std::size_t> members;
     std::vector<std::size_t> members, timed;
     std::vector<std::pair<int, int>> spans, time_spans;
     for (std::size_t i = 0; i < n; ++i) {

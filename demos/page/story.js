@@ -167,7 +167,7 @@
         svg.appendChild(mark(s, x, lane.lineY));
         svg.appendChild(el('text', {
           'class': 'label kind-' + s.kind + (s.after ? ' after' : ''), 'data-id': s.id,
-          'x': end ? x + 4 : x - 4, 'y': lane.lineY - 12 - row * ROW,
+          'data-lane': s.lane, 'x': end ? x + 4 : x - 4, 'y': lane.lineY - 12 - row * ROW,
           'text-anchor': end ? 'end' : 'start'}, s.label));
       }
     }

@@ -12,6 +12,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -199,6 +200,14 @@ std::string Chromium::Screenshot() {
   auto r = Call("Page.captureScreenshot", {{"format", "png"}}, std::chrono::seconds(20));
   if (!r) return "";
   return Base64Decode(r->at("data").as_string()).value_or("");
+}
+
+void SaveScreenshot(const std::string& png, const std::string& name) {
+  const char* dir = std::getenv("FENCEKIT_SCREENSHOTS");
+  if (dir == nullptr || *dir == '\0') return;
+  std::ofstream f(std::string(dir) + "/" + name, std::ios::binary);
+  f << png;
+  if (!f) ADD_FAILURE() << "cannot write " << dir << "/" << name;
 }
 
 int DistinctImageBytes(const std::string& png) {

@@ -56,6 +56,11 @@ class Chromium {
   std::int64_t next_id_ = 1;
 };
 
+// Writes `png` to $FENCEKIT_SCREENSHOTS/`name` when that variable names a folder (the
+// screenshots docs/ shows are made so: FENCEKIT_SCREENSHOTS=$PWD/docs/images ctest -R Demo);
+// else does nothing. ADD_FAILURE when the file cannot be written.
+void SaveScreenshot(const std::string& png, const std::string& name);
+
 // The distinct byte values of a PNG's inflated image data: a blank page has a handful (filter
 // bytes and one colour), a drawn diagram many.
 int DistinctImageBytes(const std::string& png);

@@ -1,0 +1,229 @@
+// fencekit-demo --serve's page in headless Chromium, against the real demo (real fenced, real
+// SQLite lock service, real client processes, a real SIGSTOP): loaded during the pause, opened
+// again in the middle of it, at the end, after a reload, and after the visitor's own writes.
+// The screenshots docs/tutorial.md shows come from here (FENCEKIT_SCREENSHOTS, chromium.h).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <boost/json/serialize.hpp>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "fencekit/httpapi/store_client.h"
+#include "fencekit/procutil/child_process.h"
+#include "support/chromium.h"
+#include "support/test_support.h"
+
+namespace fencekit {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Chromium;
+using testing::TempDir;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// fencekit-demo --serve with `args`, and the addresses it prints.
+struct Serving {
+  procutil::ChildProcess demo;
+  std::string page_url;
+  std::uint16_t fenced_port = 0;
+};
+
+void StartServing(Serving& s, const TempDir& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), {DEMO_BINARY, "--serve", "--color", "never"});
+  ASSERT_TRUE(s.demo.Start({.argv = args, .output_path = dir.File("out")}).ok());
+  const std::regex where(
+      "Open (http://127\\.0\\.0\\.1:\\d+/) in a browser[\\s\\S]*fenced \\(the store\\) listens "
+      "at http://127\\.0\\.0\\.1:(\\d+);");
+  std::smatch m;
+  std::string out;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        out = Slurp(dir.File("out"));
+        return std::regex_search(out, m, where);
+      },
+      30s))
+      << out;
+  s.page_url = m[1].str();
+  s.fenced_port = static_cast<std::uint16_t>(std::stoi(m[2].str()));
+}
+
+void Interrupt(procutil::ChildProcess& demo) {
+  demo.Signal(SIGINT);
+  int status = 0;
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return waitpid(demo.pid(), &status, WNOHANG) == demo.pid(); }, 10s));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// The texts of the page's elements matching `selector`, in document order.
+std::vector<std::string> Texts(Chromium& browser, const std::string& selector) {
+  auto v = browser.Evaluate("[...document.querySelectorAll(\"" + selector +
+                            "\")].map(e => e.textContent)");
+  std::vector<std::string> out;
+  if (v && v->is_array()) {
+    for (const auto& e : v->as_array()) out.emplace_back(e.as_string());
+  }
+  return out;
+}
+
+double Number(Chromium& browser, const std::string& expression) {
+  auto v = browser.Evaluate(expression);
+  return v && v->is_number() ? v->to_number<double>() : -1;
+}
+
+bool Has(const std::vector<std::string>& texts, const std::string& text) {
+  return std::find(texts.begin(), texts.end(), text) != texts.end();
+}
+
+const std::string kEnded = "!document.getElementById('verdict').hidden";
+const std::string kPauseOpen = "document.querySelector('#story rect.pause[data-open=true]')";
+
+// Pairs of texts of the drawing whose boxes overlap, as the browser lays them out.
+std::string Overlaps(Chromium& browser) {
+  auto v = browser.Evaluate(R"js((() => {
+    const t = [...document.querySelectorAll('#story text')].map(e => [e.textContent, e.getBBox()]);
+    const out = [];
+    for (let i = 0; i < t.length; ++i) for (let j = i + 1; j < t.length; ++j) {
+      const [a, b] = [t[i][1], t[j][1]];
+      if (a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height &&
+          b.y < a.y + a.height) out.push(t[i][0] + ' / ' + t[j][0]);
+    }
+    return out.join('; ');
+  })())js");
+  return v && v->is_string() ? std::string(v->as_string()) : "not evaluated";
+}
+
+TEST(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
+  TempDir dir;
+  Serving s;
+  ASSERT_NO_FATAL_FAILURE(StartServing(s, dir, {"--ttl", "2s"}));
+  Chromium browser(dir.path(), 1400, 900);
+
+  // Opening the page starts the scenario. A takes the lock and is frozen: the pause is drawn
+  // as a bar that grows while it lasts.
+  ASSERT_TRUE(browser.Open(s.page_url)) << browser.Log();
+  ASSERT_TRUE(browser.WaitUntil(kPauseOpen + " !== null", 20s)) << Slurp(dir.File("out"));
+  testing::SaveScreenshot(browser.Screenshot(), "live-pause.png");
+  EXPECT_EQ(Texts(browser, "#story .lane-title"),
+            (std::vector<std::string>{"Client A", "Client B", "Lock service", "Storage (fenced)"}));
+
+  // A second page, opened in the middle of the pause, is replayed what happened so far and
+  // goes on live.
+  ASSERT_TRUE(browser.Open(s.page_url)) << browser.Log();
+  ASSERT_TRUE(browser.WaitUntil(kPauseOpen + " !== null", 10s)) << "opened too late to test";
+  auto labels = Texts(browser, "#story text.label");
+  EXPECT_TRUE(Has(labels, "grants the lock to A, token 1")) << ::testing::PrintToString(labels);
+  EXPECT_TRUE(Has(labels, "stop-the-world pause (SIGSTOP)"));
+  EXPECT_EQ(browser.Evaluate("document.getElementById('status').dataset.state"),
+            boost::json::value("running"));
+  const double width = Number(browser, kPauseOpen + ".width.baseVal.value");
+  EXPECT_TRUE(browser.WaitUntil("(p => p === null || p.width.baseVal.value > " +
+                                    std::to_string(width + 20) + ")(" + kPauseOpen + ")",
+                                10s))
+      << "the pause bar grows while the pause lasts";
+
+  // The end: every lane, every mark, the refusal said once.
+  ASSERT_TRUE(browser.WaitUntil(kEnded, 30s)) << Slurp(dir.File("out"));
+  labels = Texts(browser, "#story text.label");
+  for (const char* label : {"grants the lock to A, token 1", "lease of A expires, token 1",
+                            "grants the lock to B, token 2", "accepts B's write, token 2",
+                            "refuses A's write, token 1: it has seen token 2", "writes",
+                            "learns its lease is lost"}) {
+    EXPECT_TRUE(Has(labels, label)) << label << " in " << ::testing::PrintToString(labels);
+  }
+  EXPECT_EQ(std::count_if(labels.begin(), labels.end(),
+                          [](const std::string& l) { return l.find("refuse") != l.npos; }),
+            1);
+  EXPECT_EQ(Number(browser, "document.querySelectorAll('#story g.mark.kind-refused').length"), 1);
+  EXPECT_EQ(Number(browser, "document.querySelectorAll('#story rect.lease').length"), 2);
+  EXPECT_EQ(Number(browser, "document.querySelectorAll('#story rect.lease-expired').length"), 1);
+  EXPECT_GE(Number(browser, "Number(document.querySelector('#story rect.pause').dataset.ms)"),
+            1900);
+  // The write A sends and the store's refusal of it are one moment: one x.
+  EXPECT_EQ(Number(browser, "Number(document.querySelector(\"#story g.mark.kind-refused\")"
+                            ".dataset.x)"),
+            Number(browser, "Number([...document.querySelectorAll(\"#story g.mark[data-lane=A]\")]"
+                            ".pop().dataset.x)"));
+  EXPECT_EQ(Overlaps(browser), "");
+  // It uses the window's width: the last mark stands in its right half.
+  EXPECT_GT(Number(browser, "Math.max(...[...document.querySelectorAll('#story g.mark')]"
+                            ".map(g => Number(g.dataset.x))) / "
+                            "document.getElementById('scroller').clientWidth"),
+            0.6);
+  auto verdict = Texts(browser, "#verdict");
+  ASSERT_EQ(verdict.size(), 1u);
+  EXPECT_EQ(verdict[0],
+            "Verdict: stale write refused: the store kept B's value. The record now holds "
+            "\"B's update (token 2)\".");
+  testing::SaveScreenshot(browser.Screenshot(), "live-fencing.png");
+
+  // A reload shows the same story.
+  ASSERT_TRUE(browser.Evaluate("location.reload(); true"));
+  ASSERT_TRUE(browser.WaitUntil(kEnded + " && document.querySelectorAll('#story text.label')"
+                                         ".length === " + std::to_string(labels.size()),
+                                20s));
+  EXPECT_EQ(Texts(browser, "#story text.label"), labels);
+
+  // The visitor's own writes, in the same lanes; a key that would be markup stays text.
+  auto commands = Texts(browser, "#commands");
+  ASSERT_EQ(commands.size(), 1u);
+  EXPECT_NE(commands[0].find("-H 'Fencing-Token: 7' --data mine http://127.0.0.1:" +
+                             std::to_string(s.fenced_port) + "/v1/objects/shared-record"),
+            std::string::npos)
+      << commands[0];
+  auto store = StoreClient::Open("http://127.0.0.1:" + std::to_string(s.fenced_port));
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->Put("demo-lock", *FencingToken::FromInt(7), "shared-record", "mine").ok());
+  auto stale = (*store)->Put("demo-lock", *FencingToken::FromInt(1), "shared-record", "old");
+  EXPECT_TRUE(stale.status().IsStaleToken()) << stale.status().ToString();
+  const std::string markup = "<img src=x id=injected>";
+  ASSERT_TRUE((*store)->Put("demo-lock", *FencingToken::FromInt(8), markup, "x").ok());
+  ASSERT_TRUE(browser.WaitUntil(
+      "document.querySelectorAll('#story g.mark.after[data-lane=store]').length === 3", 10s));
+  labels = Texts(browser, "#story text.label.after");
+  EXPECT_EQ(labels, (std::vector<std::string>{
+                        "accepts a write to shared-record, token 7",
+                        "refuses a write to shared-record, token 1: it has seen token 7",
+                        "accepts a write to " + markup + ", token 8"}));
+  EXPECT_EQ(browser.Evaluate("document.getElementById('injected') === null"),
+            boost::json::value(true));
+  EXPECT_EQ(Overlaps(browser), "");
+  testing::SaveScreenshot(browser.Screenshot(), "live-your-writes.png");
+  Interrupt(s.demo);
+}
+
+TEST(DemoPageTest, WithoutFencingABannerSaysSoAndTheLostUpdateIsSpelledOut) {
+  TempDir dir;
+  Serving s;
+  ASSERT_NO_FATAL_FAILURE(StartServing(s, dir, {"--no-fencing", "--ttl", "500ms"}));
+  Chromium browser(dir.path(), 1400, 900);
+  ASSERT_TRUE(browser.Open(s.page_url)) << browser.Log();
+  ASSERT_TRUE(browser.WaitUntil(kEnded, 30s)) << Slurp(dir.File("out"));
+  auto banner = Texts(browser, "#banner:not([hidden])");
+  ASSERT_EQ(banner.size(), 1u);
+  EXPECT_EQ(banner[0].find("Fencing is OFF in this run (--no-fencing)"), 0u) << banner[0];
+  EXPECT_EQ(Texts(browser, "#story .lane-title").back(), "Storage (no fencing)");
+  auto labels = Texts(browser, "#story text.label");
+  EXPECT_TRUE(Has(labels, "accepts A's write, token 1: it overwrites B's update (token 2), which "
+                          "is lost"))
+      << ::testing::PrintToString(labels);
+  EXPECT_EQ(browser.Evaluate("document.getElementById('verdict').dataset.ok"),
+            boost::json::value("false"));
+  EXPECT_NE(Texts(browser, "#verdict")[0].find("lost update"), std::string::npos);
+  EXPECT_NE(Texts(browser, "#commands")[0].find("# accepted too: this store does not check"),
+            std::string::npos);
+  EXPECT_EQ(Overlaps(browser), "");
+  testing::SaveScreenshot(browser.Screenshot(), "live-no-fencing.png");
+  Interrupt(s.demo);
+}
+
+}  // namespace
+}  // namespace fencekit
