@@ -104,7 +104,7 @@ void FencedFeed::Stream() {
       "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) +
       "\r\nAccept: text/event-stream\r\n\r\n";
   if ((now || (pending && Wait(fd, POLLOUT, kConnectTimeout) &&
-                   ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0)) &&
+               ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0)) &&
       ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
           static_cast<ssize_t>(request.size())) {
     std::string buffer;

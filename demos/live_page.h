@@ -21,8 +21,7 @@ class LivePage {
  public:
   // Serves the page on 127.0.0.1:`port` (0: a free port).
   static Result<std::unique_ptr<LivePage>> Start(const std::string& scenario, bool fencing,
-                                                 std::chrono::milliseconds ttl,
-                                                 std::uint16_t port);
+                                                 std::chrono::milliseconds ttl, std::uint16_t port);
 
   // "http://127.0.0.1:<port>/"
   std::string url() const;

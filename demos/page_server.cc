@@ -63,13 +63,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadRequest() {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(shared_->options.max_header_bytes));
-    parser_->body_limit(0);
     stream_.expires_after(shared_->options.read_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       if (ec) return self->Close();  // a timeout, a close, a malformed request
-                       self->OnRequest();
-                     });
+    // The header section only: no request here has a body, none is read.
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              // A timeout, a close, a malformed or too large header: closed.
+                              if (ec) return self->Close();
+                              self->OnRequest();
+                            });
   }
 
   // Queues feed text for this stream; a viewer that falls too far behind is let go (its page
@@ -103,8 +104,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
                      "this server answers to 127.0.0.1:" + port + " only\n", false);
     }
     if (req.method() != http::verb::get) {
-      return Respond(http::status::method_not_allowed, "text/plain; charset=utf-8",
-                     "GET only\n", false);
+      return Respond(http::status::method_not_allowed, "text/plain; charset=utf-8", "GET only\n",
+                     false);
+    }
+    if (!parser_->is_done()) {  // a GET with a body: its bytes are not read, the connection ends
+      return Respond(http::status::bad_request, "text/plain; charset=utf-8",
+                     "a request here has no body\n", false);
     }
     if (req.target() == kEventsPath) return StartStream();
     const PageAsset* asset = FindPageAsset(req.target());
@@ -115,8 +120,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Respond(http::status::ok, asset->content_type, asset->body, req.keep_alive());
   }
 
-  void Respond(http::status status, std::string_view type, std::string_view body,
-               bool keep_alive) {
+  void Respond(http::status status, std::string_view type, std::string_view body, bool keep_alive) {
     auto res = std::make_shared<http::response<http::string_body>>(status, 11);
     res->set(http::field::content_type, type);
     // As fenced's /ui: only its own script and style, talking only to this server.
@@ -131,12 +135,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     res->body() = body;
     res->prepare_payload();
     stream_.expires_after(shared_->options.write_timeout);
-    http::async_write(stream_, *res,
-                      [self = shared_from_this(), res, keep_alive](beast::error_code ec,
-                                                                   std::size_t) {
-                        if (ec || !keep_alive) return self->Close();
-                        self->ReadRequest();
-                      });
+    http::async_write(
+        stream_, *res,
+        [self = shared_from_this(), res, keep_alive](beast::error_code ec, std::size_t) {
+          if (ec || !keep_alive) return self->Close();
+          self->ReadRequest();
+        });
   }
 
   void StartStream() {
@@ -242,8 +246,7 @@ struct PageServer::Impl {
   std::thread thread;
 };
 
-Result<std::unique_ptr<PageServer>> PageServer::Start(PageServerOptions options,
-                                                      StoryLog story) {
+Result<std::unique_ptr<PageServer>> PageServer::Start(PageServerOptions options, StoryLog story) {
   auto impl = std::make_unique<Impl>(options, std::move(story));
   beast::error_code ec;
   tcp::endpoint endpoint(net::ip::address_v4::loopback(), options.port);
@@ -281,9 +284,8 @@ void PageServer::Begin() {
 }
 
 void PageServer::Add(const Event& e, bool after) {
-  net::post(impl_->ioc, [impl = impl_.get(), e, after] {
-    impl->Broadcast(impl->shared->story.Add(e, after));
-  });
+  net::post(impl_->ioc,
+            [impl = impl_.get(), e, after] { impl->Broadcast(impl->shared->story.Add(e, after)); });
 }
 
 void PageServer::End(boost::json::object outcome) {

@@ -63,9 +63,10 @@ std::optional<Event> VisitorWrites::ToEvent(const json::object& decision) {
   const bool demo_lock = lock == lock_;
   if (!accepted) {
     const std::string reason = StringField(decision, "reason");
-    e.status = reason == "stale_token"
-                   ? "it has seen token " + std::to_string(IntField(decision, "highest").value_or(0))
-                   : reason;
+    e.status =
+        reason == "stale_token"
+            ? "it has seen token " + std::to_string(IntField(decision, "highest").value_or(0))
+            : reason;
   } else if (demo_lock && !fencing_ && *token < highest_) {
     e.status = "below token " + std::to_string(highest_) +
                ", yet accepted: without fencing it overwrites newer data";

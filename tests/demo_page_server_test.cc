@@ -85,11 +85,11 @@ TEST(DemoPageServerTest, AStreamIsReplayedEverythingThenGetsTheRestLive) {
   for (int i = 0; i < 4; ++i) {
     auto e = page.NextEvent(5s);
     ASSERT_TRUE(e) << i;
-    seen.push_back(e->first + ":" +
-                   (e->second.contains("label") ? std::string(e->second.at("label").as_string())
-                                                : std::string(e->second.contains("state")
-                                                                  ? e->second.at("state").as_string()
-                                                                  : "")));
+    seen.push_back(
+        e->first + ":" +
+        (e->second.contains("label")
+             ? std::string(e->second.at("label").as_string())
+             : std::string(e->second.contains("state") ? e->second.at("state").as_string() : "")));
   }
   EXPECT_EQ(seen, (std::vector<std::string>{"hello:ended", "step:acquires the lock",
                                             "step:grants the lock to A, token 1", "end:"}));
@@ -135,7 +135,8 @@ TEST(DemoStoryLogTest, TheReplayKeepsTheScenarioAndTheLatestVisitorWrites) {
   EXPECT_NE(log.Replay(std::chrono::steady_clock::now()).find("\"state\":\"waiting\""),
             std::string::npos);
   log.Begin(std::chrono::steady_clock::now());
-  for (int i = 0; i < 3; ++i) log.Add(Step(i, "A", "step " + std::to_string(i), Kind::kNote), false);
+  for (int i = 0; i < 3; ++i)
+    log.Add(Step(i, "A", "step " + std::to_string(i), Kind::kNote), false);
   log.End(boost::json::object{{"verdict", "v"}});
   const std::string long_label(10'000, 'k');
   for (std::size_t i = 0; i < StoryLog::kMaxVisitorEvents + 100; ++i) {
@@ -175,25 +176,25 @@ boost::json::object Decision(const std::string& json) {
 TEST(DemoVisitorWritesTest, FencedsDecisionsAreSaidAsTheScenariosWritesAre) {
   const auto start = std::chrono::system_clock::time_point(std::chrono::milliseconds(1'000'000));
   VisitorWrites fenced(start, "demo-lock", true, 2);
-  auto accepted = fenced.ToEvent(Decision(
-      R"({"id":1,"time_ms":1005000,"op":"put","lock":"demo-lock","key":"shared-record",)"
-      R"("token":7,"decision":"accepted","highest":7})"));
+  auto accepted = fenced.ToEvent(
+      Decision(R"({"id":1,"time_ms":1005000,"op":"put","lock":"demo-lock","key":"shared-record",)"
+               R"("token":7,"decision":"accepted","highest":7})"));
   ASSERT_TRUE(accepted);
   EXPECT_EQ(accepted->time_ms, 5000);
   EXPECT_EQ(accepted->actor, "store");
   EXPECT_EQ(Label(*accepted), "accepts a write to shared-record, token 7");
-  auto refused = fenced.ToEvent(Decision(
-      R"({"id":2,"time_ms":1004000,"op":"delete","lock":"other","key":"k%FF",)"
-      R"("key_encoding":"percent","token":1,"decision":"refused","reason":"stale_token",)"
-      R"("highest":9})"));
+  auto refused = fenced.ToEvent(
+      Decision(R"({"id":2,"time_ms":1004000,"op":"delete","lock":"other","key":"k%FF",)"
+               R"("key_encoding":"percent","token":1,"decision":"refused","reason":"stale_token",)"
+               R"("highest":9})"));
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->time_ms, 5000) << "never before the last one";
   EXPECT_EQ(Label(*refused),
             "refuses a delete of k%FF (percent-encoded) under lock other, token 1: it has seen "
             "token 9");
-  auto long_key = fenced.ToEvent(Decision(
-      R"({"time_ms":1006000,"op":"put","lock":"demo-lock","key":")" + std::string(500, 'k') +
-      R"(","token":8,"decision":"accepted","highest":8})"));
+  auto long_key = fenced.ToEvent(
+      Decision(R"({"time_ms":1006000,"op":"put","lock":"demo-lock","key":")" +
+               std::string(500, 'k') + R"(","token":8,"decision":"accepted","highest":8})"));
   ASSERT_TRUE(long_key);
   EXPECT_LT(long_key->event.size(), 120u);
   EXPECT_FALSE(fenced.ToEvent(Decision(R"({"op":"set_fence","token":1,"time_ms":1})")));

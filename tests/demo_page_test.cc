@@ -83,7 +83,8 @@ bool Has(const std::vector<std::string>& texts, const std::string& text) {
   return std::find(texts.begin(), texts.end(), text) != texts.end();
 }
 
-const std::string kEnded = "!document.getElementById('verdict').hidden";
+// The drawing shows the scenario's end (story.js sets its state once drawn).
+const std::string kEnded = "document.getElementById('story').dataset.state === 'ended'";
 const std::string kPauseOpen = "document.querySelector('#story rect.pause[data-open=true]')";
 
 // Pairs of texts of the drawing whose boxes overlap, as the browser lays them out.
@@ -105,18 +106,16 @@ TEST(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
   TempDir dir;
   Serving s;
   ASSERT_NO_FATAL_FAILURE(StartServing(s, dir, {"--ttl", "2s"}));
-  Chromium browser(dir.path(), 1400, 900);
+  Chromium browser(dir.path(), 1400, 1000);
 
-  // Opening the page starts the scenario. A takes the lock and is frozen: the pause is drawn
-  // as a bar that grows while it lasts.
+  // Opening the page starts the scenario: A takes the lock and is frozen.
   ASSERT_TRUE(browser.Open(s.page_url)) << browser.Log();
   ASSERT_TRUE(browser.WaitUntil(kPauseOpen + " !== null", 20s)) << Slurp(dir.File("out"));
-  testing::SaveScreenshot(browser.Screenshot(), "live-pause.png");
-  EXPECT_EQ(Texts(browser, "#story .lane-title"),
+  EXPECT_EQ(Texts(browser, "#titles .lane-title"),
             (std::vector<std::string>{"Client A", "Client B", "Lock service", "Storage (fenced)"}));
 
   // A second page, opened in the middle of the pause, is replayed what happened so far and
-  // goes on live.
+  // goes on live: the pause is a bar that grows while it lasts.
   ASSERT_TRUE(browser.Open(s.page_url)) << browser.Log();
   ASSERT_TRUE(browser.WaitUntil(kPauseOpen + " !== null", 10s)) << "opened too late to test";
   auto labels = Texts(browser, "#story text.label");
@@ -125,38 +124,46 @@ TEST(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
   EXPECT_EQ(browser.Evaluate("document.getElementById('status').dataset.state"),
             boost::json::value("running"));
   const double width = Number(browser, kPauseOpen + ".width.baseVal.value");
-  EXPECT_TRUE(browser.WaitUntil("(p => p === null || p.width.baseVal.value > " +
-                                    std::to_string(width + 20) + ")(" + kPauseOpen + ")",
-                                10s))
+  // Half the lease (2 s) into the pause, and still in it.
+  ASSERT_TRUE(browser.WaitUntil(
+      "(p => p === null || Number(p.dataset.ms) >= 1000)(" + kPauseOpen + ")", 10s));
+  EXPECT_GT(Number(browser, kPauseOpen + ".width.baseVal.value"), width + 20)
       << "the pause bar grows while the pause lasts";
+  testing::SaveScreenshot(browser.Screenshot(), "live-pause.png");
 
   // The end: every lane, every mark, the refusal said once.
   ASSERT_TRUE(browser.WaitUntil(kEnded, 30s)) << Slurp(dir.File("out"));
   labels = Texts(browser, "#story text.label");
-  for (const char* label : {"grants the lock to A, token 1", "lease of A expires, token 1",
-                            "grants the lock to B, token 2", "accepts B's write, token 2",
-                            "refuses A's write, token 1: it has seen token 2", "writes",
-                            "learns its lease is lost"}) {
+  for (const char* label :
+       {"grants the lock to A, token 1", "lease of A expires, token 1",
+        "grants the lock to B, token 2", "accepts B's write, token 2",
+        "refuses A's write, token 1: it has seen token 2", "writes", "learns its lease is lost"}) {
     EXPECT_TRUE(Has(labels, label)) << label << " in " << ::testing::PrintToString(labels);
   }
   EXPECT_EQ(std::count_if(labels.begin(), labels.end(),
                           [](const std::string& l) { return l.find("refuse") != l.npos; }),
             1);
-  EXPECT_EQ(Number(browser, "document.querySelectorAll('#story g.mark.kind-refused').length"), 1);
+  EXPECT_EQ(Number(browser,
+                   "document.querySelectorAll('#story g.mark.kind-refused[data-lane=store]')"
+                   ".length"),
+            1);
   EXPECT_EQ(Number(browser, "document.querySelectorAll('#story rect.lease').length"), 2);
   EXPECT_EQ(Number(browser, "document.querySelectorAll('#story rect.lease-expired').length"), 1);
   EXPECT_GE(Number(browser, "Number(document.querySelector('#story rect.pause').dataset.ms)"),
             1900);
   // The write A sends and the store's refusal of it are one moment: one x.
-  EXPECT_EQ(Number(browser, "Number(document.querySelector(\"#story g.mark.kind-refused\")"
-                            ".dataset.x)"),
-            Number(browser, "Number([...document.querySelectorAll(\"#story g.mark[data-lane=A]\")]"
-                            ".pop().dataset.x)"));
+  EXPECT_EQ(Number(browser,
+                   "Number(document.querySelector(\"#story g.mark.kind-refused\")"
+                   ".dataset.x)"),
+            Number(browser,
+                   "Number([...document.querySelectorAll(\"#story g.mark[data-lane=A]\")]"
+                   ".pop().dataset.x)"));
   EXPECT_EQ(Overlaps(browser), "");
   // It uses the window's width: the last mark stands in its right half.
-  EXPECT_GT(Number(browser, "Math.max(...[...document.querySelectorAll('#story g.mark')]"
-                            ".map(g => Number(g.dataset.x))) / "
-                            "document.getElementById('scroller').clientWidth"),
+  EXPECT_GT(Number(browser,
+                   "Math.max(...[...document.querySelectorAll('#story g.mark')]"
+                   ".map(g => Number(g.dataset.x))) / "
+                   "document.getElementById('scroller').clientWidth"),
             0.6);
   auto verdict = Texts(browser, "#verdict");
   ASSERT_EQ(verdict.size(), 1u);
@@ -166,10 +173,14 @@ TEST(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
   testing::SaveScreenshot(browser.Screenshot(), "live-fencing.png");
 
   // A reload shows the same story.
-  ASSERT_TRUE(browser.Evaluate("location.reload(); true"));
-  ASSERT_TRUE(browser.WaitUntil(kEnded + " && document.querySelectorAll('#story text.label')"
-                                         ".length === " + std::to_string(labels.size()),
-                                20s));
+  ASSERT_TRUE(browser.Evaluate("window.beforeReload = true; location.reload(); true"));
+  ASSERT_TRUE(browser.WaitUntil("window.beforeReload === undefined && " + kEnded +
+                                    " && document.querySelectorAll('#story text.label')"
+                                    ".length === " +
+                                    std::to_string(labels.size()),
+                                20s))
+      << ::testing::PrintToString(Texts(browser, "#story text.label")) << " "
+      << ::testing::PrintToString(Texts(browser, "#status"));
   EXPECT_EQ(Texts(browser, "#story text.label"), labels);
 
   // The visitor's own writes, in the same lanes; a key that would be markup stays text.
@@ -204,16 +215,17 @@ TEST(DemoPageTest, WithoutFencingABannerSaysSoAndTheLostUpdateIsSpelledOut) {
   TempDir dir;
   Serving s;
   ASSERT_NO_FATAL_FAILURE(StartServing(s, dir, {"--no-fencing", "--ttl", "500ms"}));
-  Chromium browser(dir.path(), 1400, 900);
+  Chromium browser(dir.path(), 1400, 1000);
   ASSERT_TRUE(browser.Open(s.page_url)) << browser.Log();
   ASSERT_TRUE(browser.WaitUntil(kEnded, 30s)) << Slurp(dir.File("out"));
   auto banner = Texts(browser, "#banner:not([hidden])");
   ASSERT_EQ(banner.size(), 1u);
   EXPECT_EQ(banner[0].find("Fencing is OFF in this run (--no-fencing)"), 0u) << banner[0];
-  EXPECT_EQ(Texts(browser, "#story .lane-title").back(), "Storage (no fencing)");
+  EXPECT_EQ(Texts(browser, "#titles .lane-title").back(), "Storage (no fencing)");
   auto labels = Texts(browser, "#story text.label");
-  EXPECT_TRUE(Has(labels, "accepts A's write, token 1: it overwrites B's update (token 2), which "
-                          "is lost"))
+  EXPECT_TRUE(Has(labels,
+                  "accepts A's write, token 1: it overwrites B's update (token 2), which "
+                  "is lost"))
       << ::testing::PrintToString(labels);
   EXPECT_EQ(browser.Evaluate("document.getElementById('verdict').dataset.ok"),
             boost::json::value("false"));

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
-#include <algorithm>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -162,8 +162,9 @@ TEST(DemoServeTest, TheScenarioWaitsForAViewerWhoSeesItThenFencedKeepsServing) {
   std::string out;
   std::smatch m;
   // The demo's page first, then fenced, whose own page and feed are watched here.
-  const std::regex where("Open http://127\\.0\\.0\\.1:\\d+/ in a browser[\\s\\S]*fenced \\(the store\\) "
-                         "listens at http://127\\.0\\.0\\.1:(\\d+);");
+  const std::regex where(
+      "Open http://127\\.0\\.0\\.1:\\d+/ in a browser[\\s\\S]*fenced \\(the store\\) "
+      "listens at http://127\\.0\\.0\\.1:(\\d+);");
   ASSERT_TRUE(testing::WaitFor(
       [&] {
         out = Slurp(dir.File("out"));
@@ -248,9 +249,9 @@ TEST(DemoHtmlTest, TimelineRendersInHeadlessChromiumOnATimeAxisWithoutOverlaps) 
   EXPECT_EQ(texts(".pause").size(), 1u);
   // Said once, on the store's lane: A's own lane only says that it writes.
   const auto labels = texts(".label");
-  EXPECT_EQ(std::count(labels.begin(), labels.end(),
-                       "refuses A's write, token 1: it has seen token 2"),
-            1)
+  EXPECT_EQ(
+      std::count(labels.begin(), labels.end(), "refuses A's write, token 1: it has seen token 2"),
+      1)
       << ::testing::PrintToString(labels);
   for (const auto& label : labels) EXPECT_EQ(label.find("refused"), std::string::npos) << label;
   // The pause is a break of the axis, labelled with its length (the TTL, 1 s, at least). Other

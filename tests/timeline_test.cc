@@ -51,8 +51,7 @@ TEST(TimelineAxisTest, EventsAtTheSameTimeShareTheirPlace) {
 }
 
 TEST(TimelineLabelsTest, EachThingIsSaidOnceOnTheLaneThatDoesIt) {
-  const Event refusal{1020, "store", "refuses A's write", 1, "it has seen token 2",
-                      Kind::kRefused};
+  const Event refusal{1020, "store", "refuses A's write", 1, "it has seen token 2", Kind::kRefused};
   const Event write{1020, "A", "writes", 1, "refused, stale token", Kind::kRefused};
   EXPECT_EQ(Label(refusal), "refuses A's write, token 1: it has seen token 2");
   EXPECT_EQ(Label(write), "writes") << "the store's lane says with which token and what became";

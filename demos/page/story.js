@@ -9,7 +9,7 @@
 (() => {
   const SVG = 'http://www.w3.org/2000/svg';
   const MAX_STEPS = 1000;      // kept and drawn (a replay sends at most 756); older ones go
-  const LEFT = 170;            // lane titles sit left of this
+  const LEFT = 8;              // lane lines start here; their titles stay in view beside
   const RIGHT = 16;
   const TOP = 56;              // the time axis sits above this
   const ROW = 16;              // one row of labels
@@ -17,12 +17,15 @@
   const MIN_STEP = 48;         // two moments are at least this far apart (before scaling) ...
   const PX_PER_DOUBLING = 55;  // ... and a wait is wider the longer it is, by its logarithm
   const UNIT_MS = 10;
-  const MAX_WAIT = 420;        // the widest wait in the scenario ...
+  const MAX_WAIT = 520;        // the widest wait in the scenario ...
   const MAX_WAIT_AFTER = 160;  // ... and between the visitor's writes
-  const MAX_SCALE = 2.5;       // a short story is stretched at most this much to fill the width
-  const MIN_SCALE = 0.7;       // a long one is scrolled rather than squeezed more
+  const MAX_SCALE = 1.3;       // a short story is stretched at most this much to fill the width
+  const MIN_SCALE = 0.5;       // a long one is scrolled rather than squeezed more
   const KINDS = new Set(['note', 'grant', 'expire', 'pause', 'resume', 'send', 'accepted',
                          'refused', 'read', 'lost', 'restart']);
+  // Of the marks of one lane at one moment, the one drawn (the others keep their title).
+  const PRIORITY = ['refused', 'accepted', 'lost', 'expire', 'restart', 'grant', 'pause',
+                    'resume', 'send', 'read', 'note'];
   const COLOURS = {accepted: '#2a9d2a', refused: '#d62728', lost: '#d62728', grant: '#1f77b4',
                    expire: '#1f77b4', restart: '#1f77b4', pause: '#e08000', resume: '#e08000',
                    send: '#e08000'};
@@ -49,6 +52,7 @@
 
   const $ = (id) => document.getElementById(id);
   const svg = $('story');
+  const titles = $('titles');
 
   function el(name, attrs, text) {
     const e = document.createElementNS(SVG, name);
@@ -132,7 +136,11 @@
 
   function render() {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
+    while (titles.firstChild) titles.removeChild(titles.firstChild);
     if (about === null) return;
+    // What the drawing shows, for whoever checks it: its state and how many steps.
+    svg.dataset.state = outcome !== null ? 'ended' : about.state;
+    svg.dataset.steps = steps.length;
     const L = layOut();
     // Labels in rows above their lane's line, never overlapping; the lane as tall as they need.
     const lanes = new Map(about.lanes.map((l) => [l.id, {...l, rows: [], labels: []}]));
@@ -153,18 +161,27 @@
     const height = y + 6;
     svg.setAttribute('width', Math.ceil(L.width));
     svg.setAttribute('height', height);
+    titles.setAttribute('height', height);
     drawAxis(L, height);
     for (const lane of lanes.values()) {
-      svg.appendChild(el('text', {'class': 'lane-title', 'x': 8, 'y': lane.lineY + 4,
-                                  'data-lane': lane.id}, lane.title));
+      titles.appendChild(el('text', {'class': 'lane-title', 'x': 8, 'y': lane.lineY + 4,
+                                     'data-lane': lane.id}, lane.title));
       svg.appendChild(el('line', {class: 'lane-line', x1: LEFT, y1: lane.lineY,
                                   x2: L.width - RIGHT, y2: lane.lineY}));
     }
     drawBars(L, lanes);
+    const shown = new Map();  // lane and moment: the step whose mark is drawn
+    steps.forEach((s, i) => {
+      const key = s.lane + '\n' + L.moment[i];
+      const j = shown.get(key);
+      if (j === undefined || PRIORITY.indexOf(s.kind) < PRIORITY.indexOf(steps[j].kind)) {
+        shown.set(key, i);
+      }
+    });
     for (const lane of lanes.values()) {
       for (const {i, x, end, row} of lane.labels) {
         const s = steps[i];
-        svg.appendChild(mark(s, x, lane.lineY));
+        svg.appendChild(mark(s, x, lane.lineY, shown.get(s.lane + '\n' + L.moment[i]) === i));
         svg.appendChild(el('text', {
           'class': 'label kind-' + s.kind + (s.after ? ' after' : ''), 'data-id': s.id,
           'data-lane': s.lane, 'x': end ? x + 4 : x - 4, 'y': lane.lineY - 12 - row * ROW,
@@ -266,11 +283,14 @@
     for (const [who, p] of paused) held(who, p, L.xEnd, L.live ? L.tNow : p.t, L.live);
   }
 
-  function mark(s, x, y) {
+  // A step's mark: its shape when `drawn` (one per lane and moment), and its title.
+  function mark(s, x, y, drawn) {
     const g = el('g', {'class': 'mark kind-' + s.kind + (s.after ? ' after' : ''),
                        'data-id': s.id, 'data-lane': s.lane, 'data-t': s.t, 'data-x': x});
     const colour = COLOURS[s.kind] || '#777';
-    if (s.kind === 'refused') {
+    if (!drawn) {
+      // under the one drawn
+    } else if (s.kind === 'refused') {
       for (const [a, b] of [[-6, 6], [6, -6]]) {
         g.appendChild(el('line', {x1: x + a, y1: y - 6, x2: x + b, y2: y + 6, stroke: colour,
                                   'stroke-width': 3}));
@@ -279,7 +299,8 @@
       g.appendChild(el('circle', {cx: x, cy: y, r: 5, fill: '#fff', stroke: colour,
                                   'stroke-width': 2.5}));
     } else {
-      g.appendChild(el('circle', {cx: x, cy: y, r: 6, fill: colour}));
+      g.appendChild(el('circle', {cx: x, cy: y, r: 6, fill: colour, stroke: '#fff',
+                                  'stroke-width': 1.5}));
     }
     g.appendChild(el('title', {}, s.label + ' (at ' + ms(s.t) + ')'));
     return g;
