@@ -3,16 +3,13 @@
 // again in the middle of it, at the end, after a reload, and after the visitor's own writes.
 // The screenshots docs/tutorial.md shows come from here (FENCEKIT_SCREENSHOTS, chromium.h).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <boost/json/serialize.hpp>
-#include <fstream>
-#include <regex>
-#include <sstream>
+#include <algorithm>
+#include <boost/json/value.hpp>
 
 #include "fencekit/httpapi/store_client.h"
-#include "fencekit/procutil/child_process.h"
 #include "support/chromium.h"
+#include "support/serving_demo.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -20,48 +17,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::Chromium;
+using testing::ServingDemo;
 using testing::TempDir;
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// fencekit-demo --serve with `args`, and the addresses it prints.
-struct Serving {
-  procutil::ChildProcess demo;
-  std::string page_url;
-  std::uint16_t fenced_port = 0;
-};
-
-void StartServing(Serving& s, const TempDir& dir, std::vector<std::string> args) {
-  args.insert(args.begin(), {DEMO_BINARY, "--serve", "--color", "never"});
-  ASSERT_TRUE(s.demo.Start({.argv = args, .output_path = dir.File("out")}).ok());
-  const std::regex where(
-      "Open (http://127\\.0\\.0\\.1:\\d+/) in a browser[\\s\\S]*fenced \\(the store\\) listens "
-      "at http://127\\.0\\.0\\.1:(\\d+);");
-  std::smatch m;
-  std::string out;
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        out = Slurp(dir.File("out"));
-        return std::regex_search(out, m, where);
-      },
-      30s))
-      << out;
-  s.page_url = m[1].str();
-  s.fenced_port = static_cast<std::uint16_t>(std::stoi(m[2].str()));
-}
-
-void Interrupt(procutil::ChildProcess& demo) {
-  demo.Signal(SIGINT);
-  int status = 0;
-  ASSERT_TRUE(
-      testing::WaitFor([&] { return waitpid(demo.pid(), &status, WNOHANG) == demo.pid(); }, 10s));
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-}
 
 // The texts of the page's elements matching `selector`, in document order.
 std::vector<std::string> Texts(Chromium& browser, const std::string& selector) {
@@ -104,19 +61,19 @@ std::string Overlaps(Chromium& browser) {
 
 TEST(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
   TempDir dir;
-  Serving s;
-  ASSERT_NO_FATAL_FAILURE(StartServing(s, dir, {"--ttl", "2s"}));
+  ServingDemo s(DEMO_BINARY, dir, {"--ttl", "2s"});
+  ASSERT_TRUE(s.started());
   Chromium browser(dir.path(), 1400, 1000);
 
   // Opening the page starts the scenario: A takes the lock and is frozen.
-  ASSERT_TRUE(browser.Open(s.page_url)) << browser.Log();
-  ASSERT_TRUE(browser.WaitUntil(kPauseOpen + " !== null", 20s)) << Slurp(dir.File("out"));
+  ASSERT_TRUE(browser.Open(s.page_url())) << browser.Log();
+  ASSERT_TRUE(browser.WaitUntil(kPauseOpen + " !== null", 20s)) << s.Output();
   EXPECT_EQ(Texts(browser, "#titles .lane-title"),
             (std::vector<std::string>{"Client A", "Client B", "Lock service", "Storage (fenced)"}));
 
   // A second page, opened in the middle of the pause, is replayed what happened so far and
   // goes on live: the pause is a bar that grows while it lasts.
-  ASSERT_TRUE(browser.Open(s.page_url)) << browser.Log();
+  ASSERT_TRUE(browser.Open(s.page_url())) << browser.Log();
   ASSERT_TRUE(browser.WaitUntil(kPauseOpen + " !== null", 10s)) << "opened too late to test";
   auto labels = Texts(browser, "#story text.label");
   EXPECT_TRUE(Has(labels, "grants the lock to A, token 1")) << ::testing::PrintToString(labels);
@@ -132,7 +89,7 @@ TEST(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
   testing::SaveScreenshot(browser.Screenshot(), "live-pause.png");
 
   // The end: every lane, every mark, the refusal said once.
-  ASSERT_TRUE(browser.WaitUntil(kEnded, 30s)) << Slurp(dir.File("out"));
+  ASSERT_TRUE(browser.WaitUntil(kEnded, 30s)) << s.Output();
   labels = Texts(browser, "#story text.label");
   for (const char* label :
        {"grants the lock to A, token 1", "lease of A expires, token 1",
@@ -187,10 +144,10 @@ TEST(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
   auto commands = Texts(browser, "#commands");
   ASSERT_EQ(commands.size(), 1u);
   EXPECT_NE(commands[0].find("-H 'Fencing-Token: 7' --data mine http://127.0.0.1:" +
-                             std::to_string(s.fenced_port) + "/v1/objects/shared-record"),
+                             std::to_string(s.fenced_port()) + "/v1/objects/shared-record"),
             std::string::npos)
       << commands[0];
-  auto store = StoreClient::Open("http://127.0.0.1:" + std::to_string(s.fenced_port));
+  auto store = StoreClient::Open("http://127.0.0.1:" + std::to_string(s.fenced_port()));
   ASSERT_TRUE(store.ok());
   ASSERT_TRUE((*store)->Put("demo-lock", *FencingToken::FromInt(7), "shared-record", "mine").ok());
   auto stale = (*store)->Put("demo-lock", *FencingToken::FromInt(1), "shared-record", "old");
@@ -208,16 +165,16 @@ TEST(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
             boost::json::value(true));
   EXPECT_EQ(Overlaps(browser), "");
   testing::SaveScreenshot(browser.Screenshot(), "live-your-writes.png");
-  Interrupt(s.demo);
+  EXPECT_TRUE(s.Interrupt());
 }
 
 TEST(DemoPageTest, WithoutFencingABannerSaysSoAndTheLostUpdateIsSpelledOut) {
   TempDir dir;
-  Serving s;
-  ASSERT_NO_FATAL_FAILURE(StartServing(s, dir, {"--no-fencing", "--ttl", "500ms"}));
+  ServingDemo s(DEMO_BINARY, dir, {"--no-fencing", "--ttl", "500ms"});
+  ASSERT_TRUE(s.started());
   Chromium browser(dir.path(), 1400, 1000);
-  ASSERT_TRUE(browser.Open(s.page_url)) << browser.Log();
-  ASSERT_TRUE(browser.WaitUntil(kEnded, 30s)) << Slurp(dir.File("out"));
+  ASSERT_TRUE(browser.Open(s.page_url())) << browser.Log();
+  ASSERT_TRUE(browser.WaitUntil(kEnded, 30s)) << s.Output();
   auto banner = Texts(browser, "#banner:not([hidden])");
   ASSERT_EQ(banner.size(), 1u);
   EXPECT_EQ(banner[0].find("Fencing is OFF in this run (--no-fencing)"), 0u) << banner[0];
@@ -234,7 +191,7 @@ TEST(DemoPageTest, WithoutFencingABannerSaysSoAndTheLostUpdateIsSpelledOut) {
             std::string::npos);
   EXPECT_EQ(Overlaps(browser), "");
   testing::SaveScreenshot(browser.Screenshot(), "live-no-fencing.png");
-  Interrupt(s.demo);
+  EXPECT_TRUE(s.Interrupt());
 }
 
 }  // namespace

@@ -16,21 +16,16 @@
 #include "support/chromium.h"
 #include "support/etcd_server.h"
 #include "support/event_reader.h"
+#include "support/serving_demo.h"
 #include "support/test_support.h"
 
 namespace fencekit {
 namespace {
 
 using testing::DistinctImageBytes;
+using testing::ReadFile;
 using testing::RunCommand;
 using testing::TempDir;
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 struct DemoRun {
   int exit_code;
@@ -44,7 +39,7 @@ DemoRun RunDemo(const TempDir& dir, std::vector<std::string> args) {
   auto r = RunCommand(args);
   DemoRun run{r.exit_code, r.out, r.err, {}};
   boost::system::error_code ec;
-  auto v = boost::json::parse(Slurp(json_path), ec);
+  auto v = boost::json::parse(ReadFile(json_path), ec);
   if (!ec && v.is_object()) run.json = v.as_object();
   return run;
 }
@@ -155,46 +150,30 @@ TEST(DemoTest, RedlockClockJumpTwoHoldersOlderTokenRefused) {
 TEST(DemoServeTest, TheScenarioWaitsForAViewerWhoSeesItThenFencedKeepsServing) {
   using namespace std::chrono_literals;
   TempDir dir;
-  procutil::ChildProcess demo;
-  ASSERT_TRUE(demo.Start({.argv = {DEMO_BINARY, "--serve", "--color", "never"},
-                          .output_path = dir.File("out")})
-                  .ok());
-  std::string out;
-  std::smatch m;
-  // The demo's page first, then fenced, whose own page and feed are watched here.
-  const std::regex where(
-      "Open http://127\\.0\\.0\\.1:\\d+/ in a browser[\\s\\S]*fenced \\(the store\\) "
-      "listens at http://127\\.0\\.0\\.1:(\\d+);");
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        out = Slurp(dir.File("out"));
-        return std::regex_search(out, m, where);
-      },
-      30s))
-      << out;
-  const auto port = static_cast<std::uint16_t>(std::stoi(m[1].str()));
-  EXPECT_EQ(out.find("Scenario gc-pause"), std::string::npos) << "it must wait for a viewer";
+  testing::ServingDemo demo(DEMO_BINARY, dir, {});
+  ASSERT_TRUE(demo.started());
+  EXPECT_EQ(demo.Output().find("Scenario gc-pause"), std::string::npos)
+      << "it must wait for a viewer";
 
-  // The viewer: what the page reads. B's write lands, then A's stale one bounces.
+  // A viewer of fenced's own page (its feed; the demo's page is demo_page_test's): B's write
+  // lands, then A's stale one bounces.
+  const std::uint16_t port = demo.fenced_port();
   testing::EventReader page(port);
   ASSERT_EQ(page.ReadHeader(), 200);
   auto b = page.NextEvent(30s);
-  ASSERT_TRUE(b) << Slurp(dir.File("out"));
+  ASSERT_TRUE(b) << demo.Output();
   EXPECT_EQ(b->second.at("decision").as_string(), "accepted");
   EXPECT_EQ(b->second.at("key").as_string(), "shared-record");
   EXPECT_EQ(b->second.at("lock").as_string(), "demo-lock");
   auto a = page.NextEvent(30s);
-  ASSERT_TRUE(a) << Slurp(dir.File("out"));
+  ASSERT_TRUE(a) << demo.Output();
   EXPECT_EQ(a->second.at("decision").as_string(), "refused");
   EXPECT_EQ(a->second.at("reason").as_string(), "stale_token");
   const std::int64_t highest = b->second.at("token").as_int64();
   EXPECT_LT(a->second.at("token").as_int64(), highest);
 
   // Then it keeps serving: one's own writes land or bounce, on the page too.
-  ASSERT_TRUE(testing::WaitFor(
-      [&] { return Slurp(dir.File("out")).find("Ctrl-C stops it.") != std::string::npos; }, 30s))
-      << Slurp(dir.File("out"));
-  out = Slurp(dir.File("out"));
+  const std::string out = demo.WaitForOutput("Ctrl-C stops it.");
   EXPECT_NE(out.find("verdict: stale write refused"), std::string::npos) << out;
   EXPECT_NE(out.find("-H 'Fencing-Token: " + std::to_string(highest + 5) + "'"), std::string::npos)
       << out;
@@ -210,11 +189,7 @@ TEST(DemoServeTest, TheScenarioWaitsForAViewerWhoSeesItThenFencedKeepsServing) {
     EXPECT_EQ(e->second.at("decision").as_string(), token == 1 ? "refused" : "accepted");
   }
 
-  demo.Signal(SIGINT);
-  int status = 0;
-  ASSERT_TRUE(
-      testing::WaitFor([&] { return waitpid(demo.pid(), &status, WNOHANG) == demo.pid(); }, 10s));
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(demo.Interrupt());
   EXPECT_TRUE(page.ClosedByPeer(5s)) << "fenced stops with the demo";
 }
 
@@ -230,7 +205,7 @@ TEST(DemoHtmlTest, TimelineRendersInHeadlessChromiumOnATimeAxisWithoutOverlaps) 
   std::string html = dir.File("timeline.html");
   auto run = RunCommand({DEMO_BINARY, "--html", html, "--color", "never"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  std::string page = Slurp(html);
+  std::string page = ReadFile(html);
   EXPECT_EQ(page.find("http://"), page.find("http://www.w3.org/2000/svg"))
       << "the page must not load network resources";
   testing::Chromium browser(dir.path(), 1600, 900);
@@ -317,7 +292,7 @@ TEST(DemoHtmlTest, WithoutFencingTheStoreLaneSaysWhatWasLost) {
   auto lost = browser.Evaluate(
       "[...document.querySelectorAll('.label')].some(e => e.textContent === "
       "\"accepts A's write, token 1: it overwrites B's update (token 2), which is lost\")");
-  EXPECT_EQ(lost, boost::json::value(true)) << Slurp(html);
+  EXPECT_EQ(lost, boost::json::value(true)) << ReadFile(html);
   std::string png = browser.Screenshot();
   EXPECT_GT(DistinctImageBytes(png), 32) << "the screenshot looks blank";
   testing::SaveScreenshot(png, "timeline-no-fencing.png");
