@@ -15,9 +15,8 @@
   const ROW = 16;              // one row of labels
   const GAP = 10;              // between two labels of a row
   const MIN_STEP = 48;         // two moments are at least this far apart (before scaling) ...
-  const PX_PER_DOUBLING = 55;  // ... and a wait is wider the longer it is, by its logarithm
-  const UNIT_MS = 10;
-  const MAX_WAIT = 520;        // the widest wait in the scenario ...
+  const PX_PER_SQRT_MS = 12;   // ... and a wait is wider the longer it is, by its square root
+  const MAX_WAIT = 720;        // the widest wait in the scenario (3 s) ...
   const MAX_WAIT_AFTER = 160;  // ... and between the visitor's writes
   const MAX_SCALE = 1.3;       // a short story is stretched at most this much to fill the width
   const MIN_SCALE = 0.5;       // a long one is scrolled rather than squeezed more
@@ -73,7 +72,7 @@
 
   function waitWidth(wait, after) {
     if (wait <= 0) return 0;
-    const w = MIN_STEP + PX_PER_DOUBLING * Math.log2(1 + wait / UNIT_MS);
+    const w = MIN_STEP + PX_PER_SQRT_MS * Math.sqrt(wait);
     return Math.min(w, after ? MAX_WAIT_AFTER : MAX_WAIT);
   }
 

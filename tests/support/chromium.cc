@@ -142,7 +142,12 @@ std::optional<json::object> Chromium::Call(std::string_view method, json::object
       // Events (no id) and answers to earlier calls are not this call's.
       if (!o.contains("id") || o.at("id").to_number<std::int64_t>() != id) continue;
       if (o.contains("error")) {
-        ADD_FAILURE() << method << ": " << json::serialize(o.at("error"));
+        // An evaluation that a navigation (a reload) cut short is no failure: WaitUntil asks
+        // the new page again.
+        const std::string error = json::serialize(o.at("error"));
+        if (error.find("Inspected target navigated or closed") == std::string::npos) {
+          ADD_FAILURE() << method << ": " << error;
+        }
         return std::nullopt;
       }
       return o.at("result").as_object();
@@ -184,6 +189,42 @@ std::optional<json::value> Chromium::Evaluate(const std::string& expression,
   const auto& result = r->at("result").as_object();
   if (!result.contains("value")) return json::value(nullptr);
   return result.at("value");
+}
+
+std::vector<std::string> Chromium::Texts(const std::string& selector) {
+  auto v = Evaluate("[...document.querySelectorAll(" + json::serialize(json::value(selector)) +
+                    ")].map(e => e.textContent)");
+  std::vector<std::string> out;
+  if (v && v->is_array()) {
+    for (const auto& e : v->as_array()) out.emplace_back(e.as_string());
+  }
+  return out;
+}
+
+std::string Chromium::OverlappingTexts(const std::string& selector) {
+  auto v = Evaluate(
+      "(sel => {"
+      "  const t = [...document.querySelectorAll(sel)]"
+      "      .map(e => [e.textContent, e.getBBox()]);"
+      "  const out = [];"
+      "  for (let i = 0; i < t.length; ++i) for (let j = i + 1; j < t.length; ++j) {"
+      "    const [a, b] = [t[i][1], t[j][1]];"
+      "    if (a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height &&"
+      "        b.y < a.y + a.height) out.push(t[i][0] + ' / ' + t[j][0]);"
+      "  }"
+      "  return out.join('; ');"
+      "})(" +
+      json::serialize(json::value(selector)) + ")");
+  return v && v->is_string() ? std::string(v->as_string()) : "(not evaluated)";
+}
+
+bool Chromium::Reload() {
+  // A mark on the page's window: the reloaded page has none.
+  if (!Evaluate("window.fencekitBeforeReload = true")) return false;
+  if (!Call("Page.reload", {}, std::chrono::seconds(10))) return false;
+  return WaitUntil(
+      "window.fencekitBeforeReload === undefined && document.readyState === 'complete'",
+      std::chrono::seconds(20));
 }
 
 bool Chromium::WaitUntil(const std::string& expression, std::chrono::milliseconds timeout) {

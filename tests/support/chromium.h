@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fencekit::testing {
 
@@ -31,10 +32,17 @@ class Chromium {
 
   // Opens `url` in a new tab and attaches to it; false on failure.
   bool Open(const std::string& url);
+  // Reloads the page and waits until the new one is loaded; false on failure.
+  bool Reload();
   // `expression` evaluated in the page (promises awaited), its value as JSON; nullopt when it
   // threw or no answer came within `timeout`.
   std::optional<boost::json::value> Evaluate(
       const std::string& expression, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  // The textContent of the elements matching CSS `selector`, in document order.
+  std::vector<std::string> Texts(const std::string& selector);
+  // The pairs of texts among the elements matching `selector` (SVG text) whose boxes overlap as
+  // the browser lays them out, "a / b; c / d"; "" when none does.
+  std::string OverlappingTexts(const std::string& selector);
   // Polls `expression` until it is true; false when `timeout` passed first.
   bool WaitUntil(const std::string& expression, std::chrono::milliseconds timeout);
   // A PNG of the page as shown; empty on failure.
