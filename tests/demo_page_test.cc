@@ -187,5 +187,24 @@ TEST_F(DemoPageTest, WithoutFencingABannerSaysSoAndTheLostUpdateIsSpelledOut) {
   EXPECT_TRUE(s.Interrupt());
 }
 
+// slow-network: A is not paused; its write is held in the network past its lease, and the page
+// draws the hold as it draws a pause.
+TEST_F(DemoPageTest, AWriteHeldInTheNetworkIsDrawnAsLongAsItIsHeld) {
+  TempDir dir;
+  ServingDemo s(DEMO_BINARY, dir, {"--scenario", "slow-network", "--ttl", "500ms"});
+  ASSERT_TRUE(s.started());
+  Chromium& browser = *browser_;
+  ASSERT_TRUE(browser.Open(s.page_url())) << browser.Log();
+  ASSERT_TRUE(browser.WaitUntil(kEnded, 30s)) << s.Output();
+  auto held = browser.Texts("#story .pause-label");
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].find("held in the network "), 0u) << held[0];
+  EXPECT_GE(Number(browser, "Number(document.querySelector('#story rect.pause').dataset.ms)"), 400);
+  EXPECT_TRUE(
+      Has(browser.Texts("#story text.label"), "refuses A's write, token 1: it has seen token 2"));
+  EXPECT_EQ(browser.OverlappingTexts("#story text"), "");
+  EXPECT_TRUE(s.Interrupt());
+}
+
 }  // namespace
 }  // namespace fencekit
