@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <boost/json/value.hpp>
+#include <memory>
 
 #include "fencekit/httpapi/store_client.h"
 #include "support/chromium.h"
@@ -33,28 +34,26 @@ bool Has(const std::vector<std::string>& texts, const std::string& text) {
 const std::string kEnded = "document.getElementById('story').dataset.state === 'ended'";
 const std::string kPauseOpen = "document.querySelector('#story rect.pause[data-open=true]')";
 
-// One browser for the suite: starting it is most of a test's time.
-class DemoPageTest : public ::testing::Test {
+class DemoPageTest : public testing::BrowserSuite<1400, 1000> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    browser_ = new Chromium(dir_->path(), 1400, 1000);
+  // Starts fencekit-demo --serve with `args` and watches its page to the end of the scenario;
+  // null after a failure.
+  std::unique_ptr<ServingDemo> WatchToTheEnd(const TempDir& dir, std::vector<std::string> args) {
+    auto s = std::make_unique<ServingDemo>(DEMO_BINARY, dir, std::move(args));
+    if (!s->started()) return nullptr;
+    if (!browser().Open(s->page_url()) || !browser().WaitUntil(kEnded, 30s)) {
+      ADD_FAILURE() << "the page did not show the end: " << s->Output() << browser().Log();
+      return nullptr;
+    }
+    return s;
   }
-  static void TearDownTestSuite() {
-    delete browser_;
-    delete dir_;
-  }
-  static TempDir* dir_;
-  static Chromium* browser_;
 };
-TempDir* DemoPageTest::dir_ = nullptr;
-Chromium* DemoPageTest::browser_ = nullptr;
 
 TEST_F(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
   TempDir dir;
   ServingDemo s(DEMO_BINARY, dir, {"--ttl", "3s"});
   ASSERT_TRUE(s.started());
-  Chromium& browser = *browser_;
+  Chromium& browser = this->browser();
 
   // Opening the page starts the scenario: A takes the lock and is frozen.
   ASSERT_TRUE(browser.Open(s.page_url())) << browser.Log();
@@ -163,11 +162,9 @@ TEST_F(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
 
 TEST_F(DemoPageTest, WithoutFencingABannerSaysSoAndTheLostUpdateIsSpelledOut) {
   TempDir dir;
-  ServingDemo s(DEMO_BINARY, dir, {"--no-fencing", "--ttl", "500ms"});
-  ASSERT_TRUE(s.started());
-  Chromium& browser = *browser_;
-  ASSERT_TRUE(browser.Open(s.page_url())) << browser.Log();
-  ASSERT_TRUE(browser.WaitUntil(kEnded, 30s)) << s.Output();
+  auto s = WatchToTheEnd(dir, {"--no-fencing", "--ttl", "500ms"});
+  ASSERT_TRUE(s);
+  Chromium& browser = this->browser();
   auto banner = browser.Texts("#banner:not([hidden])");
   ASSERT_EQ(banner.size(), 1u);
   EXPECT_EQ(banner[0].find("Fencing is OFF in this run (--no-fencing)"), 0u) << banner[0];
@@ -184,18 +181,16 @@ TEST_F(DemoPageTest, WithoutFencingABannerSaysSoAndTheLostUpdateIsSpelledOut) {
             std::string::npos);
   EXPECT_EQ(browser.OverlappingTexts("#story text"), "");
   testing::SaveScreenshot(browser.Screenshot(), "live-no-fencing.png");
-  EXPECT_TRUE(s.Interrupt());
+  EXPECT_TRUE(s->Interrupt());
 }
 
 // slow-network: A is not paused; its write is held in the network past its lease, and the page
 // draws the hold as it draws a pause.
 TEST_F(DemoPageTest, AWriteHeldInTheNetworkIsDrawnAsLongAsItIsHeld) {
   TempDir dir;
-  ServingDemo s(DEMO_BINARY, dir, {"--scenario", "slow-network", "--ttl", "500ms"});
-  ASSERT_TRUE(s.started());
-  Chromium& browser = *browser_;
-  ASSERT_TRUE(browser.Open(s.page_url())) << browser.Log();
-  ASSERT_TRUE(browser.WaitUntil(kEnded, 30s)) << s.Output();
+  auto s = WatchToTheEnd(dir, {"--scenario", "slow-network", "--ttl", "500ms"});
+  ASSERT_TRUE(s);
+  Chromium& browser = this->browser();
   auto held = browser.Texts("#story .pause-label");
   ASSERT_EQ(held.size(), 1u);
   EXPECT_EQ(held[0].find("held in the network "), 0u) << held[0];
@@ -203,7 +198,7 @@ TEST_F(DemoPageTest, AWriteHeldInTheNetworkIsDrawnAsLongAsItIsHeld) {
   EXPECT_TRUE(
       Has(browser.Texts("#story text.label"), "refuses A's write, token 1: it has seen token 2"));
   EXPECT_EQ(browser.OverlappingTexts("#story text"), "");
-  EXPECT_TRUE(s.Interrupt());
+  EXPECT_TRUE(s->Interrupt());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // screenshot. For the tests of the pages fenced serves and the demo writes.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/types.h>
 
 #include <boost/json/object.hpp>
@@ -12,6 +13,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "support/test_support.h"
 
 namespace fencekit::testing {
 
@@ -62,6 +65,26 @@ class Chromium {
   std::string log_path_;
   std::string session_;
   std::int64_t next_id_ = 1;
+};
+
+// A suite whose tests share one browser of kWidth x kHeight (starting it is most of a test's
+// time): browser() in each test.
+template <int kWidth = 1400, int kHeight = 800>
+class BrowserSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    browser_ = new Chromium(dir_->path(), kWidth, kHeight);
+  }
+  static void TearDownTestSuite() {
+    delete browser_;
+    delete dir_;
+  }
+  static Chromium& browser() { return *browser_; }
+
+ private:
+  static inline TempDir* dir_ = nullptr;
+  static inline Chromium* browser_ = nullptr;
 };
 
 // Writes `png` to $FENCEKIT_SCREENSHOTS/`name` when that variable names a folder (the
