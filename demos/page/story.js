@@ -32,7 +32,7 @@
     'gc-pause': 'Client A takes the lock, then is frozen (SIGSTOP, as a long garbage-collection ' +
         'pause would freeze it) for longer than its lease. The lock service, working as ' +
         'specified, gives the lock to B, who writes. Then A wakes up, still believing it holds ' +
-        'the lock, and writes too: with token 1, below the 2 the store has seen.',
+        'the lock, and writes too, with its old token: below the one the store has seen since.',
     'slow-network': 'Client A takes the lock and sends its write, which the network holds ' +
         'past A\'s lease. B takes the lock and writes; then A\'s old write arrives.',
     'lock-service-restart': 'A holds the lock; Redis restarts empty and grants it to B as ' +
