@@ -66,7 +66,14 @@ std::int64_t Demo::Now() const {
 void Demo::Log(const std::string& actor, const std::string& event,
                std::optional<std::int64_t> token, const std::string& status, Kind kind,
                const std::string& holder) {
-  timeline_.events.push_back({Now(), actor, event, token, status, kind, holder});
+  LogAt(Now(), actor, event, token, status, kind, holder);
+}
+
+void Demo::LogAt(std::int64_t time_ms, const std::string& actor, const std::string& event,
+                 std::optional<std::int64_t> token, const std::string& status, Kind kind,
+                 const std::string& holder) {
+  timeline_.events.push_back({time_ms, actor, event, token, status, kind, holder});
+  if (on_event_) on_event_(timeline_.events.back());
 }
 
 std::string Demo::StartFenced() {
@@ -138,35 +145,46 @@ bool Demo::Acquire(Client& c, const std::string& name, std::int64_t& token, std:
     return false;
   }
   token = r["token"].as_int64();
-  Log(name, "acquires the lock", token, "", Kind::kGrant);
-  Log("lock service", "grants lease to " + name, token, "", Kind::kGrant);
+  const std::int64_t now = Now();
+  LogAt(now, name, "acquires the lock", token, "", Kind::kGrant);
+  LogAt(now, "lock service", "grants the lock to " + name, token, "", Kind::kGrant);
   return true;
 }
 
 bool Demo::LogWrite(const std::string& name, json::object r) {
+  // The store's answer and the client's write are one moment, said once: on the store's lane
+  // (Label() shows the client's lane only "writes").
+  const std::int64_t now = Now();
   std::int64_t token = r["token"].as_int64();
   if (r["ok"].as_bool()) {
-    Log("store", "accepts " + name + "'s write", token, "", Kind::kAccepted);
-    Log(name, "writes", token, "accepted", Kind::kAccepted);
+    std::string lost;
+    if (token < highest_accepted_) {  // only a store without fencing takes it
+      lost = "it overwrites " + highest_writer_ + "'s update (token " +
+             std::to_string(highest_accepted_) + "), which is lost";
+    } else {
+      highest_accepted_ = token;
+      highest_writer_ = name;
+    }
+    LogAt(now, "store", "accepts " + name + "'s write", token, lost, Kind::kAccepted);
+    LogAt(now, name, "writes", token, "accepted", Kind::kAccepted);
     return true;
   }
   if (r.contains("stale") && r["stale"].as_bool()) {
-    Log("store",
-        "refuses " + name + "'s write: it has seen token " +
-            std::to_string(r["highest"].as_int64()),
-        token, "409 Conflict", Kind::kRefused);
-    Log(name, "writes", token, "refused, stale token", Kind::kRefused);
-    if (r["lease_lost"].as_bool()) Log(name, "learns its lease is lost", token, "", Kind::kLost);
+    LogAt(now, "store", "refuses " + name + "'s write", token,
+          "it has seen token " + std::to_string(r["highest"].as_int64()), Kind::kRefused);
+    LogAt(now, name, "writes", token, "refused, stale token", Kind::kRefused);
   } else if (r.contains("wrong_service") && r["wrong_service"].as_bool()) {
-    Log("store",
-        "refuses " + name +
-            "'s write: its token comes from another lock service than the "
-            "fence's, so it cannot be compared with the tokens the store has seen",
-        token, "409 Conflict", Kind::kRefused);
-    Log(name, "writes", token, "refused, wrong lock service", Kind::kRefused);
-    if (r["lease_lost"].as_bool()) Log(name, "learns its lease is lost", token, "", Kind::kLost);
+    LogAt(now, "store", "refuses " + name + "'s write", token,
+          "its token comes from another lock service than the fence's, so it cannot be "
+          "compared with the tokens the store has seen",
+          Kind::kRefused);
+    LogAt(now, name, "writes", token, "refused, wrong lock service", Kind::kRefused);
   } else {
-    Log(name, "write failed", token, std::string(r["message"].as_string()), Kind::kNote);
+    LogAt(now, name, "write failed", token, std::string(r["message"].as_string()), Kind::kNote);
+    return false;
+  }
+  if (r["lease_lost"].as_bool()) {
+    LogAt(now, name, "learns its lease is lost", token, "", Kind::kLost);
   }
   return false;
 }

@@ -41,10 +41,13 @@ class Demo {
   void set_before_scenario(std::function<bool(const std::string& url)> f) {
     before_scenario_ = std::move(f);
   }
+  // Called with each event as it is logged (fencekit-demo --serve shows it live).
+  void set_on_event(std::function<void(const Event&)> f) { on_event_ = std::move(f); }
   // fenced's open event streams (viewers of its /ui page); -1 when it cannot be asked.
   std::int64_t Viewers() const;
   // fenced's address, once started; it runs until the Demo is destroyed.
   const std::string& store_url() const { return store_url_; }
+  std::uint16_t store_port() const { return store_port_; }
 
  private:
   // The scenarios (scenarios.cc); each returns as Run() does.
@@ -56,6 +59,11 @@ class Demo {
   std::int64_t Now() const;
   void Log(const std::string& actor, const std::string& event, std::optional<std::int64_t> token,
            const std::string& status, Kind kind, const std::string& holder = "");
+  // At `time_ms`: the events of one moment (a grant and its acquisition, a write and the
+  // store's answer) share their time, so that the timelines draw them at one place.
+  void LogAt(std::int64_t time_ms, const std::string& actor, const std::string& event,
+             std::optional<std::int64_t> token, const std::string& status, Kind kind,
+             const std::string& holder = "");
 
   // The processes. Each returns an error message, or "" on success.
   std::string StartFenced();
@@ -86,6 +94,11 @@ class Demo {
   procutil::FencedServer fenced_;
   std::unique_ptr<LockClient> observer_;
   std::function<bool(const std::string& url)> before_scenario_;
+  std::function<void(const Event&)> on_event_;
+  // The highest token the store accepted a write with, and whose write that was: a store
+  // without fencing that accepts a lower one overwrites that write.
+  std::int64_t highest_accepted_ = 0;
+  std::string highest_writer_;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -18,6 +18,7 @@
 #include "client_role.h"
 #include "demo.h"
 #include "fencekit/common/units.h"
+#include "live_page.h"
 #include "timeline.h"
 
 namespace po = boost::program_options;
@@ -53,15 +54,20 @@ bool StopRequested(int timeout_ms) {
   return ::poll(&p, 1, timeout_ms) > 0;
 }
 
-// --serve, before the scenario: where to watch, then wait until the page is open.
-bool WaitForViewer(fencekit::demo::Demo& demo, const std::string& url) {
-  std::cout << "fenced is listening. Open " << url
-            << "/ui in a browser to watch it decide;\nthe scenario starts once the page is open "
-               "(Ctrl-C stops).\n"
+// --serve, before the scenario: where to watch, then wait until a page is open (the demo's, or
+// fenced's own).
+bool WaitForViewer(fencekit::demo::Demo& demo, fencekit::demo::LivePage& page,
+                   const std::string& url) {
+  std::cout << "Open " << page.url()
+            << " in a browser to watch the story as it happens: the clients, the lock service,\n"
+               "the pause and the store. fenced (the store) listens at "
+            << url << "; its own page: " << url
+            << "/ui.\nThe scenario starts once a page is open (Ctrl-C stops).\n"
             << std::flush;
-  while (demo.Viewers() < 1) {
+  while (page.viewers() < 1 && demo.Viewers() < 1) {
     if (StopRequested(100)) return false;
   }
+  page.Begin();
   std::cout << "A page is watching: the scenario starts.\n\n" << std::flush;
   return true;
 }
@@ -115,8 +121,9 @@ int main(int argc, char** argv) {
       "html", po::value(&html_path), "write a standalone timeline page (SVG) to FILE")(
       "color", po::value(&colour)->default_value("auto"), "auto, always or never")(
       "serve", po::bool_switch(),
-      "watch it live: print the address of fenced's page (/ui), start the scenario once the page "
-      "is open, then keep fenced running so that you can make your own writes with curl "
+      "watch it live: serve a page on 127.0.0.1 that tells the story as it happens (the clients, "
+      "the lock service, the pause, the store), start the scenario once it is open, then keep "
+      "fenced running so that you can make your own writes with curl and see them there "
       "(Ctrl-C stops)")(
       "fenced", po::value(&fenced)->default_value(DefaultFenced()),
       "path of the fenced binary (default: next to this program when installed, else the one "
@@ -150,9 +157,18 @@ int main(int argc, char** argv) {
   bool fencing = !vm["no-fencing"].as<bool>();
   const bool serve = vm["serve"].as<bool>();
   Demo demo(scenario, locks, fencing, *ttl, fenced);
+  std::unique_ptr<LivePage> page;
   if (serve) {
+    auto started = LivePage::Start(scenario, fencing, *ttl, 0);
+    if (!started.ok()) {
+      std::cerr << "fencekit-demo: " << started.status().message() << "\n";
+      return 2;
+    }
+    page = std::move(started).value();
     CatchStopSignals();
-    demo.set_before_scenario([&demo](const std::string& url) { return WaitForViewer(demo, url); });
+    demo.set_before_scenario(
+        [&demo, &page](const std::string& url) { return WaitForViewer(demo, *page, url); });
+    demo.set_on_event([&page](const Event& e) { page->Add(e); });
   }
   std::string error = demo.Run();
   if (!error.empty()) {
@@ -175,6 +191,12 @@ int main(int argc, char** argv) {
     }
     std::cout << "timeline written to " << html_path << "\n";
   }
-  if (serve) KeepServing(t, demo.store_url());
+  if (serve) {
+    using namespace std::chrono_literals;
+    if (page->Finish(t, demo.store_url(), demo.store_port(), 10s)) {
+      std::cout << "\nThe page (" << page->url() << ") shows your writes too, on the store's lane.";
+    }
+    KeepServing(t, demo.store_url());
+  }
   return t.lesson_shown ? 0 : 1;
 }

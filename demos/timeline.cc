@@ -14,11 +14,7 @@ namespace {
 
 const std::vector<std::string> kLanes = {"A", "B", "lock service", "store"};
 
-std::string LaneTitle(const std::string& actor) {
-  if (actor == "A" || actor == "B") return "Client " + actor;
-  if (actor == "lock service") return "Lock service";
-  return "Storage (fenced)";
-}
+bool IsClient(const std::string& actor) { return actor == "A" || actor == "B"; }
 
 const char* Colour(Kind k) {
   switch (k) {
@@ -70,6 +66,25 @@ std::string Fit(const std::string& s, std::size_t width) {
 
 }  // namespace
 
+const std::vector<std::string>& Lanes() { return kLanes; }
+
+std::string LaneTitle(const std::string& actor, bool fencing) {
+  if (IsClient(actor)) return "Client " + actor;
+  if (actor == "lock service") return "Lock service";
+  return fencing ? "Storage (fenced)" : "Storage (no fencing)";
+}
+
+std::string Label(const Event& e) {
+  const bool client = IsClient(e.actor);
+  // A client's write: the store's lane says, at the same moment, with which token and what
+  // became of it.
+  if (client && (e.kind == Kind::kAccepted || e.kind == Kind::kRefused)) return e.event;
+  std::string label = e.event;
+  if (e.token && !client && e.kind != Kind::kRead) label += ", token " + std::to_string(*e.token);
+  if (!e.status.empty()) label += ": " + e.status;
+  return label;
+}
+
 // Splits `text` into lines of at most `width` characters, at spaces where possible.
 std::vector<std::string> Wrap(const std::string& text, std::size_t width) {
   std::vector<std::string> lines;
@@ -98,7 +113,7 @@ std::string RenderTerminal(const Timeline& t, bool colour) {
     out += '\n';
   };
   out += Fit("time", 8);
-  for (const auto& l : kLanes) out += Fit(LaneTitle(l), kWidth) + " ";
+  for (const auto& l : kLanes) out += Fit(LaneTitle(l, t.fencing), kWidth) + " ";
   out += "\n" + Fit("----", 8);
   for (std::size_t i = 0; i < kLanes.size(); ++i) out += std::string(kWidth, '-') + " ";
   out += "\n";
@@ -106,10 +121,7 @@ std::string RenderTerminal(const Timeline& t, bool colour) {
   for (const auto& e : t.events) {
     auto lane =
         static_cast<std::size_t>(std::find(kLanes.begin(), kLanes.end(), e.actor) - kLanes.begin());
-    std::string text = e.event;
-    if (e.token) text += ", token " + std::to_string(*e.token);
-    if (!e.status.empty()) text += ": " + e.status;
-    auto lines = Wrap(text, kWidth);
+    auto lines = Wrap(Label(e), kWidth);
     for (std::size_t i = 0; i < lines.size(); ++i) {
       line(i == 0 ? std::to_string(e.time_ms) + "ms" : "", lane, lines[i], e.kind);
     }
@@ -153,7 +165,7 @@ TimeAxis LayOutTime(const std::vector<std::int64_t>& times_ms, int left) {
   TimeAxis axis;
   int x = left;
   for (std::size_t i = 0; i < times_ms.size(); ++i) {
-    if (i > 0) {
+    if (i > 0 && times_ms[i] != times_ms[i - 1]) {
       std::int64_t gap = times_ms[i] - times_ms[i - 1];
       if (gap > TimeAxis::kBreakMs) {
         axis.breaks.push_back({x + TimeAxis::kMinStep / 2, gap});
@@ -234,33 +246,35 @@ std::string RenderHtml(const Timeline& t) {
     return static_cast<std::size_t>(std::find(kLanes.begin(), kLanes.end(), actor) -
                                     kLanes.begin());
   };
-  auto label_of = [](const Event& e) {
-    std::string label = e.event + (e.token ? ", token " + std::to_string(*e.token) : "");
-    if (!e.status.empty()) label += ": " + e.status;
-    return label;
-  };
-
-  // Each lane's labels in rows above its line, and its events' times in rows below it; the
-  // lane is as tall as its rows need.
+  // Each lane's labels in rows above its line, and its events' times in rows below it (once
+  // per moment: events at the same time share their place); the lane is as tall as its rows
+  // need.
   std::vector<int> row(n, 0), time_row(n, 0);
+  std::vector<bool> shows_time(n, false);
   std::vector<int> rows_in_lane(kLanes.size(), 1), time_rows_in_lane(kLanes.size(), 1);
   for (std::size_t lane = 0; lane < kLanes.size(); ++lane) {
-    std::vector<std::size_t> members;
+    std::vector<std::size_t> members, timed;
     std::vector<std::pair<int, int>> spans, time_spans;
     for (std::size_t i = 0; i < n; ++i) {
       if (lane_of(t.events[i].actor) != lane) continue;
-      members.push_back(i);
       int from = axis.x[i] - 4;
-      spans.emplace_back(from, from + LabelWidth(label_of(t.events[i])));
-      int half = LabelWidth(Thousands(t.events[i].time_ms) + " ms", 5.6) / 2;
-      time_spans.emplace_back(axis.x[i] - half, axis.x[i] + half);
+      spans.emplace_back(from, from + LabelWidth(Label(t.events[i])));
+      if (members.empty() || axis.x[members.back()] != axis.x[i]) {
+        shows_time[i] = true;
+        timed.push_back(i);
+        int half = LabelWidth(Thousands(t.events[i].time_ms) + " ms", 5.6) / 2;
+        time_spans.emplace_back(axis.x[i] - half, axis.x[i] + half);
+      }
+      members.push_back(i);
     }
     auto rows = StackLabels(spans, 8);
-    auto time_rows = StackLabels(time_spans, 4);
     for (std::size_t k = 0; k < members.size(); ++k) {
       row[members[k]] = rows[k];
-      time_row[members[k]] = time_rows[k];
       rows_in_lane[lane] = std::max(rows_in_lane[lane], rows[k] + 1);
+    }
+    auto time_rows = StackLabels(time_spans, 4);
+    for (std::size_t k = 0; k < timed.size(); ++k) {
+      time_row[timed[k]] = time_rows[k];
       time_rows_in_lane[lane] = std::max(time_rows_in_lane[lane], time_rows[k] + 1);
     }
   }
@@ -312,7 +326,7 @@ std::string RenderHtml(const Timeline& t) {
                   "<text class=\"lane-label\" x=\"10\" y=\"%d\" font-weight=\"bold\" "
                   "font-size=\"12\">%s</text>\n",
                   kLeft, line_y[lane], width - 20, line_y[lane], line_y[lane] + 4,
-                  Escape(LaneTitle(kLanes[lane])).c_str());
+                  Escape(LaneTitle(kLanes[lane], t.fencing)).c_str());
     svg += buf;
   }
   auto x_at = [&](std::size_t i) { return i < n ? axis.x[i] : axis.end + 40; };
@@ -363,13 +377,18 @@ std::string RenderHtml(const Timeline& t) {
     std::snprintf(buf, sizeof buf,
                   "<g class=\"event\"><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
                   "stroke=\"#ccc\"/><circle cx=\"%d\" cy=\"%d\" r=\"6\" fill=\"%s\"/>"
-                  "<text class=\"label\" x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>"
-                  "<text class=\"time\" x=\"%d\" y=\"%d\" font-size=\"9\" fill=\"#888\" "
-                  "text-anchor=\"middle\">%s ms</text></g>\n",
+                  "<text class=\"label\" x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>",
                   x_at(i), label_y + 3, x_at(i), ly - 6, x_at(i), ly, Fill(e.kind), x_at(i) - 4,
-                  label_y, Fill(e.kind), Escape(label_of(e)).c_str(), x_at(i),
-                  ly + 20 + time_row[i] * kTimeRowHeight, Thousands(e.time_ms).c_str());
+                  label_y, Fill(e.kind), Escape(Label(e)).c_str());
     svg += buf;
+    if (shows_time[i]) {
+      std::snprintf(buf, sizeof buf,
+                    "<text class=\"time\" x=\"%d\" y=\"%d\" font-size=\"9\" fill=\"#888\" "
+                    "text-anchor=\"middle\">%s ms</text>",
+                    x_at(i), ly + 20 + time_row[i] * kTimeRowHeight, Thousands(e.time_ms).c_str());
+      svg += buf;
+    }
+    svg += "</g>\n";
   }
   svg += "</svg>\n";
 

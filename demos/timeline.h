@@ -42,6 +42,17 @@ struct Timeline {
   bool lesson_shown = false;
 };
 
+// The lanes, in order: "A", "B", "lock service", "store".
+const std::vector<std::string>& Lanes();
+// A lane's title: "Client A", "Lock service", "Storage (fenced)"; a store that does not check
+// tokens (`fencing` false) is "Storage (no fencing)".
+std::string LaneTitle(const std::string& actor, bool fencing);
+// What a reader sees of an event (the terminal, the HTML timeline, the --serve page), said
+// once: "refuses A's write, token 1: it has seen token 2" on the store's lane, and only
+// "writes" on A's, at the same moment. A client's events name no token (the lock service's
+// grant and the client's lease bar do), nor does a read (the value does).
+std::string Label(const Event& e);
+
 // One lane per actor, in colour when `colour`.
 std::string RenderTerminal(const Timeline& t, bool colour);
 // {"scenario","fencing","events":[{"time_ms","actor","event","token","status"}],
@@ -52,10 +63,11 @@ std::string RenderJson(const Timeline& t);
 // that never overlap (StackLabels).
 std::string RenderHtml(const Timeline& t);
 
-// The HTML timeline's time axis. Each event's x is proportional to its time (kPxPerMs), but
-// never closer than kMinStep to the one before (events a millisecond apart stay readable), and a
-// wait longer than kBreakMs is drawn as a break of kBreakWidth, labelled with its length (a
-// pause of a second would otherwise dwarf everything else).
+// The HTML timeline's time axis. Events at the same time share their x (the store's refusal
+// and the write it refuses are one moment). Otherwise each event's x is proportional to its
+// time (kPxPerMs), but never closer than kMinStep to the one before (events a millisecond apart
+// stay readable), and a wait longer than kBreakMs is drawn as a break of kBreakWidth, labelled
+// with its length (a pause of a second would otherwise dwarf everything else).
 struct AxisBreak {
   int x = 0;  // left edge
   std::int64_t ms = 0;

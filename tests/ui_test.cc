@@ -21,27 +21,12 @@ std::string Count(const std::string& selector) {
   return "document.querySelectorAll('" + selector + "').length";
 }
 
-// One browser for the suite: starting it is most of a test's time.
-class UiTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    browser_ = new Chromium(dir_->path());
-  }
-  static void TearDownTestSuite() {
-    delete browser_;
-    delete dir_;
-  }
-  static TempDir* dir_;
-  static Chromium* browser_;
-};
-TempDir* UiTest::dir_ = nullptr;
-Chromium* UiTest::browser_ = nullptr;
+class UiTest : public testing::BrowserSuite<> {};
 
 TEST_F(UiTest, ThePageDrawsAnAcceptedAndARefusedWriteAsTheyHappen) {
   TempDir dir;
   testing::FencedProcess fenced(dir.File("store.db"));
-  Chromium& browser = *browser_;
+  Chromium& browser = this->browser();
   ASSERT_TRUE(browser.Open(fenced.url() + "/ui")) << browser.Log();
   ASSERT_TRUE(browser.WaitUntil("document.getElementById('status').dataset.state === 'live'", 20s))
       << browser.Log();
@@ -93,7 +78,7 @@ TEST_F(UiTest, UnderAuthThePageAsksForATokenAndThenShowsWhatItMayRead) {
   std::ofstream(auth) << R"({"principals": [{"name": "user", "read": ["k/"], "write": ["k/"],
       "token_sha256": "e3b98a4da31a127d4bde6e43033f66ba274cab0eb7eb1c70ec41402bf6273dd8"}]})";
   testing::FencedProcess fenced(dir.File("store.db"), {"--auth", auth});
-  Chromium& browser = *browser_;
+  Chromium& browser = this->browser();
   ASSERT_TRUE(browser.Open(fenced.url() + "/ui")) << browser.Log();
   ASSERT_TRUE(
       browser.WaitUntil("document.getElementById('status').dataset.state === 'unauthorized' && "

@@ -12,6 +12,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -141,7 +142,12 @@ std::optional<json::object> Chromium::Call(std::string_view method, json::object
       // Events (no id) and answers to earlier calls are not this call's.
       if (!o.contains("id") || o.at("id").to_number<std::int64_t>() != id) continue;
       if (o.contains("error")) {
-        ADD_FAILURE() << method << ": " << json::serialize(o.at("error"));
+        // An evaluation that a navigation (a reload) cut short is no failure: WaitUntil asks
+        // the new page again.
+        const std::string error = json::serialize(o.at("error"));
+        if (error.find("Inspected target navigated or closed") == std::string::npos) {
+          ADD_FAILURE() << method << ": " << error;
+        }
         return std::nullopt;
       }
       return o.at("result").as_object();
@@ -185,6 +191,42 @@ std::optional<json::value> Chromium::Evaluate(const std::string& expression,
   return result.at("value");
 }
 
+std::vector<std::string> Chromium::Texts(const std::string& selector) {
+  auto v = Evaluate("[...document.querySelectorAll(" + json::serialize(json::value(selector)) +
+                    ")].map(e => e.textContent)");
+  std::vector<std::string> out;
+  if (v && v->is_array()) {
+    for (const auto& e : v->as_array()) out.emplace_back(e.as_string());
+  }
+  return out;
+}
+
+std::string Chromium::OverlappingTexts(const std::string& selector) {
+  auto v = Evaluate(
+      "(sel => {"
+      "  const t = [...document.querySelectorAll(sel)]"
+      "      .map(e => [e.textContent, e.getBBox()]);"
+      "  const out = [];"
+      "  for (let i = 0; i < t.length; ++i) for (let j = i + 1; j < t.length; ++j) {"
+      "    const [a, b] = [t[i][1], t[j][1]];"
+      "    if (a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height &&"
+      "        b.y < a.y + a.height) out.push(t[i][0] + ' / ' + t[j][0]);"
+      "  }"
+      "  return out.join('; ');"
+      "})(" +
+      json::serialize(json::value(selector)) + ")");
+  return v && v->is_string() ? std::string(v->as_string()) : "(not evaluated)";
+}
+
+bool Chromium::Reload() {
+  // A mark on the page's window: the reloaded page has none.
+  if (!Evaluate("window.fencekitBeforeReload = true")) return false;
+  if (!Call("Page.reload", {}, std::chrono::seconds(10))) return false;
+  return WaitUntil(
+      "window.fencekitBeforeReload === undefined && document.readyState === 'complete'",
+      std::chrono::seconds(20));
+}
+
 bool Chromium::WaitUntil(const std::string& expression, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -199,6 +241,14 @@ std::string Chromium::Screenshot() {
   auto r = Call("Page.captureScreenshot", {{"format", "png"}}, std::chrono::seconds(20));
   if (!r) return "";
   return Base64Decode(r->at("data").as_string()).value_or("");
+}
+
+void SaveScreenshot(const std::string& png, const std::string& name) {
+  const char* dir = std::getenv("FENCEKIT_SCREENSHOTS");
+  if (dir == nullptr || *dir == '\0') return;
+  std::ofstream f(std::string(dir) + "/" + name, std::ios::binary);
+  f << png;
+  if (!f) ADD_FAILURE() << "cannot write " << dir << "/" << name;
 }
 
 int DistinctImageBytes(const std::string& png) {
