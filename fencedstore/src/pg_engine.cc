@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "pg_transaction.h"
 #include "refusals.h"
 
 namespace fencekit::fencedstore {
@@ -18,10 +19,6 @@ constexpr const char* kWriteBatch = "fencekit_write_batch";
 // Deadlocks between the batches of several fenced are resolved by PostgreSQL aborting one; the
 // aborted batch stored nothing and runs again, up to this many times in all.
 constexpr int kAttempts = 5;
-
-Status FailedResult(const PGresult* r, std::string_view doing) {
-  return Status::IoError(std::string(doing) + ": " + pg::ErrorText(r));
-}
 
 }  // namespace
 
@@ -232,42 +229,26 @@ Status PostgresEngine::ReadDecision(Pending& p, const PGresult* r) const {
 Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<std::size_t>& order,
                                std::int64_t now_ms, bool* retry) {
   if (auto s = Connected(); !s.ok()) return BatchFailure(s, false);
-  commands_.clear();
-  commands_.push_back(pg::Command{"BEGIN"});
-  for (std::size_t i : order) commands_.push_back(WriteCommand(batch[i], now_ms));
+  pg::Transaction txn(*conn_, options_.database_timeout);
+  for (std::size_t i : order) txn.Add(WriteCommand(batch[i], now_ms));
   if (options_.history_limit > 0 && ++commits_ % 64 == 0) {
     // Trimming every 64 commits keeps the history bounded without a delete per commit.
-    commands_.push_back(
+    txn.Add(
         Command{"DELETE FROM fencekit.history WHERE seq <= "
                 "(SELECT max(seq) FROM fencekit.history) - $1::int8"}
             .Int(static_cast<std::int64_t>(options_.history_limit)));
   }
-  commands_.push_back(Command{"COMMIT"});
-  (void)conn_->TakeWarning();
-  auto results = conn_->Pipeline(commands_, options_.database_timeout);
-  // Lost midway, the COMMIT may or may not have been done.
-  if (!results.ok()) return BatchFailure(results.status(), true);
-  for (const auto& r : *results) {
-    ExecStatusType st = PQresultStatus(r.get());
-    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) continue;
-    std::string state = pg::SqlState(r.get());
-    Status failure = FailedResult(r.get(), "PostgreSQL refused the batch");
-    if (conn_->usable()) (void)conn_->Exec("ROLLBACK", options_.database_timeout);
-    if (state == "40P01" || state == "40001") {
+  pg::Transaction::Failure failure;
+  auto results = txn.Commit("the batch", &failure);
+  if (!results.ok()) {
+    if (failure.sql_state == "40P01" || failure.sql_state == "40001") {
       *retry = true;
       return Status::Ok();
     }
-    return BatchFailure(failure, false);
-  }
-  if (conn_->TakeWarning()) {
-    // E.g. a commit that stopped waiting for its synchronous standby: it is only local, and a
-    // failover could lose it.
-    return BatchFailure(Status::Unavailable("PostgreSQL warned while committing the batch (see "
-                                            "its log); it is not known to be replicated"),
-                        true);
+    return BatchFailure(failure.status, failure.maybe_committed);
   }
   for (std::size_t j = 0; j < order.size(); ++j) {
-    if (auto s = ReadDecision(batch[order[j]], (*results)[1 + j].get()); !s.ok()) return s;
+    if (auto s = ReadDecision(batch[order[j]], (*results)[j].get()); !s.ok()) return s;
   }
   return Status::Ok();
 }
@@ -276,24 +257,11 @@ Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<st
 // synchronous standby, replicates) before it answers, as for a batch; an empty one has none.
 Status PostgresEngine::ProbeCommit() {
   if (auto s = Connected(); !s.ok()) return s;
-  const std::vector<Command> commands = {Command{"BEGIN"}, Command{"SELECT pg_current_xact_id()"},
-                                         Command{"COMMIT"}};
-  (void)conn_->TakeWarning();
-  auto results = conn_->Pipeline(commands, options_.database_timeout);
-  if (!results.ok()) return results.status();
-  for (const auto& r : *results) {
-    ExecStatusType st = PQresultStatus(r.get());
-    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) continue;
-    Status failure = FailedResult(r.get(), "PostgreSQL refused a probe commit");
-    if (conn_->usable()) (void)conn_->Exec("ROLLBACK", options_.database_timeout);
-    return failure;
-  }
-  if (conn_->TakeWarning()) {
-    return Status::Unavailable(
-        "PostgreSQL warned while committing a probe (see its log): a commit is not known to be "
-        "replicated");
-  }
-  return Status::Ok();
+  pg::Transaction txn(*conn_, options_.database_timeout);
+  txn.Add(Command{"SELECT pg_current_xact_id()"});
+  pg::Transaction::Failure failure;
+  auto results = txn.Commit("a probe commit", &failure);
+  return results.ok() ? Status::Ok() : failure.status;
 }
 
 Result<Decision> PostgresEngine::SetFence(const AdminOp& op, std::int64_t now_ms) {
@@ -301,9 +269,8 @@ Result<Decision> PostgresEngine::SetFence(const AdminOp& op, std::int64_t now_ms
   Status failure = Connected();
   bool maybe_stored = false;
   if (failure.ok()) {
-    std::vector<Command> commands;
-    commands.push_back(Command{"BEGIN"});
-    commands.push_back(
+    pg::Transaction txn(*conn_, options_.database_timeout);
+    txn.Add(
         Command{"INSERT INTO fencekit.fences(lock, highest, service, confirmed) "
                 "VALUES ($1::bytea, $2::int8, NULL, false) ON CONFLICT (lock) DO UPDATE SET "
                 "highest = excluded.highest, confirmed = false, "
@@ -318,23 +285,15 @@ Result<Decision> PostgresEngine::SetFence(const AdminOp& op, std::int64_t now_ms
           "true, $3::int8, NULL, $4::bytea) RETURNING seq"};
       record.Int(now_ms).Bytes(op.lock).Int(op.highest.value());
       op.principal.empty() ? record.Null() : record.Bytes(op.principal);
-      commands.push_back(std::move(record));
+      txn.Add(std::move(record));
     }
-    commands.push_back(Command{"COMMIT"});
-    auto results = conn_->Pipeline(commands, options_.database_timeout);
+    pg::Transaction::Failure why;
+    auto results = txn.Commit("the fence administration", &why);
     if (!results.ok()) {
-      failure = results.status();
-      maybe_stored = true;
-    } else {
-      for (const auto& r : *results) {
-        ExecStatusType st = PQresultStatus(r.get());
-        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-          failure = FailedResult(r.get(), "setting the fence");
-          if (conn_->usable()) (void)conn_->Exec("ROLLBACK", options_.database_timeout);
-          break;
-        }
-      }
-      if (failure.ok() && options_.history_limit > 0) d.seq = pg::GetInt((*results)[2].get(), 0, 0);
+      failure = why.status;
+      maybe_stored = why.maybe_committed;
+    } else if (options_.history_limit > 0) {
+      d.seq = pg::GetInt((*results)[1].get(), 0, 0);
     }
   }
   if (failure.ok()) return d;

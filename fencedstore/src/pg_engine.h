@@ -48,7 +48,6 @@ class PostgresEngine final : public Engine {
   const StoreOptions& options_;
   std::unique_ptr<pg::Conn> conn_;
   std::uint64_t commits_ = 0;
-  std::vector<pg::Command> commands_;  // reused across batches
 };
 
 }  // namespace fencekit::fencedstore
