@@ -54,10 +54,13 @@ bool StopRequested(int timeout_ms) {
 }
 
 // --serve, before the scenario: where to watch, then wait until the page is open.
-bool WaitForViewer(fencekit::demo::Demo& demo, const std::string& url) {
+bool WaitForViewer(fencekit::demo::Demo& demo, const std::string& url, bool fencing) {
   std::cout << "fenced is listening. Open " << url
             << "/ui in a browser to watch it decide;\nthe scenario starts once the page is open "
                "(Ctrl-C stops).\n"
+            << (fencing ? ""
+                        : "Fencing is OFF in this run (--no-fencing): this fenced accepts every "
+                          "token, so the stale write will land.\n")
             << std::flush;
   while (demo.Viewers() < 1) {
     if (StopRequested(100)) return false;
@@ -66,19 +69,25 @@ bool WaitForViewer(fencekit::demo::Demo& demo, const std::string& url) {
   return true;
 }
 
-// --serve, after the scenario: how to make one's own writes, then wait for Ctrl-C.
-void KeepServing(const fencekit::demo::Timeline& t, const std::string& url) {
+// --serve, after the scenario: how to make one's own writes (and what fenced will answer),
+// then wait for Ctrl-C.
+void KeepServing(const fencekit::demo::Timeline& t, const std::string& url, bool fencing) {
   std::int64_t highest = 0;
   for (const auto& e : t.events) highest = std::max(highest, e.token.value_or(0));
   const std::string put = "curl -i -X PUT -H 'Fencing-Lock: " +
                           std::string(fencekit::demo::kLock) + "' --data mine " + url +
                           "/v1/objects/" + fencekit::demo::kKey + " -H 'Fencing-Token: ";
-  std::cout << "\nfenced keeps running at " << url << " (its page: " << url
-            << "/ui). Make your own writes and watch them land or bounce:\n  " << put
-            << highest + 5 << "'   # accepted: at least the highest token so far (" << highest
-            << ")\n  " << put << 1 << "'   # refused: below it (409 stale_token)\n"
-            << "Ctrl-C stops it.\n"
-            << std::flush;
+  std::cout << "\nfenced keeps running at " << url << " (its page: " << url << "/ui). ";
+  if (fencing) {
+    std::cout << "Make your own writes and watch them land or bounce:\n  " << put << highest + 5
+              << "'   # accepted: at least the highest token so far (" << highest << ")\n  "
+              << put << 1 << "'   # refused: below it (409 stale_token)\n";
+  } else {
+    std::cout << "It runs with --no-fencing, so every write lands, whatever its token:\n  "
+              << put << highest + 5 << "'   # accepted\n  " << put << 1
+              << "'   # accepted too: fencing is off (with fencing: 409 stale_token)\n";
+  }
+  std::cout << "Ctrl-C stops it.\n" << std::flush;
   StopRequested(-1);
 }
 
@@ -152,7 +161,8 @@ int main(int argc, char** argv) {
   Demo demo(scenario, locks, fencing, *ttl, fenced);
   if (serve) {
     CatchStopSignals();
-    demo.set_before_scenario([&demo](const std::string& url) { return WaitForViewer(demo, url); });
+    demo.set_before_scenario(
+        [&demo, fencing](const std::string& url) { return WaitForViewer(demo, url, fencing); });
   }
   std::string error = demo.Run();
   if (!error.empty()) {
@@ -175,6 +185,6 @@ int main(int argc, char** argv) {
     }
     std::cout << "timeline written to " << html_path << "\n";
   }
-  if (serve) KeepServing(t, demo.store_url());
+  if (serve) KeepServing(t, demo.store_url(), fencing);
   return t.lesson_shown ? 0 : 1;
 }
