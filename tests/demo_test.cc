@@ -150,25 +150,53 @@ TEST(DemoTest, RedlockClockJumpTwoHoldersOlderTokenRefused) {
   EXPECT_TRUE(two_holders);
 }
 
-TEST(DemoServeTest, TheScenarioWaitsForAViewerWhoSeesItThenFencedKeepsServing) {
+// Starts fencekit-demo --serve with `args` (its output in dir/out) and returns the port of its
+// fenced once it says where to watch; 0 (after a failure) when it does not.
+std::uint16_t StartServing(procutil::ChildProcess& demo, const TempDir& dir,
+                           std::vector<std::string> args) {
   using namespace std::chrono_literals;
-  TempDir dir;
-  procutil::ChildProcess demo;
-  ASSERT_TRUE(demo.Start({.argv = {DEMO_BINARY, "--serve", "--color", "never"},
-                          .output_path = dir.File("out")})
-                  .ok());
+  args.insert(args.begin(), {DEMO_BINARY, "--serve", "--color", "never"});
+  EXPECT_TRUE(demo.Start({.argv = args, .output_path = dir.File("out")}).ok());
   std::string out;
   std::smatch m;
   const std::regex where("Open http://127\\.0\\.0\\.1:(\\d+)/ui in a browser");
-  ASSERT_TRUE(testing::WaitFor(
+  EXPECT_TRUE(testing::WaitFor(
       [&] {
         out = Slurp(dir.File("out"));
         return std::regex_search(out, m, where);
       },
       30s))
       << out;
-  const auto port = static_cast<std::uint16_t>(std::stoi(m[1].str()));
+  if (m.empty()) return 0;
   EXPECT_EQ(out.find("Scenario gc-pause"), std::string::npos) << "it must wait for a viewer";
+  return static_cast<std::uint16_t>(std::stoi(m[1].str()));
+}
+
+// Waits for the demo to say how to make one's own writes; its output then.
+std::string WaitForHints(const TempDir& dir) {
+  using namespace std::chrono_literals;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return Slurp(dir.File("out")).find("Ctrl-C stops it.") != std::string::npos; }, 30s))
+      << Slurp(dir.File("out"));
+  return Slurp(dir.File("out"));
+}
+
+// Stops the demo with Ctrl-C: it exits 0.
+void Interrupt(procutil::ChildProcess& demo) {
+  using namespace std::chrono_literals;
+  demo.Signal(SIGINT);
+  int status = 0;
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return waitpid(demo.pid(), &status, WNOHANG) == demo.pid(); }, 10s));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST(DemoServeTest, TheScenarioWaitsForAViewerWhoSeesItThenFencedKeepsServing) {
+  using namespace std::chrono_literals;
+  TempDir dir;
+  procutil::ChildProcess demo;
+  const std::uint16_t port = StartServing(demo, dir, {});
+  ASSERT_NE(port, 0);
 
   // The viewer: what the page reads. B's write lands, then A's stale one bounces.
   testing::EventReader page(port);
@@ -186,10 +214,7 @@ TEST(DemoServeTest, TheScenarioWaitsForAViewerWhoSeesItThenFencedKeepsServing) {
   EXPECT_LT(a->second.at("token").as_int64(), highest);
 
   // Then it keeps serving: one's own writes land or bounce, on the page too.
-  ASSERT_TRUE(testing::WaitFor(
-      [&] { return Slurp(dir.File("out")).find("Ctrl-C stops it.") != std::string::npos; }, 30s))
-      << Slurp(dir.File("out"));
-  out = Slurp(dir.File("out"));
+  const std::string out = WaitForHints(dir);
   EXPECT_NE(out.find("verdict: stale write refused"), std::string::npos) << out;
   EXPECT_NE(out.find("-H 'Fencing-Token: " + std::to_string(highest + 5) + "'"), std::string::npos)
       << out;
@@ -205,12 +230,41 @@ TEST(DemoServeTest, TheScenarioWaitsForAViewerWhoSeesItThenFencedKeepsServing) {
     EXPECT_EQ(e->second.at("decision").as_string(), token == 1 ? "refused" : "accepted");
   }
 
-  demo.Signal(SIGINT);
-  int status = 0;
-  ASSERT_TRUE(
-      testing::WaitFor([&] { return waitpid(demo.pid(), &status, WNOHANG) == demo.pid(); }, 10s));
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  Interrupt(demo);
   EXPECT_TRUE(page.ClosedByPeer(5s)) << "fenced stops with the demo";
+}
+
+// --serve --no-fencing: what it says matches what happens. Fencing is off, so the stale write
+// lands, and so does each of one's own writes, whatever its token.
+TEST(DemoServeTest, WithoutFencingItsHintsSayWhatHappens) {
+  using namespace std::chrono_literals;
+  TempDir dir;
+  procutil::ChildProcess demo;
+  const std::uint16_t port = StartServing(demo, dir, {"--no-fencing"});
+  ASSERT_NE(port, 0);
+  EXPECT_NE(Slurp(dir.File("out")).find("Fencing is OFF in this run"), std::string::npos)
+      << Slurp(dir.File("out"));
+  testing::EventReader page(port);
+  ASSERT_EQ(page.ReadHeader(), 200);
+  for (int i = 0; i < 2; ++i) {  // B's write, then A's stale one: both accepted
+    auto e = page.NextEvent(30s);
+    ASSERT_TRUE(e) << Slurp(dir.File("out"));
+    EXPECT_EQ(e->second.at("decision").as_string(), "accepted");
+  }
+  const std::string all = WaitForHints(dir);
+  const std::string out = all.substr(std::min(all.find("fenced keeps running"), all.size()));
+  EXPECT_EQ(out.find("refused"), std::string::npos) << "no write will be refused: " << all;
+  EXPECT_NE(out.find("# accepted too: fencing is off"), std::string::npos) << out;
+  std::smatch m;
+  const std::regex hint(R"(-H 'Fencing-Token: (\d+)'   # accepted\n)");
+  ASSERT_TRUE(std::regex_search(out, m, hint)) << out;
+  testing::RawConnection c(port);
+  for (const std::string& token : {m[1].str(), std::string("1")}) {
+    c.Send(testing::Request("PUT", "/v1/objects/shared-record",
+                            {{"Fencing-Token", token}, {"Fencing-Lock", "demo-lock"}}, "mine"));
+    EXPECT_EQ(c.Read().status, 200) << "token " << token;
+  }
+  Interrupt(demo);
 }
 
 TEST(DemoTest, UnknownScenarioIsAClearError) {

@@ -441,9 +441,9 @@ Result<std::string> StoreToken(const po::variables_map& vm) {
   const auto& path = vm["token-file"].as<std::string>();
   std::ifstream in(path);
   std::string token;
-  if (!in || !std::getline(in, token)) {
-    return Status::InvalidArgument("cannot read a token from --token-file \"" + path +
-                                   "\"; put the bearer token on its first line");
+  if (!in || !std::getline(in, token)) {  // a file that is not there: no usage error
+    return Status::NotFound("cannot read a token from --token-file \"" + path +
+                            "\"; put the bearer token on its first line");
   }
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
   return token;

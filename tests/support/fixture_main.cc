@@ -56,29 +56,17 @@ std::string ReadAll(const fs::path& path) {
 // True while process `pid` exists (EPERM: it exists, owned by someone else).
 bool Alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
-// The keeper: starts the server, reports on `ready_fd` ("ok" or nothing), then holds it until
-// SIGTERM/SIGINT or until `watched` (the ctest process) is gone.
-[[noreturn]] void Keep(const fs::path& dir, int ready_fd, pid_t watched) {
-  ::setsid();  // out of ctest's process group: a test's timeout kill does not reach it
-  int log = ::open((dir / "keeper.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  int null = ::open("/dev/null", O_RDONLY);
-  // ctest reads the test's stdout and stderr to their end: the keeper must not hold them.
-  ::dup2(null, 0);
-  ::dup2(log, 1);
-  ::dup2(log, 2);
-  for (int fd = 3; fd < 1024; ++fd) {
-    if (fd != ready_fd) ::close(fd);
-  }
+// Starts the server in `data`, reports on `ready_fd` ("ok" or nothing), then holds it until
+// SIGTERM/SIGINT or until `watched` (the ctest process) is gone; stops it and says so by
+// removing DIR/keeper.pid. Returns the keeper's exit code.
+int Serve(const fs::path& dir, int ready_fd, pid_t watched, const fencekit::testing::TempDir& data) {
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
   sigprocmask(SIG_BLOCK, &stop, nullptr);
-
   int code = 1;
   {
-    // The cluster lives under $TMPDIR, whose path is short enough for its socket's name.
-    fencekit::testing::TempDir data;
     fencekit::procutil::PostgresServer server;
     Status s = fencekit::testing::StartPostgresFromTemplate(server, data.File("pg"));
     if (!s.ok()) {
@@ -94,10 +82,32 @@ bool Alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
       }
       code = 0;
     }
-  }  // the server stops here (fast shutdown), then its folder goes
+  }  // the server stops here (fast shutdown)
   std::error_code ec;
   fs::remove(dir / "uri", ec);
-  fs::remove(dir / "keeper.pid", ec);  // last: `stop` waits for it to go
+  fs::remove(dir / "keeper.pid", ec);  // `stop` waits for this
+  return code;
+}
+
+// The keeper process: detached from ctest, it serves, then removes the cluster's folder (after
+// `stop` has returned: a run's databases are many files) and exits.
+[[noreturn]] void Keep(const fs::path& dir, int ready_fd, pid_t watched) {
+  ::setsid();  // out of ctest's process group: a test's timeout kill does not reach it
+  int log = ::open((dir / "keeper.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  int null = ::open("/dev/null", O_RDONLY);
+  // ctest reads the test's stdout and stderr to their end: the keeper must not hold them.
+  ::dup2(null, 0);
+  ::dup2(log, 1);
+  ::dup2(log, 2);
+  for (int fd = 3; fd < 1024; ++fd) {
+    if (fd != ready_fd) ::close(fd);
+  }
+  int code;
+  {
+    // Under $TMPDIR, whose path is short enough for the server's socket's name.
+    fencekit::testing::TempDir data;
+    code = Serve(dir, ready_fd, watched, data);
+  }
   std::_Exit(code);
 }
 
