@@ -80,11 +80,11 @@ void KeepServing(const fencekit::demo::Timeline& t, const std::string& url, bool
   std::cout << "\nfenced keeps running at " << url << " (its page: " << url << "/ui). ";
   if (fencing) {
     std::cout << "Make your own writes and watch them land or bounce:\n  " << put << highest + 5
-              << "'   # accepted: at least the highest token so far (" << highest << ")\n  "
-              << put << 1 << "'   # refused: below it (409 stale_token)\n";
+              << "'   # accepted: at least the highest token so far (" << highest << ")\n  " << put
+              << 1 << "'   # refused: below it (409 stale_token)\n";
   } else {
-    std::cout << "It runs with --no-fencing, so every write lands, whatever its token:\n  "
-              << put << highest + 5 << "'   # accepted\n  " << put << 1
+    std::cout << "It runs with --no-fencing, so every write lands, whatever its token:\n  " << put
+              << highest + 5 << "'   # accepted\n  " << put << 1
               << "'   # accepted too: fencing is off (with fencing: 409 stale_token)\n";
   }
   std::cout << "Ctrl-C stops it.\n" << std::flush;

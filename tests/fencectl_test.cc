@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-
 #include <regex>
 
 #include "fencekit/lockclient/lock_client.h"
@@ -333,14 +332,18 @@ TEST_P(FencectlReleaseTest, ASecondReleaseByOwnerSaysAlreadyReleasedAndAnExpired
   for (const char* command : {"release", "extend"}) {
     auto again = Ctl({command, "--owner", owner, "job"});
     EXPECT_EQ(again.exit_code, 1) << command;
-    EXPECT_NE(again.err.find("already released"), std::string::npos) << command << ": " << again.err;
+    EXPECT_NE(again.err.find("already released"), std::string::npos)
+        << command << ": " << again.err;
     EXPECT_EQ(again.err.find("expired"), std::string::npos) << command << ": " << again.err;
   }
   // A lease left to expire (1s: etcd's shortest) is not "already released".
   auto expiring = Json(Ctl({"acquire", "--ttl", "1s", "job"}).out);
   ASSERT_TRUE(expiring.contains("owner"));
-  ASSERT_TRUE(testing::WaitFor([&] { return !Json(Ctl({"inspect", "job"}).out)["held"].as_bool(); },
-                               std::chrono::seconds(20)));
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return !Json(Ctl({"inspect", "job"}).out)["held"].as_bool();
+      },
+      std::chrono::seconds(20)));
   auto expired = Ctl({"release", "--owner", std::string(expiring["owner"].as_string()), "job"});
   EXPECT_EQ(expired.exit_code, 1);
   EXPECT_EQ(expired.err.find("already released"), std::string::npos) << expired.err;
@@ -387,12 +390,12 @@ TEST(FencectlCliTest, UsageErrorsExit64AndSayWhatWasExpected) {
   for (const auto& c : cases) {
     auto r = ctl(c.args);
     EXPECT_EQ(r.exit_code, 64) << ::testing::PrintToString(c.args) << ": " << r.err;
-    EXPECT_NE(r.err.find(c.says), std::string::npos) << ::testing::PrintToString(c.args) << ": "
-                                                     << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos)
+        << ::testing::PrintToString(c.args) << ": " << r.err;
   }
   // One grammar: seconds (whole or not), or a number with a unit.
-  for (auto [ttl, ms] : {std::pair{"10", 10'000}, {"1.5", 1'500}, {"500ms", 500}, {"2m", 120'000},
-                         {"0.5s", 500}}) {
+  for (auto [ttl, ms] :
+       {std::pair{"10", 10'000}, {"1.5", 1'500}, {"500ms", 500}, {"2m", 120'000}, {"0.5s", 500}}) {
     auto r = ctl({"acquire", "--ttl", ttl, std::string("job-") + ttl});
     ASSERT_EQ(r.exit_code, 0) << ttl << ": " << r.err;
     EXPECT_EQ(Json(r.out)["ttl_ms"].as_int64(), ms) << ttl;

@@ -253,7 +253,8 @@ TEST(PostgresStoreTest, ARoleThatMayNotCreateTheSchemaIsToldTheGrantItNeeds) {
   std::string as_role = admin;
   as_role.replace(as_role.find("postgres@"), 8, role);
   auto start = [&] {
-    return testing::RunCommand({testing::FencedBinary(), "--listen", "127.0.0.1:0", "--db", as_role});
+    return testing::RunCommand(
+        {testing::FencedBinary(), "--listen", "127.0.0.1:0", "--db", as_role});
   };
   auto refused = start();
   EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;

@@ -152,8 +152,9 @@ TEST(PauseRunsTest, TheSummaryNeverNamesAFolderItRemoved) {
   const std::regex files(R"(files: (/\S+))");
   std::smatch m;
   for (bool keep : {false, true}) {
-    std::vector<std::string> argv = {testing::FencectlBinary(), "pause-test", "--quiet",
-                                     "--runs", "1", "--fenced", testing::FencedBinary()};
+    std::vector<std::string> argv = {
+        testing::FencectlBinary(), "pause-test", "--quiet", "--runs", "1", "--fenced",
+        testing::FencedBinary()};
     if (keep) argv.push_back("--keep");
     auto r = testing::RunCommand(argv, env);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -174,8 +175,8 @@ TEST(PauseRunsSoak, SqliteControlArmWithoutFencingLosesUpdates) {
 
 TEST(PauseRunsSoak, RedisControlArmWithoutFencingLosesUpdates) {
   RedisServer redis;
-  EXPECT_GT(RunSeeded(testing::SoakLength(5, 20), 15, {"--no-fencing", "--locks", redis.uri()}).lost,
-            0);
+  EXPECT_GT(
+      RunSeeded(testing::SoakLength(5, 20), 15, {"--no-fencing", "--locks", redis.uri()}).lost, 0);
 }
 
 TEST(PauseRunsSoak, EtcdControlArmWithoutFencingLosesUpdates) {

@@ -3,9 +3,10 @@
 // lost in either loss mode, and the control (the store at durability normal, whose commits are
 // not synced) shows that the harness sees a loss.
 #include "support/power_loss.h"
-#include "support/test_support.h"
 
 #include <gtest/gtest.h>
+
+#include "support/test_support.h"
 
 namespace fencekit::testing {
 namespace {

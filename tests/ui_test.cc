@@ -102,7 +102,8 @@ TEST_F(UiTest, ThePageSaysFencingIsOffWhenAStaleTokenIsAccepted) {
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   ASSERT_TRUE((*store)->Put("demo-lock", *FencingToken::FromInt(7), "shared-record", "B").ok());
   ASSERT_TRUE(browser.WaitUntil(Count("#timeline .mark.accepted") + " === 1", 10s));
-  EXPECT_EQ(browser.Evaluate("document.getElementById('fencing').hidden"), boost::json::value(true));
+  EXPECT_EQ(browser.Evaluate("document.getElementById('fencing').hidden"),
+            boost::json::value(true));
   ASSERT_TRUE((*store)->Put("demo-lock", *FencingToken::FromInt(3), "shared-record", "A").ok());
   ASSERT_TRUE(browser.WaitUntil("!document.getElementById('fencing').hidden", 10s))
       << boost::json::serialize(browser.Evaluate("document.body.innerText").value_or(nullptr));

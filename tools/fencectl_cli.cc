@@ -60,14 +60,14 @@ Result<Parsed> Parse(const std::string& command, po::options_description& desc,
 
 Result<std::chrono::milliseconds> Duration(const po::variables_map& vm, const char* name) {
   auto d = ParseDuration(vm[name].as<std::string>());
-  if (!d.ok()) return Status::InvalidArgument(std::string("--") + name + ": " + d.status().message());
-  return d;
+  if (d.ok()) return d;
+  return Status::InvalidArgument(std::string("--") + name + ": " + d.status().message());
 }
 
 Result<FencingToken> Token(const po::variables_map& vm, const char* name) {
   auto t = FencingToken::Parse(vm[name].as<std::string>());
-  if (!t.ok()) return Status::InvalidArgument(std::string("--") + name + ": " + t.status().message());
-  return t;
+  if (t.ok()) return t;
+  return Status::InvalidArgument(std::string("--") + name + ": " + t.status().message());
 }
 
 const std::string& UsageLine(const std::string& command) {

@@ -92,8 +92,7 @@ Result<std::unique_ptr<LockClient>> OpenLocks(const po::variables_map& vm,
 }
 
 void AddLockOptions(po::options_description& desc) {
-  desc.add_options()("locks",
-                     po::value<std::string>()->default_value(DefaultLockUri()),
+  desc.add_options()("locks", po::value<std::string>()->default_value(DefaultLockUri()),
                      "lock service URI: sqlite:///path/locks.db, redis://host:port[/db], "
                      "redlock://h1:p1,h2:p2,h3:p3, etcd://h1:p1[,h2:p2,...] or "
                      "etcds://[user:password@]h1:p1[,...]?cacert=FILE[&prefix=P]")(
@@ -370,8 +369,9 @@ int Run(const std::vector<std::string>& args) {
   auto wait = Duration(p->vm, "wait");
   if (!wait.ok()) return FailUsage(wait.status());
   if (p->vm["nonblock"].as<bool>() && !p->vm["wait"].defaulted()) {
-    return Fail(kExitUsage, "-n (--nonblock) and -w (--wait) contradict each other: give one; "
-                            "see fencectl run --help");
+    return Fail(kExitUsage,
+                "-n (--nonblock) and -w (--wait) contradict each other: give one; "
+                "see fencectl run --help");
   }
   auto ttl = Duration(p->vm, "ttl");
   if (!ttl.ok()) return FailUsage(ttl.status());
@@ -479,8 +479,8 @@ void AddLeaseOptions(po::options_description& desc, bool required = true) {
     auto v = po::value<std::string>();
     return required ? v->required() : v;
   };
-  desc.add_options()("lock", value(), "lock name (the fence)")(
-      "token", value(), "fencing token of your lease")(
+  desc.add_options()("lock", value(), "lock name (the fence)")("token", value(),
+                                                               "fencing token of your lease")(
       "service", po::value<std::string>()->default_value(EnvOr("FENCING_SERVICE", "")),
       "lock service id of your lease (Fencing-Service); empty sends none");
 }

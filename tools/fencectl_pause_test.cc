@@ -16,10 +16,10 @@ int PauseTest(const std::vector<std::string>& args) {
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of the first run's schedule")(
       "no-fencing", po::bool_switch(), "control arm: the store accepts every token")(
       "ttl", po::value<std::string>()->default_value("150ms"),
-      "lease ttl (etcd:// or --start-etcd: 1s)")(
-      "run-length", po::value<std::string>()->default_value("1200ms"),
-      "length of one run (etcd:// or --start-etcd: 5s)")("pauses", po::value<int>()->default_value(10),
-                                         "pauses per run, each 0.5-3x the ttl")(
+      "lease ttl (etcd:// or --start-etcd: 1s)")("run-length",
+                                                 po::value<std::string>()->default_value("1200ms"),
+                                                 "length of one run (etcd:// or --start-etcd: 5s)")(
+      "pauses", po::value<int>()->default_value(10), "pauses per run, each 0.5-3x the ttl")(
       "max-delay", po::value<std::string>()->default_value("0ms"),
       "delay each write by a random 0..max before sending it (etcd:// or --start-etcd: 300ms)")(
       "kill-store", po::bool_switch(), "SIGKILL and restart the store once per run")(

@@ -265,8 +265,7 @@ int main(int argc, char** argv) {
 
   // A SQLite file that this start creates is removed again if fenced then refuses to start (a
   // bad listen address, a port in use, a TLS or --auth file it cannot use).
-  const bool new_sqlite_file =
-      db.find("://") == std::string::npos && !std::filesystem::exists(db);
+  const bool new_sqlite_file = db.find("://") == std::string::npos && !std::filesystem::exists(db);
   auto store = FencedStore::Open(store_options);
   if (!store.ok()) return Fail(store.status().message());
   auto server = Server::Start(server_options, store->get());

@@ -36,8 +36,9 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
     if (digits == 0) return bad;
     unit.remove_prefix(digits);
   }
+  // A bare number is seconds, as sleep(1)'s.
   std::uint64_t factor = 0;
-  if (unit.empty() || unit == "s") factor = 1000;  // a bare number is seconds, as sleep(1)'s
+  if (unit.empty() || unit == "s") factor = 1000;
   else if (unit == "ms") factor = 1;
   else if (unit == "m") factor = 60'000;
   else if (unit == "h") factor = 3'600'000;

@@ -399,11 +399,12 @@ Status Migrate(Conn& conn, const std::string& name, std::chrono::milliseconds ti
     // CREATE SCHEMA needs the CREATE privilege on the database (its owner has it).
     const std::string role = PQgetvalue(found->get(), 0, 3);
     const std::string db = PQgetvalue(found->get(), 0, 4);
+    const std::string grant = "GRANT CREATE ON DATABASE " + db + " TO " + role + ";";
+    const std::string own = "ALTER DATABASE " + db + " OWNER TO " + role + ";";
     return fail(Status::PermissionDenied(
-        "the role " + role + " may not create the store's schema fencekit in the PostgreSQL "
-        "database " + name + ": as a superuser or the database's owner, run GRANT CREATE ON "
-        "DATABASE " + db + " TO " + role + "; (or make it the owner: ALTER DATABASE " + db +
-        " OWNER TO " + role + ";). See docs/operations-postgresql.md"));
+        "the role " + role + " may not create the store's schema fencekit in the PostgreSQL " +
+        "database " + name + ": as a superuser or the database's owner, run " + grant +
+        " (or make it the owner: " + own + "). See docs/operations-postgresql.md"));
   }
   int version = 0;
   if (has_schema && !has_version) {

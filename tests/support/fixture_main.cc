@@ -59,7 +59,8 @@ bool Alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 // Starts the server in `data`, reports on `ready_fd` ("ok" or nothing), then holds it until
 // SIGTERM/SIGINT or until `watched` (the ctest process) is gone; stops it and says so by
 // removing DIR/keeper.pid. Returns the keeper's exit code.
-int Serve(const fs::path& dir, int ready_fd, pid_t watched, const fencekit::testing::TempDir& data) {
+int Serve(const fs::path& dir, int ready_fd, pid_t watched,
+          const fencekit::testing::TempDir& data) {
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);

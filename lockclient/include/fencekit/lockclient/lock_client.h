@@ -145,9 +145,9 @@ struct LockOptions {
 // Thread safety: safe for concurrent use by several threads.
 class LockClient {
  public:
-  // `uri` as above; "" is DefaultLockUri(). kInvalidArgument for a malformed or unknown URI; kUnavailable when the
-  // service cannot be reached (Redis: the node refuses or ignores a connection within
-  // op_timeout; Redlock: fewer than a majority of the nodes accept one within
+  // `uri` as above; "" is DefaultLockUri(). kInvalidArgument for a malformed or unknown URI;
+  // kUnavailable when the service cannot be reached (Redis: the node refuses or ignores a
+  // connection within op_timeout; Redlock: fewer than a majority of the nodes accept one within
   // redlock_node_timeout; etcd: no endpoint answers). Open connects, so it fails at once
   // rather than at the first acquire.
   static Result<std::unique_ptr<LockClient>> Open(std::string_view uri, LockOptions options = {});
