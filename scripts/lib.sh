@@ -47,7 +47,7 @@ build() {
 
 # build_preset PRESET [TARGET...]: configures build/PRESET once, then builds the targets (default:
 # the preset's own) at the lowest CPU and I/O priority, as the sanitizer builds take long on a
-# shared machine (and scripts/test --full runs them beside a suite).
+# shared machine.
 build_preset() {
   local preset="$1" dir="$FENCEKIT_ROOT/build/$1"
   shift
