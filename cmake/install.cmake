@@ -1,6 +1,6 @@
 # cmake --install: headers, the libraries (with the internal archives they need), fenced,
-# fencectl and fencekit-demo, a fencekitConfig.cmake exporting the fencekit:: targets, and
-# fencekit.pc for pkg-config.
+# fencectl and fencekit-demo, the guard as SQL (share/fencekit/sql/), a fencekitConfig.cmake
+# exporting the fencekit:: targets, and fencekit.pc for pkg-config.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -17,6 +17,9 @@ install(TARGETS
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS fenced fencectl fencekit-demo RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The guard in your own database (docs/guard-in-your-database.md).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/fencedstore/sql/
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/fencekit/sql)
 foreach(module common lockclient fencedstore httpapi fencing procutil pausetest)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/include/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

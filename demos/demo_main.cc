@@ -57,12 +57,15 @@ bool StopRequested(int timeout_ms) {
 // --serve, before the scenario: where to watch, then wait until a page is open (the demo's, or
 // fenced's own).
 bool WaitForViewer(fencekit::demo::Demo& demo, fencekit::demo::LivePage& page,
-                   const std::string& url) {
+                   const std::string& url, bool fencing) {
   std::cout << "Open " << page.url()
             << " in a browser to watch the story as it happens: the clients, the lock service,\n"
                "the pause and the store. fenced (the store) listens at "
             << url << "; its own page: " << url
             << "/ui.\nThe scenario starts once a page is open (Ctrl-C stops).\n"
+            << (fencing ? ""
+                        : "Fencing is OFF in this run (--no-fencing): this fenced accepts every "
+                          "token, so the stale write will land.\n")
             << std::flush;
   while (page.viewers() < 1 && demo.Viewers() < 1) {
     if (StopRequested(100)) return false;
@@ -72,19 +75,25 @@ bool WaitForViewer(fencekit::demo::Demo& demo, fencekit::demo::LivePage& page,
   return true;
 }
 
-// --serve, after the scenario: how to make one's own writes, then wait for Ctrl-C.
-void KeepServing(const fencekit::demo::Timeline& t, const std::string& url) {
+// --serve, after the scenario: how to make one's own writes (and what fenced will answer),
+// then wait for Ctrl-C.
+void KeepServing(const fencekit::demo::Timeline& t, const std::string& url, bool fencing) {
   std::int64_t highest = 0;
   for (const auto& e : t.events) highest = std::max(highest, e.token.value_or(0));
   const std::string put = "curl -i -X PUT -H 'Fencing-Lock: " +
                           std::string(fencekit::demo::kLock) + "' --data mine " + url +
                           "/v1/objects/" + fencekit::demo::kKey + " -H 'Fencing-Token: ";
-  std::cout << "\nfenced keeps running at " << url << " (its page: " << url
-            << "/ui). Make your own writes and watch them land or bounce:\n  " << put
-            << highest + 5 << "'   # accepted: at least the highest token so far (" << highest
-            << ")\n  " << put << 1 << "'   # refused: below it (409 stale_token)\n"
-            << "Ctrl-C stops it.\n"
-            << std::flush;
+  std::cout << "\nfenced keeps running at " << url << " (its page: " << url << "/ui). ";
+  if (fencing) {
+    std::cout << "Make your own writes and watch them land or bounce:\n  " << put << highest + 5
+              << "'   # accepted: at least the highest token so far (" << highest << ")\n  " << put
+              << 1 << "'   # refused: below it (409 stale_token)\n";
+  } else {
+    std::cout << "It runs with --no-fencing, so every write lands, whatever its token:\n  " << put
+              << highest + 5 << "'   # accepted\n  " << put << 1
+              << "'   # accepted too: fencing is off (with fencing: 409 stale_token)\n";
+  }
+  std::cout << "Ctrl-C stops it.\n" << std::flush;
   StopRequested(-1);
 }
 
@@ -167,7 +176,9 @@ int main(int argc, char** argv) {
     page = std::move(started).value();
     CatchStopSignals();
     demo.set_before_scenario(
-        [&demo, &page](const std::string& url) { return WaitForViewer(demo, *page, url); });
+        [&demo, &page, fencing](const std::string& url) {
+          return WaitForViewer(demo, *page, url, fencing);
+        });
     demo.set_on_event([&page](const Event& e) { page->Add(e); });
   }
   std::string error = demo.Run();
@@ -196,7 +207,7 @@ int main(int argc, char** argv) {
     if (page->Finish(t, demo.store_url(), demo.store_port(), 10s)) {
       std::cout << "\nThe page (" << page->url() << ") shows your writes too, on the store's lane.";
     }
-    KeepServing(t, demo.store_url());
+    KeepServing(t, demo.store_url(), fencing);
   }
   return t.lesson_shown ? 0 : 1;
 }

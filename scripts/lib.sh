@@ -48,7 +48,8 @@ build() {
 }
 
 # build_preset PRESET [TARGET...]: configures build/PRESET once, then builds the targets (default:
-# the preset's own) under nice, as the sanitizer builds take long on a shared machine.
+# the preset's own) at the lowest CPU and I/O priority, as the sanitizer builds take long on a
+# shared machine.
 build_preset() {
   local preset="$1" dir="$FENCEKIT_ROOT/build/$1"
   shift
@@ -58,7 +59,7 @@ build_preset() {
   fi
   local targets=()
   [ "$#" -gt 0 ] && targets=(--target "$@")
-  nice -n 10 cmake --build --preset "$preset" -j "$(nproc)" "${targets[@]}"
+  nice -n 19 ionice -c 3 cmake --build --preset "$preset" -j "$(nproc)" "${targets[@]}"
 }
 
 # Sanitizer stacks with function names and lines: clang-16's symbolizer, else the system's.

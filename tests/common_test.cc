@@ -38,9 +38,23 @@ TEST(UnitsTest, ParsesDurationsAndSizes) {
   EXPECT_EQ(ParseDuration("250ms").value(), std::chrono::milliseconds(250));
   EXPECT_EQ(ParseDuration("10s").value(), std::chrono::seconds(10));
   EXPECT_EQ(ParseDuration("2m").value(), std::chrono::minutes(2));
-  EXPECT_FALSE(ParseDuration("10").ok());
-  EXPECT_FALSE(ParseDuration("s").ok());
-  EXPECT_FALSE(ParseDuration("-1s").ok());
+  // A bare number is seconds, whole or not; a unit takes a fraction too; to the millisecond.
+  EXPECT_EQ(ParseDuration("10").value(), std::chrono::seconds(10));
+  EXPECT_EQ(ParseDuration("1.5").value(), std::chrono::milliseconds(1500));
+  EXPECT_EQ(ParseDuration("0.5s").value(), std::chrono::milliseconds(500));
+  EXPECT_EQ(ParseDuration("1.5m").value(), std::chrono::seconds(90));
+  EXPECT_EQ(ParseDuration("2.0005").value(), std::chrono::milliseconds(2001));
+  EXPECT_EQ(ParseDuration("0").value(), std::chrono::milliseconds(0));
+  for (const char* bad : {"", "s", "-1s", "1.", ".5", "1.5.2", "10x", "1 s", "0.0000000001"}) {
+    auto d = ParseDuration(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    // One message for every flag, saying what to write.
+    EXPECT_EQ(d.status().message(),
+              "duration \"" + std::string(bad) +
+                  "\" is invalid: write seconds (10, 1.5) or a number with a unit, ms, s, m or "
+                  "h (500ms, 2m)");
+  }
+  EXPECT_NE(ParseDuration("99999999999h").status().message().find("too long"), std::string::npos);
   EXPECT_EQ(ParseSize("1MiB").value(), 1u << 20);
   EXPECT_EQ(ParseSize("512").value(), 512u);
   EXPECT_FALSE(ParseSize("1MB").ok());

@@ -21,11 +21,13 @@ namespace {
 using testing::FencedProcess;
 using testing::TempDir;
 
-TEST(CrashTest, SigkillAtSeededMomentsLosesNoAcknowledgedWrite) {
-  // The short arm of kill_sweep (docs/reliability.md has a long run).
-  auto r = testing::RunKillSweep({.points = 30, .seed = 7});
+TEST(CrashSoak, SigkillAtSeededMomentsLosesNoAcknowledgedWrite) {
+  // A soak: 30 kills at full length, a few in the short arm (kill_sweep runs long ones;
+  // docs/reliability.md).
+  const int points = testing::SoakLength(8, 30);
+  auto r = testing::RunKillSweep({.points = points, .seed = 7});
   RecordProperty("report", r.Line());
-  EXPECT_EQ(r.points, 30) << r.Line();
+  EXPECT_EQ(r.points, points) << r.Line();
   EXPECT_EQ(r.start_failures, 0);
   EXPECT_GT(r.acked, 0) << "no write was acknowledged: the sweep tested nothing";
   EXPECT_EQ(r.acked_lost, 0) << r.Line();

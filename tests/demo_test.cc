@@ -193,6 +193,39 @@ TEST(DemoServeTest, TheScenarioWaitsForAViewerWhoSeesItThenFencedKeepsServing) {
   EXPECT_TRUE(page.ClosedByPeer(5s)) << "fenced stops with the demo";
 }
 
+// --serve --no-fencing: what it says matches what happens. Fencing is off, so the stale write
+// lands, and so does each of one's own writes, whatever its token.
+TEST(DemoServeTest, WithoutFencingItsHintsSayWhatHappens) {
+  using namespace std::chrono_literals;
+  TempDir dir;
+  testing::ServingDemo demo(DEMO_BINARY, dir, {"--no-fencing"});
+  ASSERT_TRUE(demo.started());
+  EXPECT_NE(demo.Output().find("Fencing is OFF in this run"), std::string::npos)
+      << demo.Output();
+  const std::uint16_t port = demo.fenced_port();
+  testing::EventReader page(port);
+  ASSERT_EQ(page.ReadHeader(), 200);
+  for (int i = 0; i < 2; ++i) {  // B's write, then A's stale one: both accepted
+    auto e = page.NextEvent(30s);
+    ASSERT_TRUE(e) << demo.Output();
+    EXPECT_EQ(e->second.at("decision").as_string(), "accepted");
+  }
+  const std::string all = demo.WaitForOutput("Ctrl-C stops it.");
+  const std::string out = all.substr(std::min(all.find("fenced keeps running"), all.size()));
+  EXPECT_EQ(out.find("refused"), std::string::npos) << "no write will be refused: " << all;
+  EXPECT_NE(out.find("# accepted too: fencing is off"), std::string::npos) << out;
+  std::smatch m;
+  const std::regex hint(R"(-H 'Fencing-Token: (\d+)'   # accepted\n)");
+  ASSERT_TRUE(std::regex_search(out, m, hint)) << out;
+  testing::RawConnection c(port);
+  for (const std::string& token : {m[1].str(), std::string("1")}) {
+    c.Send(testing::Request("PUT", "/v1/objects/shared-record",
+                            {{"Fencing-Token", token}, {"Fencing-Lock", "demo-lock"}}, "mine"));
+    EXPECT_EQ(c.Read().status, 200) << "token " << token;
+  }
+  EXPECT_TRUE(demo.Interrupt());
+}
+
 TEST(DemoTest, UnknownScenarioIsAClearError) {
   TempDir dir;
   auto run = RunDemo(dir, {"--scenario", "meteor-strike"});

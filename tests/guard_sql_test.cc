@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "fencekit/procutil/postgres_server.h"
+#include "support/store_engines.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -76,11 +76,9 @@ class Pg {
 class PostgresGuardTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    server_ = new procutil::PostgresServer();
-    Status s = server_->Start({.data_dir = dir_->File("pg")});
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    Pg admin(server_->uri());
+    uri_ = new std::string(testing::NewPostgresDatabase());
+    ASSERT_FALSE(uri_->empty());
+    Pg admin(*uri_);
     ASSERT_TRUE(admin.ok()) << admin.error();
     ASSERT_EQ(admin.Exec(ReadFile(std::string(GUARD_SQL_DIR) + "/postgresql-guard.sql")), "")
         << admin.last_message_;
@@ -92,14 +90,12 @@ class PostgresGuardTest : public ::testing::Test {
         << admin.last_message_;
   }
   static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    delete dir_;
-    dir_ = nullptr;
+    delete uri_;
+    uri_ = nullptr;
   }
 
   std::unique_ptr<Pg> Connect() {
-    auto c = std::make_unique<Pg>(server_->uri());
+    auto c = std::make_unique<Pg>(*uri_);
     EXPECT_TRUE(c->ok()) << c->error();
     return c;
   }
@@ -115,11 +111,9 @@ class PostgresGuardTest : public ::testing::Test {
     });
   }
 
-  static TempDir* dir_;
-  static procutil::PostgresServer* server_;
+  static std::string* uri_;  // a database of its own on the shared PostgreSQL
 };
-TempDir* PostgresGuardTest::dir_ = nullptr;
-procutil::PostgresServer* PostgresGuardTest::server_ = nullptr;
+std::string* PostgresGuardTest::uri_ = nullptr;
 
 TEST_F(PostgresGuardTest, AdvancesThenRefusesALowerTokenWithSqlstateFence) {
   auto c = Connect();

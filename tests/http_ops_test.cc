@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <boost/json/parse.hpp>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <map>
@@ -266,6 +267,46 @@ TEST(FencedFlagsTest, AccessLogAndRefusalsGoToStandardError) {
       5s))
       << fenced.Output();
   EXPECT_NE(fenced.Output().find("/ui"), std::string::npos) << "the start line names the page";
+}
+
+// fenced that refuses to start leaves no database file of its own making behind (it was made
+// before the listen address was tried), and never removes one that was there before.
+TEST(FencedFlagsTest, ARefusedStartLeavesNoNewDatabaseFileBehind) {
+  testing::TempDir dir;
+  testing::FencedProcess taken(dir.File("taken.db"));  // its port is in use
+  const std::string db = dir.File("store.db");
+  const std::vector<std::vector<std::string>> refusals = {
+      {"--listen", "127.0.0.1:" + std::to_string(taken.port())},
+      {"--listen", "192.0.2.1:0"},  // an address of no interface here (TEST-NET-1)
+      {"--listen", "127.0.0.1:0", "--tls-cert", dir.File("none.pem"), "--tls-key",
+       dir.File("none.key")},
+  };
+  auto start = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {testing::FencedBinary(), "--db", db});
+    return testing::RunCommand(args);
+  };
+  for (const auto& args : refusals) {
+    auto r = start(args);
+    EXPECT_EQ(r.exit_code, 2) << ::testing::PrintToString(args) << r.out << r.err;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      EXPECT_FALSE(std::filesystem::exists(db + suffix))
+          << ::testing::PrintToString(args) << " left " << db + suffix << " behind: " << r.err;
+    }
+  }
+  // A database that was there before stays, with what it holds.
+  {
+    testing::FencedProcess first(db);
+    RawConnection c(first.port());
+    c.Send(Request("PUT", "/v1/objects/k", {{"Fencing-Token", "2"}}, "kept"));
+    ASSERT_EQ(c.Read().status, 201);
+  }
+  EXPECT_EQ(start(refusals.front()).exit_code, 2);
+  testing::FencedProcess again(db);
+  RawConnection c(again.port());
+  c.Send(Request("GET", "/v1/objects/k"));
+  auto kept = c.Read();
+  EXPECT_EQ(kept.status, 200);
+  EXPECT_EQ(kept.body, "kept");
 }
 
 // --- Health -------------------------------------------------------------------------------

@@ -20,8 +20,7 @@
 #include "fencekit/pausetest/checker.h"
 #include "fencekit/pausetest/history.h"
 #include "fencekit/procutil/fenced_server.h"
-#include "fencekit/procutil/postgres_server.h"
-#include "support/pg_client.h"
+#include "support/store_engines.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -31,27 +30,22 @@ using namespace std::chrono_literals;
 using pausetest::HistoryOp;
 using pausetest::NowMicros;
 using testing::FencedBinary;
-using testing::PgClient;
 using testing::RawConnection;
 using testing::Request;
 using testing::TempDir;
 
 constexpr int kStores = 3;
 
-// One PostgreSQL server, database "fencekit", and three fenced on it.
+// A new database on the shared PostgreSQL server, and three fenced on it.
 class MultiFencedTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Status s = pg_.Start({.data_dir = dir_.File("pg")});
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    PgClient admin(pg_.uri() + "?connect_timeout=10");
-    ASSERT_TRUE(admin.ok()) << admin.error();
-    auto created = admin.Query("CREATE DATABASE fencekit");
-    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    const std::string db = testing::NewPostgresDatabase();
+    ASSERT_FALSE(db.empty());
     for (int i = 0; i < kStores; ++i) {
-      s = fenced_[i].Start({.binary = FencedBinary(),
-                            .db = pg_.uri("fencekit"),
-                            .log_path = dir_.File("fenced" + std::to_string(i) + ".log")});
+      Status s = fenced_[i].Start({.binary = FencedBinary(),
+                                   .db = db,
+                                   .log_path = dir_.File("fenced" + std::to_string(i) + ".log")});
       ASSERT_TRUE(s.ok()) << s.ToString();
     }
   }
@@ -63,7 +57,6 @@ class MultiFencedTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  procutil::PostgresServer pg_;
   std::array<procutil::FencedServer, kStores> fenced_;
 };
 

@@ -356,7 +356,7 @@ TEST(FencectlServiceTest, AcquirePrintsTheServiceAndCheckTokenExitsZeroWhenCurre
   EXPECT_EQ(forged.exit_code, 3) << forged.err;
   EXPECT_EQ(Json(forged.out)["current"].as_bool(), false);
   auto bad = ctl({"check-token", "--token", "-1", "job"});
-  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.exit_code, 64) << "a usage error";
   EXPECT_NE(bad.err.find("token"), std::string::npos) << bad.err;
 
   // run: the command sees the lease's service beside its token.

@@ -66,9 +66,42 @@ TEST_F(UiTest, ThePageDrawsAnAcceptedAndARefusedWriteAsTheyHappen) {
                              markup + "')"),
             boost::json::value(true));
 
+  EXPECT_EQ(browser.Evaluate("document.getElementById('fencing').hidden"), boost::json::value(true))
+      << "a refusing fenced is not called unfenced";
+
   std::string png = browser.Screenshot();
   ASSERT_FALSE(png.empty());
   EXPECT_GT(testing::DistinctImageBytes(png), 32) << "the screenshot looks blank";
+}
+
+// fenced --no-fencing (fencekit-demo --no-fencing runs one): once it accepts a token below one it
+// accepted, the page says fencing is off, and its curl hints no longer promise a refusal.
+TEST_F(UiTest, ThePageSaysFencingIsOffWhenAStaleTokenIsAccepted) {
+  TempDir dir;
+  testing::FencedProcess fenced(dir.File("store.db"), {"--no-fencing"});
+  Chromium& browser = *browser_;
+  ASSERT_TRUE(browser.Open(fenced.url() + "/ui")) << browser.Log();
+  ASSERT_TRUE(browser.WaitUntil("document.getElementById('status').dataset.state === 'live'", 20s))
+      << browser.Log();
+  auto store = StoreClient::Open(fenced.url());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE((*store)->Put("demo-lock", *FencingToken::FromInt(7), "shared-record", "B").ok());
+  ASSERT_TRUE(browser.WaitUntil(Count("#timeline .mark.accepted") + " === 1", 10s));
+  EXPECT_EQ(browser.Evaluate("document.getElementById('fencing').hidden"),
+            boost::json::value(true));
+  ASSERT_TRUE((*store)->Put("demo-lock", *FencingToken::FromInt(3), "shared-record", "A").ok());
+  ASSERT_TRUE(browser.WaitUntil("!document.getElementById('fencing').hidden", 10s))
+      << boost::json::serialize(browser.Evaluate("document.body.innerText").value_or(nullptr));
+  auto said = browser.Evaluate("document.getElementById('fencing').textContent");
+  ASSERT_TRUE(said && said->is_string());
+  const std::string text(said->as_string());
+  EXPECT_NE(text.find("Fencing is OFF on this fenced: it accepted token 3 of lock demo-lock after "
+                      "token 7"),
+            std::string::npos)
+      << text;
+  auto hints = browser.Evaluate("document.getElementById('try').textContent");
+  ASSERT_TRUE(hints && hints->is_string());
+  EXPECT_EQ(std::string(hints->as_string()).find("a refused one"), std::string::npos);
 }
 
 TEST_F(UiTest, UnderAuthThePageAsksForATokenAndThenShowsWhatItMayRead) {

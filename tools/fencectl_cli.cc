@@ -1,11 +1,9 @@
 #include "fencectl_cli.h"
 
-#include <unistd.h>
-
 #include <boost/json/serialize.hpp>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "fencekit/common/units.h"
 
@@ -25,21 +23,7 @@ int FailStatus(const Status& s) {
 
 int FailUsage(const Status& s) { return Fail(kExitUsage, s.message()); }
 
-std::string DefaultLocks() {
-  if (const char* v = std::getenv("FENCEKIT_LOCKS"); v != nullptr && *v != '\0') return v;
-  std::string state;
-  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg != nullptr && *xdg == '/') {
-    state = xdg;
-  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
-    state = std::string(home) + "/.local/state";
-  } else {
-    state = "/tmp/fencekit-" + std::to_string(::getuid());
-  }
-  std::string dir = state + "/fencekit";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);  // a failure shows when the file is opened
-  return "sqlite://" + dir + "/locks.db";
-}
+int FailOpen(const Status& s) { return s.IsInvalidArgument() ? FailUsage(s) : FailStatus(s); }
 
 std::string EnvOr(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -56,7 +40,7 @@ Result<Parsed> Parse(const std::string& command, po::options_description& desc,
   try {
     po::store(po::command_line_parser(args).options(desc).positional(positional).run(), p.vm);
     if (p.vm.count("help")) {
-      std::cout << "fencectl " << command << "\n" << desc << "\n";
+      std::cout << "Usage: " << UsageLine(command) << "\n\n" << desc << "\n";
       p.help = true;
       return p;
     }
@@ -75,7 +59,37 @@ Result<Parsed> Parse(const std::string& command, po::options_description& desc,
 }
 
 Result<std::chrono::milliseconds> Duration(const po::variables_map& vm, const char* name) {
-  return ParseDuration(vm[name].as<std::string>());
+  auto d = ParseDuration(vm[name].as<std::string>());
+  if (d.ok()) return d;
+  return Status::InvalidArgument(std::string("--") + name + ": " + d.status().message());
+}
+
+Result<FencingToken> Token(const po::variables_map& vm, const char* name) {
+  auto t = FencingToken::Parse(vm[name].as<std::string>());
+  if (t.ok()) return t;
+  return Status::InvalidArgument(std::string("--") + name + ": " + t.status().message());
+}
+
+const std::string& UsageLine(const std::string& command) {
+  static const std::map<std::string, std::string> kLines = {
+      {"acquire", "fencectl acquire [options] NAME"},
+      {"release", "fencectl release [options] --owner ID [--token N] NAME"},
+      {"extend", "fencectl extend [options] --owner ID [--token N] NAME"},
+      {"inspect", "fencectl inspect [options] NAME"},
+      {"check-token", "fencectl check-token [options] --token N NAME"},
+      {"run", "fencectl run [options] NAME -- CMD [ARGS...]"},
+      {"put", "fencectl put [options] --lock NAME --token N KEY [VALUE | -]"},
+      {"get", "fencectl get [options] KEY"},
+      {"delete", "fencectl delete [options] --lock NAME --token N KEY"},
+      {"batch", "fencectl batch [options] [--lock NAME --token N] FILE | -"},
+      {"list", "fencectl list [options]"},
+      {"fence", "fencectl fence [options] LOCK"},
+      {"history", "fencectl history [options]"},
+      {"pause-test", "fencectl pause-test [options]"},
+  };
+  static const std::string kNone = "fencectl COMMAND [options]";
+  auto it = kLines.find(command);
+  return it == kLines.end() ? kNone : it->second;
 }
 
 }  // namespace fencekit::fencectl

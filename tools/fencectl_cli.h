@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fencekit/common/status.h"
+#include "fencekit/common/token.h"
 #include "wire.h"
 
 namespace fencekit::fencectl {
@@ -30,12 +31,11 @@ int Fail(int code, const std::string& message);
 int FailStatus(const Status& s);
 // A usage error: the message, and exit kExitUsage.
 int FailUsage(const Status& s);
+// A failure to open a lock service or a store: a malformed or unknown URI (kInvalidArgument)
+// is a usage error, anything else as FailStatus.
+int FailOpen(const Status& s);
 // $name when set and not empty, else `fallback`.
 std::string EnvOr(const char* name, const char* fallback);
-// The default lock service: $FENCEKIT_LOCKS, else one SQLite file per user and machine,
-// sqlite://$XDG_STATE_HOME/fencekit/locks.db ($XDG_STATE_HOME defaults to ~/.local/state),
-// whatever the working directory. Makes the folder when it is missing.
-std::string DefaultLocks();
 // One JSON object on one line of stdout.
 void Print(const boost::json::object& o);
 // Names in fencectl's JSON follow fenced's rule (percent-encoded when not UTF-8).
@@ -45,13 +45,20 @@ struct Parsed {
   po::variables_map vm;
   bool help = false;  // --help was given and printed: the command should exit 0
 };
+// "fencectl put [options] --lock NAME --token N KEY [VALUE | -]": a command's usage line, its
+// positional arguments by name (what `fencectl COMMAND --help` prints first).
+const std::string& UsageLine(const std::string& command);
 // Parses one subcommand's options; `positional` names the positional arguments in order.
-// --help is answered before the required arguments are checked. Errors are usage errors.
+// --help (the usage line, then the options) is answered before the required arguments are
+// checked. Errors are usage errors.
 Result<Parsed> Parse(const std::string& command, po::options_description& desc,
                      const po::positional_options_description& positional,
                      const std::vector<std::string>& args);
-// The option `name` as a duration ("10s", "250ms").
+// The option `name` as a duration, in the one grammar of every flag (ParseDuration: "10",
+// "1.5", "500ms", "2m"); kInvalidArgument names the flag.
 Result<std::chrono::milliseconds> Duration(const po::variables_map& vm, const char* name);
+// The option `name` as a fencing token; kInvalidArgument names the flag.
+Result<FencingToken> Token(const po::variables_map& vm, const char* name);
 
 // fencectl pause-test (fencectl_pause_test.cc).
 int PauseTest(const std::vector<std::string>& args);

@@ -39,19 +39,20 @@ Usage:
   fencectl extend  [--locks URI] --owner ID [--token N] [--ttl 10s] NAME
   fencectl inspect [--locks URI] NAME
   fencectl check-token [--locks URI] --token N NAME
-  fencectl run     [--locks URI] [--ttl 10s] [-w SECONDS | -n] [-E CODE] [--on-loss term|warn]
+  fencectl run     [--locks URI] [--ttl 10s] [-w 0 | -n] [-E 2] [--on-loss term|warn]
                    [--kill-grace 5s] NAME -- CMD [ARGS...]
   fencectl put     [--store URL] --lock NAME --token N [--service ID]
                    [--if-version N | --if-absent] KEY [VALUE | -]
   fencectl get     [--store URL] [--raw] KEY
   fencectl delete  [--store URL] --lock NAME --token N [--service ID] [--if-version N] KEY
-  fencectl batch   [--store URL] --lock NAME --token N [--service ID] FILE | -
+  fencectl batch   [--store URL] [--lock NAME --token N] [--service ID] FILE | -
   fencectl list    [--store URL] [--prefix P] [--after KEY] [--limit 100] [--all]
   fencectl fence   [--store URL] [--set N [--unbind-service]] LOCK
   fencectl history [--store URL] [--limit 100]
-  fencectl pause-test --runs R [--locks URI] [--clients N] [--seed S] [--no-fencing] [...]
+  fencectl pause-test [--runs 50] [--locks URI] [--clients 3] [--seed 1] [--no-fencing] [...]
 
 Options may come before the command too: fencectl --locks URI acquire NAME.
+Durations, in every flag: seconds (10, 1.5) or a number with ms, s, m or h (500ms, 2m).
 
 Lock service URIs (--locks):
   sqlite:///path/locks.db              one machine; the default is one file per user:
@@ -91,8 +92,7 @@ Result<std::unique_ptr<LockClient>> OpenLocks(const po::variables_map& vm,
 }
 
 void AddLockOptions(po::options_description& desc) {
-  desc.add_options()("locks",
-                     po::value<std::string>()->default_value(DefaultLocks()),
+  desc.add_options()("locks", po::value<std::string>()->default_value(DefaultLockUri()),
                      "lock service URI: sqlite:///path/locks.db, redis://host:port[/db], "
                      "redlock://h1:p1,h2:p2,h3:p3, etcd://h1:p1[,h2:p2,...] or "
                      "etcds://[user:password@]h1:p1[,...]?cacert=FILE[&prefix=P]")(
@@ -142,8 +142,11 @@ int Acquire(const std::vector<std::string>& args) {
   auto p = Parse("acquire", desc, pos, args);
   if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
+  for (const char* d : {"ttl", "wait"}) {
+    if (auto v = Duration(p->vm, d); !v.ok()) return FailUsage(v.status());
+  }
   auto granted = AcquireFromOptions(p->vm);
-  if (!granted.ok()) return FailStatus(granted.status());
+  if (!granted.ok()) return FailOpen(granted.status());
   json::object o = LeaseJson(granted->lease);
   o["locks"] = LockUriWithoutPassword(p->vm["locks"].as<std::string>());
   Print(o);
@@ -156,19 +159,23 @@ Result<Lease> LeaseOf(LockClient& client, const po::variables_map& vm) {
   lease.lock = vm["name"].as<std::string>();
   lease.owner = vm["owner"].as<std::string>();
   if (vm.count("token")) {
-    auto t = FencingToken::Parse(vm["token"].as<std::string>());
-    if (!t.ok()) return t.status();
-    lease.token = *t;
+    lease.token = *Token(vm, "token");  // checked by the caller
     return lease;
   }
   auto info = client.Inspect(lease.lock);
   if (!info.ok()) return info.status();
-  if (!info->held || info->owner != lease.owner || !info->token) {
+  if (info->held && info->owner == lease.owner && info->token) {
+    lease.token = *info->token;
+    return lease;
+  }
+  if (info->held || !info->last_token) {
     return Status::NotHeld("lock \"" + lease.lock + "\" on " + client.service() +
                            " is not held by owner " + lease.owner +
-                           (info->held ? " (another owner holds it)" : " (it expired)"));
+                           (info->held ? " (another owner holds it)" : " (it was never granted)"));
   }
-  lease.token = *info->token;
+  // Not held: the last lease granted may be this owner's, released or expired. The service
+  // tells which when asked to release (or extend) it: "already released", or not held.
+  lease.token = *info->last_token;
   return lease;
 }
 
@@ -189,11 +196,14 @@ int ReleaseOrExtend(const std::string& command, const std::vector<std::string>& 
   std::chrono::milliseconds ttl(10'000);
   if (extend) {
     auto t = Duration(p->vm, "ttl");
-    if (!t.ok()) return FailStatus(t.status());
+    if (!t.ok()) return FailUsage(t.status());
     ttl = *t;
   }
+  if (p->vm.count("token")) {
+    if (auto t = Token(p->vm, "token"); !t.ok()) return FailUsage(t.status());
+  }
   auto client = OpenLocks(p->vm, ttl);
-  if (!client.ok()) return FailStatus(client.status());
+  if (!client.ok()) return FailOpen(client.status());
   auto lease = LeaseOf(**client, p->vm);
   if (!lease.ok()) return FailStatus(lease.status());
   Status s = extend ? (*client)->Extend(*lease, ttl) : (*client)->Release(*lease);
@@ -214,7 +224,7 @@ int Inspect(const std::vector<std::string>& args) {
   if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   auto client = OpenLocks(p->vm, std::chrono::seconds(10));
-  if (!client.ok()) return FailStatus(client.status());
+  if (!client.ok()) return FailOpen(client.status());
   auto info = (*client)->Inspect(p->vm["name"].as<std::string>());
   if (!info.ok()) return FailStatus(info.status());
   json::object o;
@@ -240,10 +250,10 @@ int CheckToken(const std::vector<std::string>& args) {
   auto p = Parse("check-token", desc, pos, args);
   if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
-  auto token = FencingToken::Parse(p->vm["token"].as<std::string>());
-  if (!token.ok()) return FailStatus(token.status());
+  auto token = Token(p->vm, "token");
+  if (!token.ok()) return FailUsage(token.status());
   auto client = OpenLocks(p->vm, std::chrono::seconds(10));
-  if (!client.ok()) return FailStatus(client.status());
+  if (!client.ok()) return FailOpen(client.status());
   const std::string name = p->vm["name"].as<std::string>();
   auto check = (*client)->CheckToken(name, *token);
   if (!check.ok()) return FailStatus(check.status());
@@ -318,20 +328,6 @@ class LossPolicy {
   std::thread killer_;
 };
 
-// --wait / -w: flock's plain seconds ("2", "0.5") or a duration ("2s", "500ms").
-Result<std::chrono::milliseconds> WaitOption(const po::variables_map& vm) {
-  const std::string w = vm["wait"].as<std::string>();
-  if (w.empty() || w.find_first_not_of("0123456789.") != std::string::npos) {
-    return ParseDuration(w);
-  }
-  char* end = nullptr;
-  double seconds = std::strtod(w.c_str(), &end);
-  if (end != w.c_str() + w.size() || !(seconds >= 0) || seconds > 1e9) {
-    return Status::InvalidArgument("--wait \"" + w + "\" is not a number of seconds");
-  }
-  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000 + 0.5));
-}
-
 int Run(const std::vector<std::string>& args) {
   auto dashes = std::find(args.begin(), args.end(), "--");
   std::vector<std::string> own(args.begin(), dashes);
@@ -342,7 +338,8 @@ int Run(const std::vector<std::string>& args) {
                      "lease length; renewed every ttl/3 while CMD runs")(
       "wait,w", po::value<std::string>()->default_value("0"),
       "how long to wait for the lock, in seconds (2, 0.5) or with a unit (500ms); 0: one "
-      "attempt")("nonblock,n", po::bool_switch(), "fail at once if the lock is held (--wait 0)")(
+      "attempt")("nonblock,n", po::bool_switch(),
+                 "fail at once if the lock is held (--wait 0); not with --wait")(
       "conflict-exit-code,E", po::value<int>()->default_value(kExitBusy),
       "exit code when the lock is held (after --wait)")(
       "on-loss", po::value<std::string>()->default_value("term"),
@@ -369,13 +366,17 @@ int Run(const std::vector<std::string>& args) {
   if (conflict_code < 0 || conflict_code > 255) {
     return Fail(kExitUsage, "--conflict-exit-code must be 0 to 255");
   }
-  auto wait = WaitOption(p->vm);
+  auto wait = Duration(p->vm, "wait");
   if (!wait.ok()) return FailUsage(wait.status());
-  if (p->vm["nonblock"].as<bool>()) *wait = std::chrono::milliseconds(0);
+  if (p->vm["nonblock"].as<bool>() && !p->vm["wait"].defaulted()) {
+    return Fail(kExitUsage,
+                "-n (--nonblock) and -w (--wait) contradict each other: give one; "
+                "see fencectl run --help");
+  }
   auto ttl = Duration(p->vm, "ttl");
   if (!ttl.ok()) return FailUsage(ttl.status());
   auto client = OpenLocks(p->vm, *ttl);
-  if (!client.ok()) return FailStatus(client.status());
+  if (!client.ok()) return FailOpen(client.status());
   const auto& name = p->vm["name"].as<std::string>();
   auto granted = wait->count() == 0
                      ? (*client)->TryAcquire(name, *ttl)
@@ -440,9 +441,9 @@ Result<std::string> StoreToken(const po::variables_map& vm) {
   const auto& path = vm["token-file"].as<std::string>();
   std::ifstream in(path);
   std::string token;
-  if (!in || !std::getline(in, token)) {
-    return Status::InvalidArgument("cannot read a token from --token-file \"" + path +
-                                   "\"; put the bearer token on its first line");
+  if (!in || !std::getline(in, token)) {  // a file that is not there: no usage error
+    return Status::NotFound("cannot read a token from --token-file \"" + path +
+                            "\"; put the bearer token on its first line");
   }
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
   return token;
@@ -471,10 +472,15 @@ void AddStoreOptions(po::options_description& desc, bool key = true) {
   if (key) desc.add_options()("key", po::value<std::string>()->required(), "key");
 }
 
-// The options of a fenced write: the lease's lock, token and lock service.
-void AddLeaseOptions(po::options_description& desc) {
-  desc.add_options()("lock", po::value<std::string>()->required(), "lock name (the fence)")(
-      "token", po::value<std::string>()->required(), "fencing token of your lease")(
+// The options of a fenced write: the lease's lock, token and lock service (`required`: --lock
+// and --token must be given).
+void AddLeaseOptions(po::options_description& desc, bool required = true) {
+  auto value = [required] {
+    auto v = po::value<std::string>();
+    return required ? v->required() : v;
+  };
+  desc.add_options()("lock", value(), "lock name (the fence)")("token", value(),
+                                                               "fencing token of your lease")(
       "service", po::value<std::string>()->default_value(EnvOr("FENCING_SERVICE", "")),
       "lock service id of your lease (Fencing-Service); empty sends none");
 }
@@ -524,12 +530,12 @@ int FailWrite(const Status& s) {
 // A put of `value`, or a delete when there is none, under the lease named in `vm`. Prints the
 // receipt; refused as stale or by its precondition, also what the store holds (FailWrite).
 int FencedWrite(const po::variables_map& vm, const std::optional<std::string>& value) {
-  auto token = FencingToken::Parse(vm["token"].as<std::string>());
-  if (!token.ok()) return FailStatus(token.status());
+  auto token = Token(vm, "token");
+  if (!token.ok()) return FailUsage(token.status());
   auto if_version = PreconditionOption(vm);
   if (!if_version.ok()) return FailUsage(if_version.status());
   auto store = OpenStore(vm);
-  if (!store.ok()) return FailStatus(store.status());
+  if (!store.ok()) return FailOpen(store.status());
   const auto& lock = vm["lock"].as<std::string>();
   const auto& service = vm["service"].as<std::string>();
   ObjectWrite write{!value, vm["key"].as<std::string>(), value.value_or(""), *if_version};
@@ -573,7 +579,7 @@ int Get(const std::vector<std::string>& args) {
   if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   auto store = OpenStore(p->vm);
-  if (!store.ok()) return FailStatus(store.status());
+  if (!store.ok()) return FailOpen(store.status());
   std::string key = p->vm["key"].as<std::string>();
   auto r = (*store)->Get(key);
   if (!r.ok()) return FailStatus(r.status());
@@ -605,48 +611,88 @@ int Delete(const std::vector<std::string>& args) {
   return FencedWrite(p->vm, std::nullopt);
 }
 
-// Several writes under one lease, all or none: FILE holds the "writes" list of POST /v1/batch.
+// Reads FILE ('-': standard input) whole.
+Result<std::string> ReadInput(const std::string& path) {
+  std::string text;
+  if (path == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    return text;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("cannot read the batch file \"" + path + "\"");
+  text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return text;
+}
+
+// The batch FILE holds: the body of POST /v1/batch, or its "writes" list alone; --lock, --token
+// and --service fill in what the body leaves out, and must agree with what it gives.
+Result<wire::BatchBody> BatchFromFile(const std::string& path, const std::string& text,
+                                      const po::variables_map& vm) {
+  const std::string expected =
+      "the batch file \"" + path +
+      "\" must hold the body of POST /v1/batch, {\"lock\": \"L\", \"token\": N, \"writes\": "
+      "[{\"op\": \"put\", \"key\": \"a\", \"value\": \"1\"}, ...]}, whose lock and token may come "
+      "from --lock and --token instead, or its list of writes alone with --lock and --token "
+      "(docs/http-api.md); ";
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec) return Status::InvalidArgument(expected + "it is not JSON (" + ec.message() + ")");
+  if (v.is_array()) v = json::object{{"writes", std::move(v)}};
+  if (!v.is_object()) return Status::InvalidArgument(expected + "it holds neither");
+  json::object& o = v.as_object();
+  const std::string service = vm["service"].as<std::string>();
+  if (vm.count("lock") && !o.contains("lock")) PutName(o, "lock", vm["lock"].as<std::string>());
+  if (vm.count("token") && !o.contains("token")) o["token"] = vm["token"].as<std::string>();
+  if (!service.empty() && !o.contains("service")) o["service"] = service;
+  bool too_many = false;
+  auto batch = wire::BatchFromJson(json::serialize(o), wire::kMaxBatchWrites, &too_many);
+  if (!batch.ok()) return Status::InvalidArgument(expected + batch.status().message());
+  auto disagree = [&](const char* what, const std::string& file, const std::string& option) {
+    return Status::InvalidArgument("the batch file \"" + path + "\" gives the " + what + " \"" +
+                                   file + "\" and --" + what + " \"" + option +
+                                   "\": give one, or the same");
+  };
+  if (vm.count("lock") && batch->lock != vm["lock"].as<std::string>()) {
+    return disagree("lock", JsonSafeText(batch->lock), JsonSafeText(vm["lock"].as<std::string>()));
+  }
+  if (vm.count("token") && batch->token.ToString() != vm["token"].as<std::string>()) {
+    return disagree("token", batch->token.ToString(), vm["token"].as<std::string>());
+  }
+  if (!vm["service"].defaulted() && batch->service != service) {
+    return disagree("service", batch->service, service);
+  }
+  return batch;
+}
+
+// Several writes under one lease, all or none (POST /v1/batch).
 int Batch(const std::vector<std::string>& args) {
   po::options_description desc("Options");
   AddStoreOptions(desc, /*key=*/false);
-  AddLeaseOptions(desc);
+  AddLeaseOptions(desc, /*required=*/false);
   desc.add_options()("file", po::value<std::string>()->required(),
-                     "JSON list of writes, as the \"writes\" of POST /v1/batch "
-                     "(docs/http-api.md); '-' reads standard input");
+                     "the body of POST /v1/batch ({\"lock\", \"token\", \"writes\"}; "
+                     "docs/http-api.md), or its \"writes\" list alone with --lock and --token; "
+                     "'-' reads standard input");
   po::positional_options_description pos;
   pos.add("file", 1);
   auto p = Parse("batch", desc, pos, args);
   if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
-  auto token = FencingToken::Parse(p->vm["token"].as<std::string>());
-  if (!token.ok()) return FailStatus(token.status());
+  if (p->vm.count("token")) {
+    if (auto t = Token(p->vm, "token"); !t.ok()) return FailUsage(t.status());
+  }
   const std::string path = p->vm["file"].as<std::string>();
-  std::string text;
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Fail(kExitError, "cannot read the batch file \"" + path + "\"");
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  boost::system::error_code ec;
-  json::value list = json::parse(text, ec);
-  if (ec) {
-    return Fail(kExitError, "the batch file \"" + path + "\" is not JSON (" + ec.message() +
-                                "); it holds a list of writes such as [{\"op\": \"put\", "
-                                "\"key\": \"a\", \"value\": \"1\"}]");
-  }
-  bool too_many = false;
-  auto writes = wire::WritesFromJson(list, wire::kMaxBatchWrites, &too_many);
-  if (!writes.ok()) return FailStatus(writes.status());
+  auto text = ReadInput(path);
+  if (!text.ok()) return Fail(kExitError, text.status().message());
+  auto batch = BatchFromFile(path, *text, p->vm);
+  if (!batch.ok()) return FailUsage(batch.status());
   auto store = OpenStore(p->vm);
-  if (!store.ok()) return FailStatus(store.status());
-  const auto& lock = p->vm["lock"].as<std::string>();
-  auto r = (*store)->Batch(lock, *token, *writes, p->vm["service"].as<std::string>());
+  if (!store.ok()) return FailOpen(store.status());
+  auto r = (*store)->Batch(batch->lock, batch->token, batch->writes, batch->service);
   if (!r.ok()) return FailWrite(r.status());
   std::vector<bool> is_delete;
-  for (const auto& w : *writes) is_delete.push_back(w.is_delete);
-  Print(wire::BatchReceiptsToJson(lock, *token, *r, is_delete));
+  for (const auto& w : batch->writes) is_delete.push_back(w.is_delete);
+  Print(wire::BatchReceiptsToJson(batch->lock, batch->token, *r, is_delete));
   return kExitOk;
 }
 
@@ -668,7 +714,7 @@ int List(const std::vector<std::string>& args) {
     return Fail(kExitUsage, "--limit must be 1 to " + std::to_string(wire::kMaxListLimit));
   }
   auto store = OpenStore(p->vm);
-  if (!store.ok()) return FailStatus(store.status());
+  if (!store.ok()) return FailOpen(store.status());
   const auto& prefix = p->vm["prefix"].as<std::string>();
   std::string after = p->vm["after"].as<std::string>();
   for (;;) {
@@ -702,11 +748,11 @@ int Fence(const std::vector<std::string>& args) {
     return Fail(kExitUsage, "--unbind-service needs --set N; see fencectl fence --help");
   }
   auto store = OpenStore(p->vm);
-  if (!store.ok()) return FailStatus(store.status());
+  if (!store.ok()) return FailOpen(store.status());
   std::string lock = p->vm["lock"].as<std::string>();
   if (p->vm.count("set")) {
-    auto highest = FencingToken::Parse(p->vm["set"].as<std::string>());
-    if (!highest.ok()) return FailStatus(highest.status());
+    auto highest = Token(p->vm, "set");
+    if (!highest.ok()) return FailUsage(highest.status());
     auto d = (*store)->SetFence(lock, *highest, unbind);
     if (!d.ok()) return FailStatus(d.status());
     Print(wire::DecisionToJson(*d));
@@ -732,7 +778,7 @@ int History(const std::vector<std::string>& args) {
   if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   auto store = OpenStore(p->vm);
-  if (!store.ok()) return FailStatus(store.status());
+  if (!store.ok()) return FailOpen(store.status());
   auto decisions = (*store)->History(p->vm["limit"].as<std::size_t>());
   if (!decisions.ok()) return FailStatus(decisions.status());
   for (const auto& d : *decisions) Print(wire::DecisionToJson(d));

@@ -15,12 +15,13 @@ int PauseTest(const std::vector<std::string>& args) {
       "clients", po::value<int>()->default_value(3), "client processes per run")(
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of the first run's schedule")(
       "no-fencing", po::bool_switch(), "control arm: the store accepts every token")(
-      "ttl", po::value<std::string>()->default_value("150ms"), "lease ttl (etcd://: 1s)")(
-      "run-length", po::value<std::string>()->default_value("1200ms"),
-      "length of one run (etcd://: 5s)")("pauses", po::value<int>()->default_value(10),
-                                         "pauses per run, each 0.5-3x the ttl")(
+      "ttl", po::value<std::string>()->default_value("150ms"),
+      "lease ttl (etcd:// or --start-etcd: 1s)")("run-length",
+                                                 po::value<std::string>()->default_value("1200ms"),
+                                                 "length of one run (etcd:// or --start-etcd: 5s)")(
+      "pauses", po::value<int>()->default_value(10), "pauses per run, each 0.5-3x the ttl")(
       "max-delay", po::value<std::string>()->default_value("0ms"),
-      "delay each write by a random 0..max before sending it (etcd://: 300ms)")(
+      "delay each write by a random 0..max before sending it (etcd:// or --start-etcd: 300ms)")(
       "kill-store", po::bool_switch(), "SIGKILL and restart the store once per run")(
       "start-redis", po::bool_switch(),
       "start a redis-server per run (loopback, no persistence) as the lock service")(
@@ -37,7 +38,7 @@ int PauseTest(const std::vector<std::string>& args) {
       "keep", po::bool_switch(), "keep every run's files, not only failing runs'")(
       "quiet,q", po::bool_switch(), "no line per run on stderr");
   auto p = Parse("pause-test", desc, {}, args);
-  if (!p.ok()) return FailStatus(p.status());
+  if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   pausetest::PauseTestOptions o;
   const auto& vm = p->vm;
@@ -58,7 +59,7 @@ int PauseTest(const std::vector<std::string>& args) {
   for (auto [name, out] : {std::pair{"ttl", &o.ttl}, std::pair{"run-length", &o.run_length},
                            std::pair{"max-delay", &o.max_delay}}) {
     auto d = Duration(vm, name);
-    if (!d.ok()) return Fail(kExitError, std::string("--") + name + ": " + d.status().message());
+    if (!d.ok()) return FailUsage(d.status());
     *out = *d;
   }
   if (o.locks_uri.starts_with("etcd://") || o.locks_uri.starts_with("etcds://") ||
@@ -78,7 +79,8 @@ int PauseTest(const std::vector<std::string>& args) {
     };
   }
   auto summary = pausetest::RunPauseTests(o);
-  if (!summary.ok()) return FailStatus(summary.status());
+  // kInvalidArgument: options that cannot go together, or a malformed --locks (usage errors).
+  if (!summary.ok()) return FailOpen(summary.status());
   const auto& s = *summary;
   std::cerr << "pause-test: " << s.runs << " runs (" << (o.fencing ? "fencing on" : "no fencing")
             << ", locks "
@@ -94,8 +96,10 @@ int PauseTest(const std::vector<std::string>& args) {
                                    : "")
             << s.runs_with_expired_leases << " with a lease that expired while in use; "
             << s.acknowledged_writes
-            << " acknowledged writes; missing_acknowledged=" << s.missing_acknowledged
-            << "; files: " << s.work_dir << "\n";
+            << " acknowledged writes; missing_acknowledged=" << s.missing_acknowledged << "; "
+            << (s.work_dir.empty() ? "files: none kept (no run failed; --keep keeps them)"
+                                   : "files: " + s.work_dir)
+            << "\n";
   std::cout << s.Line() << std::endl;
   bool violated = s.stale_accepted > 0 || s.lost_updates > 0 || s.missing_acknowledged > 0;
   if (o.fencing) return violated ? kExitCheck : kExitOk;

@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -276,10 +277,23 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   RaiseFileLimit();
 
+  // A SQLite file that this start creates is removed again if fenced then refuses to start (a
+  // bad listen address, a port in use, a TLS or --auth file it cannot use).
+  const bool new_sqlite_file = db.find("://") == std::string::npos && !std::filesystem::exists(db);
   auto store = FencedStore::Open(store_options);
   if (!store.ok()) return Fail(store.status().message());
   auto server = Server::Start(server_options, store->get());
-  if (!server.ok()) return Fail(server.status().message());
+  if (!server.ok()) {
+    (void)(*store)->Close();
+    store->reset();
+    if (new_sqlite_file) {
+      std::error_code ec;
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+        std::filesystem::remove(db + suffix, ec);
+      }
+    }
+    return Fail(server.status().message());
+  }
 
   std::string shown_host = server_options.host.find(':') != std::string::npos
                                ? "[" + server_options.host + "]"

@@ -17,22 +17,38 @@ bool SplitNumber(std::string_view text, std::uint64_t& number, std::string_view&
 }  // namespace
 
 Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
-  std::uint64_t n = 0;
-  std::string_view unit;
-  auto bad = Status::InvalidArgument("duration \"" + std::string(text) +
-                                     "\" is invalid: write a whole number followed by ms, s, m "
-                                     "or h, for example 250ms or 10s");
-  if (!SplitNumber(text, n, unit)) return bad;
+  auto bad = Status::InvalidArgument(
+      "duration \"" + std::string(text) +
+      "\" is invalid: write seconds (10, 1.5) or a number with a unit, ms, s, m or h (500ms, 2m)");
+  // The number: digits, then optionally '.' and more digits; at most 9 of them after the point.
+  std::uint64_t whole = 0, fraction = 0, scale = 1;
+  std::string_view unit = text;
+  if (!SplitNumber(text, whole, unit)) return bad;
+  if (!unit.empty() && unit.front() == '.') {
+    unit.remove_prefix(1);
+    std::size_t digits = 0;
+    while (digits < unit.size() && unit[digits] >= '0' && unit[digits] <= '9') {
+      if (digits == 9) return bad;
+      fraction = fraction * 10 + static_cast<std::uint64_t>(unit[digits] - '0');
+      scale *= 10;
+      ++digits;
+    }
+    if (digits == 0) return bad;
+    unit.remove_prefix(digits);
+  }
+  // A bare number is seconds, as sleep(1)'s.
   std::uint64_t factor = 0;
-  if (unit == "ms") factor = 1;
-  else if (unit == "s") factor = 1000;
+  if (unit.empty() || unit == "s") factor = 1000;
+  else if (unit == "ms") factor = 1;
   else if (unit == "m") factor = 60'000;
   else if (unit == "h") factor = 3'600'000;
   else return bad;
-  if (n > (std::uint64_t{1} << 40) / factor) {
+  if (whole > (std::uint64_t{1} << 40) / factor) {
     return Status::InvalidArgument("duration \"" + std::string(text) + "\" is too long");
   }
-  return std::chrono::milliseconds(static_cast<std::int64_t>(n * factor));
+  // Rounded to the nearest millisecond.
+  const std::uint64_t ms = whole * factor + (fraction * factor + scale / 2) / scale;
+  return std::chrono::milliseconds(static_cast<std::int64_t>(ms));
 }
 
 Result<std::uint64_t> ParseSize(std::string_view text) {

@@ -387,12 +387,25 @@ Status Migrate(Conn& conn, const std::string& name, std::chrono::milliseconds ti
   auto found =
       conn.Exec(std::string("BEGIN;") + kMigrationLock +
                     ";SELECT (SELECT count(*) FROM pg_namespace WHERE nspname = "
-                    "'fencekit')::int8, to_regclass('fencekit.schema_version') IS NOT NULL",
+                    "'fencekit')::int8, to_regclass('fencekit.schema_version') IS NOT NULL, "
+                    "has_database_privilege(current_database(), 'CREATE'), "
+                    "quote_ident(current_user), quote_ident(current_database())",
                 timeout);
   if (!found.ok()) return fail(found.status());
   // Simple-protocol results come as text.
   bool has_schema = std::string(PQgetvalue(found->get(), 0, 0)) != "0";
   bool has_version = PQgetvalue(found->get(), 0, 1)[0] == 't';
+  if (!has_schema && PQgetvalue(found->get(), 0, 2)[0] != 't') {
+    // CREATE SCHEMA needs the CREATE privilege on the database (its owner has it).
+    const std::string role = PQgetvalue(found->get(), 0, 3);
+    const std::string db = PQgetvalue(found->get(), 0, 4);
+    const std::string grant = "GRANT CREATE ON DATABASE " + db + " TO " + role + ";";
+    const std::string own = "ALTER DATABASE " + db + " OWNER TO " + role + ";";
+    return fail(Status::PermissionDenied(
+        "the role " + role + " may not create the store's schema fencekit in the PostgreSQL " +
+        "database " + name + ": as a superuser or the database's owner, run " + grant +
+        " (or make it the owner: " + own + "). See docs/operations-postgresql.md"));
+  }
   int version = 0;
   if (has_schema && !has_version) {
     return fail(Status::InvalidArgument(
@@ -420,6 +433,11 @@ Status Migrate(Conn& conn, const std::string& name, std::chrono::milliseconds ti
   if (!done.ok()) {
     std::string message = "migrating the store's schema in the PostgreSQL database " + name + ": " +
                           done.status().message();
+    if (message.find("SQLSTATE 42501") != std::string::npos) {
+      message +=
+          "; the role must own the schema fencekit and its tables (as the role that made them "
+          "does); see docs/operations-postgresql.md";
+    }
     return fail(done.status().IsUnavailable() ? Status::Unavailable(message)
                                               : Status::IoError(message));
   }

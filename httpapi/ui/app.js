@@ -18,6 +18,11 @@
   const CHAR_PX = 6.5;            // an upper estimate of a character's width at 11px
 
   const events = [];
+  // The highest token accepted so far per lock (by name), to tell a fenced that does not check
+  // tokens: one that accepts a token below an accepted one runs with --no-fencing (or an
+  // administrator lowered the fence in between).
+  const highestAccepted = new Map();
+  let fencingOff = false;
   let bearer = null;   // typed by the user; kept in memory only
   let dropped = 0;
   let retryDelay = 1000;
@@ -200,11 +205,29 @@
     }
   }
 
+  function checkFencing(ev) {
+    if (ev.decision !== 'accepted') return;
+    const lock = nameOf(ev, 'lock');
+    const before = highestAccepted.get(lock);
+    highestAccepted.set(lock, Math.max(before === undefined ? 0 : before, ev.token));
+    if (fencingOff || before === undefined || ev.token >= before) return;
+    fencingOff = true;
+    const f = $('fencing');
+    f.hidden = false;
+    f.textContent = 'Fencing is OFF on this fenced: it accepted token ' + ev.token +
+        ' of lock ' + lock + ' after token ' + before + '. A store that does not check tokens ' +
+        '(fenced --no-fencing, for demonstrations only) lets a paused client\'s stale write ' +
+        'overwrite newer data: the lost update fencing prevents. (Or an administrator lowered ' +
+        'the fence in between.)';
+    $('try').textContent = tryText(false);
+  }
+
   function onDecision(ev) {
     if (typeof ev !== 'object' || ev === null || typeof ev.id !== 'number' ||
         typeof ev.token !== 'number' || typeof ev.time_ms !== 'number') {
       return;
     }
+    checkFencing(ev);
     events.push(ev);
     if (events.length > MAX_EVENTS) events.splice(0, events.length - MAX_EVENTS);
     addRow(ev);
@@ -297,15 +320,19 @@
     bearer = $('token').value.trim();
     connect();
   });
-  const base = location.origin;
-  $('try').textContent =
-      '# an accepted write: token 7 is at least the highest token of lock demo-lock\n' +
-      "curl -i -X PUT -H 'Fencing-Token: 7' -H 'Fencing-Lock: demo-lock' --data hello " + base +
-      '/v1/objects/shared-record\n' +
-      '# a refused one: token 3 is below it now\n' +
-      "curl -i -X PUT -H 'Fencing-Token: 3' -H 'Fencing-Lock: demo-lock' --data stale " + base +
-      '/v1/objects/shared-record\n' +
-      '# under --auth, add -H "Authorization: Bearer $TOKEN"\n';
+  // Writes to try with curl; `fencing` false once this fenced was seen not to check tokens.
+  function tryText(fencing) {
+    const base = location.origin;
+    return '# an accepted write: token 7 is at least the highest token of lock demo-lock\n' +
+        "curl -i -X PUT -H 'Fencing-Token: 7' -H 'Fencing-Lock: demo-lock' --data hello " +
+        base + '/v1/objects/shared-record\n' +
+        (fencing ? '# a refused one: token 3 is below it now\n'
+                 : '# token 3 is below it, yet accepted too: fencing is off on this fenced\n') +
+        "curl -i -X PUT -H 'Fencing-Token: 3' -H 'Fencing-Lock: demo-lock' --data stale " +
+        base + '/v1/objects/shared-record\n' +
+        '# under --auth, add -H "Authorization: Bearer $TOKEN"\n';
+  }
+  $('try').textContent = tryText(true);
   render();
   connect();
 })();

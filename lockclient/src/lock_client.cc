@@ -1,8 +1,12 @@
 #include "fencekit/lockclient/lock_client.h"
 
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -64,8 +68,25 @@ Status AlreadyReleased(std::string_view what, std::string_view lock, std::string
                          (what == "release" ? "nothing was done" : "acquire again"));
 }
 
+std::string DefaultLockUri() {
+  if (const char* v = std::getenv("FENCEKIT_LOCKS"); v != nullptr && *v != '\0') return v;
+  std::string state;
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg != nullptr && *xdg == '/') {
+    state = xdg;
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+    state = std::string(home) + "/.local/state";
+  } else {
+    state = "/tmp/fencekit-" + std::to_string(::getuid());
+  }
+  std::string dir = state + "/fencekit";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // a failure shows when the file is opened
+  return "sqlite://" + dir + "/locks.db";
+}
+
 Result<std::unique_ptr<LockClient>> LockClient::Open(std::string_view uri, LockOptions options) {
   Result<std::unique_ptr<LockBackend>> backend = Status::InvalidArgument("");
+  if (uri.empty()) return Open(DefaultLockUri(), options);
   if (uri.starts_with("sqlite://")) {
     backend = OpenSqliteBackend(uri, options);
   } else if (uri.starts_with("redis://")) {

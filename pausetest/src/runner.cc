@@ -482,6 +482,7 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
   if (!options.keep_all && options.work_dir.empty() && summary.lost_updates == 0 &&
       summary.stale_accepted == 0 && summary.missing_acknowledged == 0) {
     fs::remove_all(work, ec);
+    if (!ec) summary.work_dir.clear();  // nothing left to show
   }
   return summary;
 }

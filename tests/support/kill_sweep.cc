@@ -88,7 +88,7 @@ KillSweepReport RunKillSweep(const KillSweepOptions& o) {
   Acked acked;
   std::atomic<std::int64_t> next_token{1};
   procutil::FencedServer fenced;
-  Status started = fenced.Start({.binary = o.fenced.empty() ? FENCED_BINARY : o.fenced,
+  Status started = fenced.Start({.binary = o.fenced.empty() ? FencedBinary() : o.fenced,
                                  .db = dir.File("kill.db"),
                                  .log_path = dir.File("fenced.log")});
   if (!started.ok()) {

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <memory>
 
 namespace fencekit::testing {
@@ -43,49 +45,57 @@ Status EnsureTemplate(const fs::path& cluster) {
   return status;
 }
 
-struct Shared {
+// The process's own server, for a test run without the ctest fixture.
+struct Own {
   TempDir dir;
   procutil::PostgresServer server;
-  Status status = Status::Unavailable("not started");
-
-  Shared() {
-    fs::path cluster = fs::path(TmpBase()) / "fencekit-pg15-template" / "data";
-    std::error_code ec;
-    fs::create_directories(cluster.parent_path(), ec);
-    status = EnsureTemplate(cluster);
-    if (!status.ok()) return;
-    fs::path data = fs::path(dir.path()) / "pg";
-    // cp -a keeps the files' owner (the postgres user when the tests run as root) and modes.
-    std::string copy = "cp -a '" + cluster.string() + "' '" + data.string() + "'";
-    if (std::system(copy.c_str()) != 0) {
-      status = Status::Unavailable("cannot copy the template cluster: " + copy);
-      return;
-    }
-    status = server.Start({.data_dir = data.string()});
-  }
+  Status status = StartPostgresFromTemplate(server, dir.File("pg"));
 };
 
+// "postgresql://postgres@127.0.0.1:PORT/" of the shared server, or the failure.
+Result<std::string> SharedServerUri() {
+  if (const char* fixture = std::getenv("FENCEKIT_TEST_POSTGRES"); fixture != nullptr) {
+    std::ifstream in(fs::path(fixture) / "uri");
+    std::string uri;
+    if (std::getline(in, uri) && !uri.empty()) return uri;
+    std::cerr << "no server in the fixture folder " << fixture
+              << " ($FENCEKIT_TEST_POSTGRES): starting one of this process's own\n";
+  }
+  static Own own;
+  if (!own.status.ok()) return own.status;
+  return own.server.uri("");
+}
+
 }  // namespace
+
+Status StartPostgresFromTemplate(procutil::PostgresServer& server, const std::string& data_dir,
+                                 std::vector<std::string> settings) {
+  fs::path cluster = fs::path(TmpBase()) / "fencekit-pg15-template" / "data";
+  std::error_code ec;
+  fs::create_directories(cluster.parent_path(), ec);
+  if (Status s = EnsureTemplate(cluster); !s.ok()) return s;
+  // cp -a keeps the files' owner (the postgres user when the tests run as root) and modes.
+  std::string copy = "cp -a '" + cluster.string() + "' '" + data_dir + "'";
+  if (std::system(copy.c_str()) != 0) {
+    return Status::Unavailable("cannot copy the template cluster: " + copy);
+  }
+  return server.Start({.data_dir = data_dir, .settings = std::move(settings)});
+}
 
 std::string StoreEngineName(const ::testing::TestParamInfo<StoreEngine>& info) {
   return info.param == StoreEngine::kSqlite ? "sqlite" : "postgresql";
 }
 
-procutil::PostgresServer* SharedPostgres() {
-  static Shared shared;
-  if (!shared.status.ok()) {
-    ADD_FAILURE() << "PostgreSQL did not start: " << shared.status.ToString();
-    return nullptr;
-  }
-  return &shared.server;
-}
-
 std::string NewPostgresDatabase() {
   static std::atomic<int> next{0};
-  procutil::PostgresServer* server = SharedPostgres();
-  if (server == nullptr) return "";
-  std::string name = "t" + std::to_string(next++);
-  std::unique_ptr<PGconn, void (*)(PGconn*)> c(PQconnectdb(server->uri().c_str()), PQfinish);
+  auto server = SharedServerUri();
+  if (!server.ok()) {
+    ADD_FAILURE() << "PostgreSQL did not start: " << server.status().ToString();
+    return "";
+  }
+  std::string name = "t" + std::to_string(::getpid()) + "_" + std::to_string(next++);
+  std::unique_ptr<PGconn, void (*)(PGconn*)> c(PQconnectdb((*server + "postgres").c_str()),
+                                               PQfinish);
   if (PQstatus(c.get()) != CONNECTION_OK) {
     ADD_FAILURE() << "cannot connect to PostgreSQL: " << PQerrorMessage(c.get());
     return "";
@@ -94,7 +104,7 @@ std::string NewPostgresDatabase() {
   bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
   if (!ok) ADD_FAILURE() << "CREATE DATABASE failed: " << PQresultErrorMessage(r);
   PQclear(r);
-  return ok ? server->uri(name) : "";
+  return ok ? *server + name : "";
 }
 
 Result<std::vector<std::string>> QuerySql(const std::string& uri, const std::string& sql) {

@@ -17,13 +17,17 @@ enum class StoreEngine { kSqlite, kPostgres };
 // "sqlite" or "postgresql", for INSTANTIATE_TEST_SUITE_P.
 std::string StoreEngineName(const ::testing::TestParamInfo<StoreEngine>& info);
 
-// The process's PostgreSQL server, started on first use and stopped at exit. Its cluster is a
-// copy of one made by initdb once per machine (under a file lock, in $TMPDIR), so a test
-// process starts its server in well under a second. Fails the test and returns null when it
-// cannot start.
-procutil::PostgresServer* SharedPostgres();
+// Starts `server` on a copy (in `data_dir`) of a cluster made by initdb once per machine (under
+// a file lock, in $TMPDIR), so that it starts in well under a second, with `settings`
+// (PostgresOptions::settings).
+Status StartPostgresFromTemplate(procutil::PostgresServer& server, const std::string& data_dir,
+                                 std::vector<std::string> settings = {});
 
-// The URI of a new, empty database on SharedPostgres() ("" after a failure).
+// The URI of a new, empty database ("" after a failure, which fails the test) on the PostgreSQL
+// server the test process shares: the ctest run's (the fixture fencekit_postgres, whose folder
+// $FENCEKIT_TEST_POSTGRES names; support/fixture_main.cc), else one of the process's own,
+// started from the template on first use and stopped at exit. Names are unique across the
+// processes sharing a server.
 std::string NewPostgresDatabase();
 
 // Runs `sql` (simple protocol) on the database at `uri`: the first column of the last result's

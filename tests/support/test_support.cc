@@ -20,6 +20,11 @@
 
 namespace fencekit::testing {
 
+bool FullSoak() {
+  const char* arm = std::getenv("FENCEKIT_SOAK");
+  return arm != nullptr && std::string_view(arm) == "full";
+}
+
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
   std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/fencekit-test-XXXXXX";

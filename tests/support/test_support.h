@@ -110,6 +110,13 @@ bool WaitFor(Pred pred, std::chrono::milliseconds bound = std::chrono::seconds(1
   return true;
 }
 
+// A soak's arm (tests/CMakeLists.txt: suites named *Soak*). ctest runs each soak twice: its
+// short arm in the default ladder, and at full length, with $FENCEKIT_SOAK=full, under the label
+// soak (./scripts/test --full). Run directly, a test binary runs the short arm.
+bool FullSoak();
+// `full` at full length, else `short_arm`: a seeded run count, a sweep's points.
+inline int SoakLength(int short_arm, int full) { return FullSoak() ? full : short_arm; }
+
 // Path of the fenced and fencectl binaries built beside the tests (set by CMake).
 std::string FencedBinary();
 std::string FencectlBinary();

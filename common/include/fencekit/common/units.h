@@ -9,7 +9,9 @@
 
 namespace fencekit {
 
-// Accepts an integer followed by one of ms, s, m, h (e.g. "250ms", "10s", "2m").
+// The one duration grammar of every command-line flag: a number of seconds ("10", "1.5"), or a
+// number followed by ms, s, m or h ("500ms", "2m", "0.5s"); rounded to the nearest millisecond.
+// kInvalidArgument says what to write.
 Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
 // Accepts an integer, optionally followed by B, KiB, MiB or GiB (e.g. "1048576", "1MiB").
 Result<std::uint64_t> ParseSize(std::string_view text);

@@ -100,6 +100,13 @@ struct LockMetrics {
 // /metrics page. `prefix` must be a valid metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*).
 std::string RenderPrometheus(const LockMetrics& m, std::string_view prefix = "fencekit_lock");
 
+// The default lock service, the one `fencectl` uses when given no --locks: $FENCEKIT_LOCKS when
+// set and not empty, else one SQLite file per user and machine,
+// sqlite://$XDG_STATE_HOME/fencekit/locks.db ($XDG_STATE_HOME defaults to ~/.local/state;
+// without $HOME, /tmp/fencekit-UID), whatever the working directory. Makes the folder when it is
+// missing. LockClient::Open("") opens it.
+std::string DefaultLockUri();
+
 // `uri` with the password of its user:password@ part, if any, replaced by "***", for messages
 // and logs ("etcd://app:***@h1:2379"). Works on malformed URIs too.
 std::string LockUriWithoutPassword(std::string_view uri);
@@ -138,9 +145,9 @@ struct LockOptions {
 // Thread safety: safe for concurrent use by several threads.
 class LockClient {
  public:
-  // `uri` as above. kInvalidArgument for a malformed or unknown URI; kUnavailable when the
-  // service cannot be reached (Redis: the node refuses or ignores a connection within
-  // op_timeout; Redlock: fewer than a majority of the nodes accept one within
+  // `uri` as above; "" is DefaultLockUri(). kInvalidArgument for a malformed or unknown URI;
+  // kUnavailable when the service cannot be reached (Redis: the node refuses or ignores a
+  // connection within op_timeout; Redlock: fewer than a majority of the nodes accept one within
   // redlock_node_timeout; etcd: no endpoint answers). Open connects, so it fails at once
   // rather than at the first acquire.
   static Result<std::unique_ptr<LockClient>> Open(std::string_view uri, LockOptions options = {});

@@ -70,6 +70,8 @@ struct PauseTestSummary {
   // With kill_etcd_leader: runs in which the leader was SIGKILLed, the others elected another,
   // and the killed member was restarted and rejoined.
   int etcd_leader_kills = 0;
+  // Where the runs' files are; empty when none was kept (the temporary work directory of runs
+  // that all passed is removed).
   std::string work_dir;
   // "pause-runs: runs=R stale_accepted=S lost_updates=L expired_leases=E"
   std::string Line() const;

@@ -1,0 +1,1 @@
+// The translation unit that precompiles the tests' headers (tests/CMakeLists.txt); no code.
