@@ -79,7 +79,7 @@ TEST_F(UiTest, ThePageDrawsAnAcceptedAndARefusedWriteAsTheyHappen) {
 TEST_F(UiTest, ThePageSaysFencingIsOffWhenAStaleTokenIsAccepted) {
   TempDir dir;
   testing::FencedProcess fenced(dir.File("store.db"), {"--no-fencing"});
-  Chromium& browser = *browser_;
+  Chromium& browser = this->browser();
   ASSERT_TRUE(browser.Open(fenced.url() + "/ui")) << browser.Log();
   ASSERT_TRUE(browser.WaitUntil("document.getElementById('status').dataset.state === 'live'", 20s))
       << browser.Log();
