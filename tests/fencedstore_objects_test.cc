@@ -26,11 +26,10 @@ ObjectWrite DeleteOf(std::string key, IfVersion if_version = std::nullopt) {
   return ObjectWrite{true, std::move(key), {}, if_version};
 }
 
-class ObjectsTest : public ::testing::TestWithParam<testing::StoreEngine> {
+class ObjectsFixture : public testing::EngineFixture {
  protected:
   std::unique_ptr<FencedStore> Open(StoreOptions o = {}) {
-    if (db_.empty()) db_ = testing::StoreDatabase(GetParam(), dir_);
-    o.path = db_;
+    o.path = Db();
     auto s = FencedStore::Open(std::move(o));
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? std::move(s).value() : nullptr;
@@ -55,14 +54,9 @@ class ObjectsTest : public ::testing::TestWithParam<testing::StoreEngine> {
     }
     return out;
   }
-
-  TempDir dir_;
-  std::string db_;
 };
-INSTANTIATE_TEST_SUITE_P(Engines, ObjectsTest,
-                         ::testing::Values(testing::StoreEngine::kSqlite,
-                                           testing::StoreEngine::kPostgres),
-                         testing::StoreEngineName);
+using ObjectsTest = testing::OnEachEngine<ObjectsFixture>;
+FENCEKIT_ON_EACH_ENGINE(ObjectsTest);
 
 // --- Conditional writes ---------------------------------------------------------------------
 

@@ -189,11 +189,20 @@ TEST(PostgresStoreTest, MigratesASchemaVersion1StoreNumberingAboveItsVersions) {
     ASSERT_NE(store, nullptr);
     ASSERT_TRUE(store->Put("L", T(1), "k", "v").ok());
   }
-  // Back to schema 1's shape: versions counted per key (here 41), no sequence, no batches.
-  auto v1 = QuerySql(db,
-                     "DROP FUNCTION fencekit.write_batch; DROP SEQUENCE fencekit.versions; "
-                     "UPDATE fencekit.objects SET version = 41; "
-                     "UPDATE fencekit.schema_version SET version = 1");
+  // Back to schema 1's shape: versions counted per key (here 41), no sequence, no batches, and
+  // fencekit.write with version 1's result (no o_prior), which CREATE OR REPLACE cannot change.
+  auto v1 = QuerySql(
+      db,
+      "DROP FUNCTION fencekit.write_batch; DROP FUNCTION fencekit.write; "
+      "DROP SEQUENCE fencekit.versions; "
+      "CREATE FUNCTION fencekit.write(p_delete boolean, p_lock bytea, p_token bigint, p_key "
+      "bytea, p_value bytea, p_service text, p_prefix_lock bytea, p_verify integer, p_refusal "
+      "text, p_strict boolean, p_unguarded boolean, p_now_ms bigint, p_principal bytea, "
+      "p_record boolean, OUT o_outcome text, OUT o_highest bigint, OUT o_version bigint, OUT "
+      "o_bound_lock bytea, OUT o_fence_service text, OUT o_seq bigint) LANGUAGE sql AS "
+      "$$SELECT 'accepted', 0::bigint, 0::bigint, NULL::bytea, NULL::text, 0::bigint$$; "
+      "UPDATE fencekit.objects SET version = 41; "
+      "UPDATE fencekit.schema_version SET version = 1");
   ASSERT_TRUE(v1.ok()) << v1.status().ToString();
   auto store = Open({.path = db});
   ASSERT_NE(store, nullptr);

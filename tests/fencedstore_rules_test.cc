@@ -21,7 +21,7 @@ WriteRequest Put(std::string lock, std::int64_t token, std::string key, std::str
           std::move(service),       std::move(principal)};
 }
 
-class StoreRulesTest : public ::testing::Test {
+class StoreRulesTest : public testing::EngineFixture {
  protected:
   std::unique_ptr<FencedStore> Open(StoreOptions o = {}) {
     if (o.path.empty()) o.path = Db();
@@ -34,29 +34,11 @@ class StoreRulesTest : public ::testing::Test {
     EXPECT_TRUE(h.ok()) << h.status().ToString();
     return h.ok() ? *h : std::vector<Decision>{};
   }
-  // The test's database on engine_, the same for every call in one test.
-  const std::string& Db() {
-    if (db_.empty()) db_ = testing::StoreDatabase(engine_, dir_);
-    return db_;
-  }
-
-  testing::StoreEngine engine_ = testing::StoreEngine::kSqlite;
-  std::string db_;
-  TempDir dir_;
 };
 
 // The same tests on a SQLite file and on a PostgreSQL database.
-class StoreRulesEngineTest : public StoreRulesTest, public ::testing::WithParamInterface<testing::StoreEngine> {
- protected:
-  void SetUp() override {
-    engine_ = GetParam();
-    StoreRulesTest::SetUp();
-  }
-};
-INSTANTIATE_TEST_SUITE_P(Engines, StoreRulesEngineTest,
-                         ::testing::Values(testing::StoreEngine::kSqlite,
-                                           testing::StoreEngine::kPostgres),
-                         testing::StoreEngineName);
+using StoreRulesEngineTest = testing::OnEachEngine<StoreRulesTest>;
+FENCEKIT_ON_EACH_ENGINE(StoreRulesEngineTest);
 
 TEST_P(StoreRulesEngineTest, KeyBelongsToTheLockThatCreatedIt) {
   auto store = Open();

@@ -1,6 +1,4 @@
 // Behaviour of FencedStore against real SQLite files in a temporary folder.
-#include "fencekit/fencedstore/store.h"
-
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -11,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "fencekit/fencedstore/store.h"
 #include "support/fault_vfs.h"
 #include "support/store_engines.h"
 #include "support/test_support.h"
@@ -23,7 +22,7 @@ using testing::TempDir;
 
 FencingToken T(std::int64_t v) { return FencingToken::FromInt(v).value(); }
 
-class FencedStoreTest : public ::testing::Test {
+class FencedStoreTest : public testing::EngineFixture {
  protected:
   std::unique_ptr<FencedStore> Open(StoreOptions o = {}) {
     if (o.path.empty()) o.path = Db();
@@ -31,29 +30,11 @@ class FencedStoreTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? std::move(s).value() : nullptr;
   }
-  // The test's database on engine_, the same for every call in one test.
-  const std::string& Db() {
-    if (db_.empty()) db_ = testing::StoreDatabase(engine_, dir_);
-    return db_;
-  }
-
-  testing::StoreEngine engine_ = testing::StoreEngine::kSqlite;
-  std::string db_;
-  TempDir dir_;
 };
 
 // The same tests on a SQLite file and on a PostgreSQL database.
-class FencedStoreEngineTest : public FencedStoreTest, public ::testing::WithParamInterface<testing::StoreEngine> {
- protected:
-  void SetUp() override {
-    engine_ = GetParam();
-    FencedStoreTest::SetUp();
-  }
-};
-INSTANTIATE_TEST_SUITE_P(Engines, FencedStoreEngineTest,
-                         ::testing::Values(testing::StoreEngine::kSqlite,
-                                           testing::StoreEngine::kPostgres),
-                         testing::StoreEngineName);
+using FencedStoreEngineTest = testing::OnEachEngine<FencedStoreTest>;
+FENCEKIT_ON_EACH_ENGINE(FencedStoreEngineTest);
 
 TEST_P(FencedStoreEngineTest, AcceptsFirstWriteAndCreatesKey) {
   auto store = Open();
@@ -350,9 +331,9 @@ TEST_F(FencedStoreTest, FullDiskFailsEveryWriteOfTheBatch) {
   for (int i = 0; i < kWrites; ++i) {
     auto p = std::make_shared<std::promise<Result<WriteReceipt>>>();
     results.push_back(p->get_future());
-    store->Submit({WriteRequest::Kind::kPut, "lock", T(2), "k" + std::to_string(i),
-                   std::string(8192, 'x')},
-                  [p](Result<WriteReceipt> r) { p->set_value(std::move(r)); });
+    store->Submit(
+        {WriteRequest::Kind::kPut, "lock", T(2), "k" + std::to_string(i), std::string(8192, 'x')},
+        [p](Result<WriteReceipt> r) { p->set_value(std::move(r)); });
   }
   for (auto& f : results) {
     auto r = f.get();

@@ -25,7 +25,7 @@ FencingToken T(std::int64_t v) { return FencingToken::FromInt(v).value(); }
 
 constexpr char kService[] = "sqlite:00112233445566778899aabbccddeeff";
 
-class VerifyTest : public ::testing::Test {
+class VerifyTest : public testing::EngineFixture {
  protected:
   void SetUp() override {
     auto client = LockClient::Open("sqlite://" + dir_.File("locks.db"));
@@ -82,15 +82,6 @@ class VerifyTest : public ::testing::Test {
     return {WriteRequest::Kind::kPut, lock, token, std::move(key), "v", std::move(service)};
   }
 
-  // The test's database on engine_, the same for every call in one test.
-  const std::string& Db() {
-    if (db_.empty()) db_ = testing::StoreDatabase(engine_, dir_);
-    return db_;
-  }
-
-  testing::StoreEngine engine_ = testing::StoreEngine::kSqlite;
-  std::string db_;
-  TempDir dir_;
   std::unique_ptr<LockClient> locks_;
   std::string service_ = kService;
   std::mutex mu_;
@@ -100,17 +91,8 @@ class VerifyTest : public ::testing::Test {
 };
 
 // The same tests on a SQLite file and on a PostgreSQL database.
-class VerifyEngineTest : public VerifyTest, public ::testing::WithParamInterface<testing::StoreEngine> {
- protected:
-  void SetUp() override {
-    engine_ = GetParam();
-    VerifyTest::SetUp();
-  }
-};
-INSTANTIATE_TEST_SUITE_P(Engines, VerifyEngineTest,
-                         ::testing::Values(testing::StoreEngine::kSqlite,
-                                           testing::StoreEngine::kPostgres),
-                         testing::StoreEngineName);
+using VerifyEngineTest = testing::OnEachEngine<VerifyTest>;
+FENCEKIT_ON_EACH_ENGINE(VerifyEngineTest);
 
 TEST_P(VerifyEngineTest, ForgedHigherTokenIsRefusedAndRecordedAndChangesNothing) {
   auto store = Open();
@@ -378,7 +360,8 @@ TEST_P(VerifyOnEachLockServiceTest, AForgedTokenIsRefusedAndTheHoldersWritesCost
   auto lease = client->TryAcquire("lock", std::chrono::seconds(30));
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   for (int i = 0; i < 5; ++i) {
-    auto w = (*store)->Write(Request("lock", lease->token, "k" + std::to_string(i), lease->service));
+    auto w =
+        (*store)->Write(Request("lock", lease->token, "k" + std::to_string(i), lease->service));
     ASSERT_TRUE(w.ok()) << w.status().ToString();
   }
   EXPECT_EQ((*store)->Stats().verifications, 1u);

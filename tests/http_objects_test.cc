@@ -16,10 +16,7 @@ namespace json = boost::json;
 using testing::RawResponse;
 
 using HttpObjectsTest = testing::EngineServerFixture;
-INSTANTIATE_TEST_SUITE_P(Engines, HttpObjectsTest,
-                         ::testing::Values(testing::StoreEngine::kSqlite,
-                                           testing::StoreEngine::kPostgres),
-                         testing::StoreEngineName);
+FENCEKIT_ON_EACH_ENGINE(HttpObjectsTest);
 using HttpObjectsHostileTest = testing::ServerFixture;
 
 // The body as a JSON object (empty when it is not one: the test's expectations then fail).

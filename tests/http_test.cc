@@ -17,10 +17,7 @@ using testing::Request;
 using HttpTest = testing::ServerFixture;
 // The store contract over HTTP, on a SQLite file and on a PostgreSQL database.
 using HttpEngineTest = testing::EngineServerFixture;
-INSTANTIATE_TEST_SUITE_P(Engines, HttpEngineTest,
-                         ::testing::Values(testing::StoreEngine::kSqlite,
-                                           testing::StoreEngine::kPostgres),
-                         testing::StoreEngineName);
+FENCEKIT_ON_EACH_ENGINE(HttpEngineTest);
 
 TEST_P(HttpEngineTest, PutCreatesThenOverwrites) {
   auto r = PutWithToken("k", "5", "one");
@@ -127,8 +124,11 @@ TEST_P(HttpEngineTest, OversizedBodyGets413AndNothingIsStored) {
 TEST_F(HttpTest, ChunkedBodyOverLimitGets413) {
   StartServer({.max_body_bytes = 100});
   RawConnection c(server_->port());
-  c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
-         "Transfer-Encoding: chunked\r\n\r\n" "c8\r\n" + std::string(200, 'x') + "\r\n0\r\n\r\n");
+  c.Send(
+      "PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n"
+      "c8\r\n" +
+      std::string(200, 'x') + "\r\n0\r\n\r\n");
   EXPECT_EQ(c.Read().status, 413);
   EXPECT_EQ(Call("GET", "/v1/objects/k").status, 404);
 }
@@ -197,8 +197,9 @@ TEST_P(HttpEngineTest, PercentEncodedAndNonAsciiKeysRoundTripByteExact) {
 
 TEST_F(HttpTest, ExpectContinueGets100BeforeTheBody) {
   RawConnection c(server_->port());
-  c.Send("PUT /v1/objects/big HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
-         "Content-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+  c.Send(
+      "PUT /v1/objects/big HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+      "Content-Length: 5\r\nExpect: 100-continue\r\n\r\n");
   EXPECT_EQ(c.Read(std::chrono::seconds(10), /*return_interim=*/true).status, 100);
   c.Send("hello");
   EXPECT_EQ(c.Read().status, 201);
@@ -208,8 +209,9 @@ TEST_F(HttpTest, ExpectContinueGets100BeforeTheBody) {
 TEST_F(HttpTest, ExpectContinueWithTooLargeBodyGets413WithoutWaitingForIt) {
   StartServer({.max_body_bytes = 10});
   RawConnection c(server_->port());
-  c.Send("PUT /v1/objects/big HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
-         "Content-Length: 11\r\nExpect: 100-continue\r\n\r\n");
+  c.Send(
+      "PUT /v1/objects/big HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+      "Content-Length: 11\r\nExpect: 100-continue\r\n\r\n");
   EXPECT_EQ(c.Read(std::chrono::seconds(10), /*return_interim=*/true).status, 413);
 }
 
@@ -233,9 +235,10 @@ TEST_F(HttpTest, CurlWorksAsItIs) {
     return out;
   };
   std::string base = "http://127.0.0.1:" + std::to_string(server_->port());
-  std::string out = run("curl -s -w ' %{http_code}' -X PUT -H 'Expect: 100-continue' "
-                        "-H 'Fencing-Token: 3' --data-binary @" + file + " " + base +
-                        "/v1/objects/upload");
+  std::string out =
+      run("curl -s -w ' %{http_code}' -X PUT -H 'Expect: 100-continue' "
+          "-H 'Fencing-Token: 3' --data-binary @" +
+          file + " " + base + "/v1/objects/upload");
   EXPECT_NE(out.find("\"version\":1}\n 201"), std::string::npos) << out;
   EXPECT_EQ(store_->Get("upload")->value.size(), 700u * 1024);
   out = run("curl -s -0 -w ' %{http_code}' " + base + "/v1/fences/upload");
@@ -263,7 +266,8 @@ TEST_F(HttpTest, IdleConnectionsTimeOutAndDoNotBlockNewClients) {
 TEST_F(HttpTest, SlowSenderIsCutOffByReadTimeout) {
   StartServer({.read_timeout = std::chrono::milliseconds(200)});
   RawConnection c(server_->port());
-  c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\nContent-Length: 10\r\n\r\nabc");
+  c.Send(
+      "PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\nContent-Length: 10\r\n\r\nabc");
   EXPECT_TRUE(c.ClosedByPeer(std::chrono::seconds(10)));
   EXPECT_EQ(Call("GET", "/v1/objects/k").status, 404);
 }
@@ -300,8 +304,7 @@ TEST_P(HttpEngineTest, HealthzAndMetrics) {
             std::string::npos);
   EXPECT_NE(m.body.find("fenced_writes_refused_total{reason=\"missing_token\"} 1\n"),
             std::string::npos);
-  EXPECT_NE(m.body.find("fenced_request_duration_seconds_bucket{le=\"+Inf\"}"),
-            std::string::npos);
+  EXPECT_NE(m.body.find("fenced_request_duration_seconds_bucket{le=\"+Inf\"}"), std::string::npos);
   EXPECT_NE(m.body.find("fenced_commit_batch_size_count 2\n"), std::string::npos);
 }
 
@@ -309,8 +312,9 @@ TEST_F(HttpTest, StopFinishesInFlightRequestAndClosesIdleConnections) {
   RawConnection idle(server_->port());
   RawConnection busy(server_->port());
   // The 100 proves the server has read the headers: the request is in flight.
-  busy.Send("PUT /v1/objects/last HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
-            "Content-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+  busy.Send(
+      "PUT /v1/objects/last HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+      "Content-Length: 5\r\nExpect: 100-continue\r\n\r\n");
   ASSERT_EQ(busy.Read(std::chrono::seconds(10), true).status, 100);
   server_->Stop();
   EXPECT_TRUE(idle.ClosedByPeer());

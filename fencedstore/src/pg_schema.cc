@@ -34,149 +34,37 @@ CREATE TABLE fencekit.history(
   highest bigint NOT NULL,
   reason text,
   principal bytea);
+)sql",
+    // 1 -> 2: versions from a store-wide sequence, so that a key created again after a delete
+    // never repeats a version (an ETag). Versions given before, to keys deleted since, are not
+    // known: the sequence starts above every version still stored. fencekit.write reports the
+    // version before the write, a new signature: version 1's is dropped (kFunctions makes the
+    // new one, and fencekit.write_batch). A fenced of version 1 still running on the database
+    // fails its writes rather than number versions the old way.
+    R"sql(
+CREATE SEQUENCE fencekit.versions AS bigint;
+SELECT setval('fencekit.versions', coalesce((SELECT max(version) FROM fencekit.objects), 0) + 1,
+              false);
+DROP FUNCTION IF EXISTS fencekit.write(boolean, bytea, bigint, bytea, bytea, text, bytea,
+                                       integer, text, boolean, boolean, bigint, bytea, boolean);
+)sql",
+};
+constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
+// The functions fenced calls, at their latest version: made after migrating (a migration drops
+// those whose signature changed, as CREATE OR REPLACE cannot change one).
+constexpr const char* kFunctions = R"sql(
 -- One write, decided and applied: the store's rules (docs/architecture.md) in one call, so that
 -- a batch of writes is one pipeline of calls. The fence row is locked (FOR UPDATE) before it is
 -- judged and stays locked until the commit: writes of one lock, through any number of fenced,
 -- are decided one after the other on the latest committed fence.
 -- p_verify: 0 verification off; 1 the lock service not asked (or could not be); 2 it does not
 -- confirm the token; 3 it confirms it. p_refusal: a refusal decided by the caller, only recorded.
--- o_outcome: 'accepted', 'stale_token', 'wrong_lock', 'wrong_service', 'unverified_token', or
--- 'verify' (the lock service must be asked first; nothing was changed or recorded).
-CREATE FUNCTION fencekit.write(
-    p_delete boolean, p_lock bytea, p_token bigint, p_key bytea, p_value bytea,
-    p_service text, p_prefix_lock bytea, p_verify integer, p_refusal text, p_strict boolean,
-    p_unguarded boolean, p_now_ms bigint, p_principal bytea, p_record boolean,
-    OUT o_outcome text, OUT o_highest bigint, OUT o_version bigint, OUT o_bound_lock bytea,
-    OUT o_fence_service text, OUT o_seq bigint)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-  key_lock bytea;
-  f_highest bigint;
-  f_service text;
-  f_confirmed boolean;
-  fence_found boolean := false;
-  fence_created boolean := false;
-BEGIN
-  o_outcome := p_refusal;
-  o_highest := 0;
-  o_version := 0;
-  o_seq := 0;
-  -- 1. The key's lock: lock_for's for its prefix, else the lock of the write that created it.
-  IF o_outcome IS NULL THEN
-    SELECT o.lock INTO key_lock FROM fencekit.objects o WHERE o.key = p_key;
-    key_lock := coalesce(p_prefix_lock, key_lock);
-    IF key_lock IS NOT NULL AND key_lock <> p_lock THEN
-      o_outcome := 'wrong_lock';
-      o_bound_lock := key_lock;
-    END IF;
-  END IF;
-  -- 2. The fence, locked; or created by the lock's first write.
-  IF o_outcome IS NULL THEN
-    LOOP
-      SELECT fe.highest, fe.service, fe.confirmed INTO f_highest, f_service, f_confirmed
-        FROM fencekit.fences fe WHERE fe.lock = p_lock FOR UPDATE;
-      IF FOUND THEN
-        fence_found := true;
-        EXIT;
-      END IF;
-      EXIT WHEN p_verify IN (1, 2) AND NOT p_unguarded;
-      INSERT INTO fencekit.fences(lock, highest, service, confirmed)
-        VALUES (p_lock, p_token, p_service, p_verify = 3) ON CONFLICT (lock) DO NOTHING;
-      IF FOUND THEN
-        fence_created := true;
-        EXIT;
-      END IF;
-      -- Another transaction created it meanwhile: lock that one.
-    END LOOP;
-    IF fence_created THEN
-      o_highest := p_token;
-    ELSIF NOT fence_found THEN
-      o_outcome := CASE p_verify WHEN 1 THEN 'verify' ELSE 'unverified_token' END;
-    ELSE
-      o_highest := f_highest;
-      IF p_service IS NOT NULL AND f_service IS NOT NULL AND f_service <> p_service THEN
-        o_outcome := 'wrong_service';
-        o_fence_service := f_service;
-      ELSIF p_unguarded THEN
-        UPDATE fencekit.fences SET highest = greatest(highest, p_token),
-            service = coalesce(service, p_service)
-          WHERE lock = p_lock RETURNING highest INTO o_highest;
-      ELSIF p_token < f_highest OR (p_strict AND p_token = f_highest) THEN
-        o_outcome := 'stale_token';
-      ELSIF NOT (p_verify IN (0, 3) OR (NOT p_strict AND p_token = f_highest AND f_confirmed)) THEN
-        o_outcome := CASE p_verify WHEN 1 THEN 'verify' ELSE 'unverified_token' END;
-      ELSE
-        -- A write at the fence's own token that binds and confirms nothing new (a holder's
-        -- second write, the common case) leaves the locked row as it is.
-        IF NOT (p_token = f_highest
-                AND (f_service IS NOT NULL OR p_service IS NULL OR p_verify NOT IN (0, 3))
-                AND (p_verify <> 3 OR f_confirmed)) THEN
-          UPDATE fencekit.fences SET highest = p_token,
-              service = coalesce(service, CASE WHEN p_verify IN (0, 3) THEN p_service END),
-              confirmed = CASE WHEN p_verify = 3 THEN true
-                               WHEN p_token = highest THEN confirmed ELSE false END
-            WHERE lock = p_lock;
-        END IF;
-        o_highest := p_token;
-      END IF;
-    END IF;
-  ELSE
-    SELECT fe.highest INTO o_highest FROM fencekit.fences fe WHERE fe.lock = p_lock;
-    o_highest := coalesce(o_highest, 0);
-  END IF;
-  IF o_outcome = 'verify' THEN
-    RETURN;
-  END IF;
-  -- 3. The write itself.
-  IF o_outcome IS NULL THEN
-    IF p_delete THEN
-      DELETE FROM fencekit.objects o
-        WHERE o.key = p_key AND (p_prefix_lock IS NOT NULL OR o.lock = p_lock)
-        RETURNING o.version INTO o_version;
-      o_version := coalesce(o_version, 0);
-    ELSE
-      INSERT INTO fencekit.objects AS o (key, value, lock, token, version)
-        VALUES (p_key, p_value, p_lock, p_token, 1)
-        ON CONFLICT (key) DO UPDATE SET value = excluded.value, lock = excluded.lock,
-            token = excluded.token, version = o.version + 1
-          WHERE p_prefix_lock IS NOT NULL OR o.lock = excluded.lock
-        RETURNING o.version INTO o_version;
-      IF NOT FOUND THEN
-        -- The key was created under another lock after step 1: decide again.
-        RAISE EXCEPTION 'the key was created under another lock meanwhile'
-          USING ERRCODE = 'serialization_failure';
-      END IF;
-    END IF;
-    o_outcome := 'accepted';
-  END IF;
-  -- 4. The record of the decision.
-  IF p_record THEN
-    INSERT INTO fencekit.history(time_ms, op, lock, token, key, accepted, highest, reason,
-                                 principal)
-      VALUES (p_now_ms, CASE WHEN p_delete THEN 'delete' ELSE 'put' END, p_lock, p_token, p_key,
-              o_outcome = 'accepted', o_highest, nullif(o_outcome, 'accepted'), p_principal)
-      RETURNING seq INTO o_seq;
-  END IF;
-END
-$fn$;
-)sql",
-    // 1 -> 2: versions from a store-wide sequence, so that a key created again after a delete
-    // never repeats a version (an ETag); fencekit.write reports the version before the write;
-    // fencekit.write_batch applies several writes under one grant, all or none. Versions given
-    // before, to keys deleted since, are not known: the sequence starts above every version
-    // still stored. A fenced of version 1 still running on the database fails its writes (the
-    // function it calls is gone) rather than number versions the old way.
-    R"sql(
-CREATE SEQUENCE fencekit.versions AS bigint;
-SELECT setval('fencekit.versions', coalesce((SELECT max(version) FROM fencekit.objects), 0) + 1,
-              false);
-DROP FUNCTION fencekit.write(boolean, bytea, bigint, bytea, bytea, text, bytea, integer, text,
-                             boolean, boolean, bigint, bytea, boolean);
-
--- As version 1's, but a put takes its version from fencekit.versions, and o_prior is the key's
--- version before the write (0: absent), read under the fence's lock.
-CREATE FUNCTION fencekit.write(
+-- o_outcome: 'accepted' or the name of a refusal ('stale_token', 'wrong_lock', 'wrong_service',
+-- 'unverified_token'), or 'verify' (the lock service must be asked first; nothing was changed or
+-- recorded). A put takes its version from fencekit.versions; o_prior is the key's version
+-- before the write (0: absent), read under the fence's lock.
+CREATE OR REPLACE FUNCTION fencekit.write(
     p_delete boolean, p_lock bytea, p_token bigint, p_key bytea, p_value bytea,
     p_service text, p_prefix_lock bytea, p_verify integer, p_refusal text, p_strict boolean,
     p_unguarded boolean, p_now_ms bigint, p_principal bytea, p_record boolean,
@@ -306,7 +194,7 @@ $fn$;
 -- accepted; else one row: the refusal (or 'verify': nothing changed or recorded), o_index the
 -- refusing write (from 0), o_prior the key's version for 'precondition_failed'. A refusal is
 -- recorded once, as the refusing write.
-CREATE FUNCTION fencekit.write_batch(
+CREATE OR REPLACE FUNCTION fencekit.write_batch(
     p_lock bytea, p_token bigint, p_service text, p_verify integer, p_refusal text,
     p_strict boolean, p_unguarded boolean, p_now_ms bigint, p_principal bytea,
     p_record boolean, p_deletes boolean[], p_keys bytea[], p_values bytea[],
@@ -370,9 +258,7 @@ BEGIN
   END LOOP;
 END
 $fn$;
-)sql",
-};
-constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
+)sql";
 
 // Any constant: the advisory lock that serialises migrations of one database.
 constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(4604535542338244931)";
@@ -427,6 +313,7 @@ Status Migrate(Conn& conn, const std::string& name, std::chrono::milliseconds ti
   }
   std::string script;
   for (int v = version; v < kSchemaVersion; ++v) script += kMigrations[v];
+  script += kFunctions;
   script +=
       "UPDATE fencekit.schema_version SET version = " + std::to_string(kSchemaVersion) + ";COMMIT";
   auto done = conn.Exec(script, timeout);

@@ -17,7 +17,7 @@
 
 namespace fencekit::testing {
 
-class ServerFixture : public ::testing::Test {
+class ServerFixture : public EngineFixture {
  protected:
   void SetUp() override { StartServer({}); }
 
@@ -25,10 +25,7 @@ class ServerFixture : public ::testing::Test {
   void StartServer(ServerOptions options, StoreOptions store_options = {}) {
     server_.reset();
     store_.reset();
-    if (store_options.path.empty()) {
-      if (db_.empty()) db_ = StoreDatabase(engine_, dir_);
-      store_options.path = db_;
-    }
+    if (store_options.path.empty()) store_options.path = Db();
     auto store = FencedStore::Open(std::move(store_options));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(store).value();
@@ -52,20 +49,11 @@ class ServerFixture : public ::testing::Test {
                 body);
   }
 
-  TempDir dir_;
-  StoreEngine engine_ = StoreEngine::kSqlite;
-  std::string db_;
   std::unique_ptr<FencedStore> store_;
   std::unique_ptr<Server> server_;
 };
 
 // ServerFixture on the engine of the test's parameter.
-class EngineServerFixture : public ServerFixture, public ::testing::WithParamInterface<StoreEngine> {
- protected:
-  void SetUp() override {
-    engine_ = GetParam();
-    ServerFixture::SetUp();
-  }
-};
+using EngineServerFixture = OnEachEngine<ServerFixture>;
 
 }  // namespace fencekit::testing

@@ -37,4 +37,40 @@ Result<std::vector<std::string>> QuerySql(const std::string& uri, const std::str
 // Where a test's store lives on `engine`: `dir`/store.db, or a new PostgreSQL database.
 std::string StoreDatabase(StoreEngine engine, const TempDir& dir);
 
+// A fixture whose test has one store database on engine_ (SQLite unless OnEachEngine sets it):
+// Db() makes it on the first call and returns the same one after.
+class EngineFixture : public ::testing::Test {
+ protected:
+  const std::string& Db() {
+    if (db_.empty()) db_ = StoreDatabase(engine_, dir_);
+    return db_;
+  }
+
+  TempDir dir_;
+  StoreEngine engine_ = StoreEngine::kSqlite;
+  std::string db_;
+};
+
+// `Fixture` (an EngineFixture) with the engine as the test's parameter: its TEST_P tests run on
+// a SQLite file and on a PostgreSQL database once the suite is instantiated with
+// FENCEKIT_ON_EACH_ENGINE.
+template <class Fixture>
+class OnEachEngine : public Fixture, public ::testing::WithParamInterface<StoreEngine> {
+ protected:
+  void SetUp() override {
+    this->engine_ = GetParam();
+    Fixture::SetUp();
+  }
+};
+
 }  // namespace fencekit::testing
+
+// Instantiates `suite` (an OnEachEngine) as Engines/suite.Test/sqlite and .../postgresql: ctest
+// gives the latter the shared PostgreSQL by that name (tests/CMakeLists.txt, POSTGRESQL_ARM).
+#define FENCEKIT_ON_EACH_ENGINE(suite)                                                     \
+  INSTANTIATE_TEST_SUITE_P(Engines, suite,                                                 \
+                           ::testing::Values(::fencekit::testing::StoreEngine::kSqlite,    \
+                                             ::fencekit::testing::StoreEngine::kPostgres), \
+                           ::fencekit::testing::StoreEngineName)
+
+namespace fencekit::testing {}  // namespace fencekit::testing
