@@ -13,17 +13,11 @@
 
 #include "backend.h"
 #include "endpoints.h"
+#include "lock_counters.h"
 #include "random_id.h"
 #include "released_leases.h"
 
 namespace fencekit {
-
-struct LockClient::Counters {
-  std::atomic<std::uint64_t> attempts{0}, grants{0}, busy{0}, timeouts{0}, renewals{0},
-      renewal_failures{0}, lost_refused{0}, lost_validity{0}, lost_marked{0}, wait_count{0},
-      wait_ns{0}, checks{0}, check_failures{0};
-  std::array<std::atomic<std::uint64_t>, std::size(LockMetrics::kWaitBounds) + 1> wait_buckets{};
-};
 
 namespace {
 
@@ -172,9 +166,7 @@ void LockClient::CountWait(std::chrono::steady_clock::time_point began) {
 LockMetrics LockClient::metrics() const {
   LockMetrics m;
   const Counters& c = *counters_;
-  auto get = [](const std::atomic<std::uint64_t>& a) {
-    return a.load(std::memory_order_relaxed);
-  };
+  auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   m.acquire_attempts = get(c.attempts);
   m.grants = get(c.grants);
   m.busy = get(c.busy);
@@ -342,177 +334,6 @@ Result<TokenCheck> LockClient::CheckToken(std::string_view lock, FencingToken to
   (check.ok() ? counters_->checks : counters_->check_failures)
       .fetch_add(1, std::memory_order_relaxed);
   return check;
-}
-
-// ---------------------------------------------------------------------------------------------
-// HeldLock
-
-struct HeldLock::State {
-  LockClient* client;
-  Options options;
-  std::mutex mu;
-  std::condition_variable cv;
-  Lease lease;            // GUARDED_BY(mu)
-  bool lost = false;      // GUARDED_BY(mu)
-  Status lost_reason;     // GUARDED_BY(mu)
-  bool stopping = false;  // GUARDED_BY(mu)
-  bool released = false;  // GUARDED_BY(mu)
-  std::atomic<std::uint64_t> renewals{0};
-  std::thread renewer;
-  std::thread watchdog;  // with auto_renew: marks the lease lost when validity runs out
-};
-
-Result<std::unique_ptr<HeldLock>> HeldLock::Acquire(LockClient& client, std::string_view lock,
-                                                    std::chrono::steady_clock::time_point deadline,
-                                                    Options options) {
-  auto lease = client.Acquire(lock, deadline);
-  if (!lease.ok()) return lease.status();
-  return std::make_unique<HeldLock>(client, std::move(lease).value(), std::move(options));
-}
-
-HeldLock::HeldLock(LockClient& client, Lease lease, Options options)
-    : state_(std::make_shared<State>()) {
-  state_->client = &client;
-  state_->options = std::move(options);
-  state_->lease = std::move(lease);
-  if (state_->options.auto_renew) {
-    state_->renewer = std::thread([this] { RenewLoop(); });
-    state_->watchdog = std::thread([this] { WatchValidity(); });
-  }
-}
-
-HeldLock::~HeldLock() { (void)Release(); }
-
-Lease HeldLock::lease() const {
-  std::lock_guard lock(state_->mu);
-  return state_->lease;
-}
-
-bool HeldLock::lost() const {
-  std::lock_guard lock(state_->mu);
-  return state_->lost;
-}
-
-Status HeldLock::lost_reason() const {
-  std::lock_guard lock(state_->mu);
-  return state_->lost_reason;
-}
-
-std::uint64_t HeldLock::renewals() const { return state_->renewals.load(); }
-
-void HeldLock::MarkLost(const Status& why) { Lose(why, Loss::kMarked); }
-
-void HeldLock::Lose(const Status& why, Loss cause) {
-  Lease lease;
-  {
-    std::lock_guard lock(state_->mu);
-    if (state_->lost || state_->released) return;
-    state_->lost = true;
-    state_->lost_reason = why;
-    lease = state_->lease;
-  }
-  LockClient::Counters& c = *state_->client->counters_;
-  (cause == Loss::kRefused    ? c.lost_refused
-   : cause == Loss::kValidity ? c.lost_validity
-                              : c.lost_marked)
-      .fetch_add(1, std::memory_order_relaxed);
-  state_->cv.notify_all();
-  if (state_->options.on_lost) state_->options.on_lost(lease, why);
-}
-
-Status HeldLock::Extend() {
-  Lease lease;
-  {
-    std::lock_guard lock(state_->mu);
-    if (state_->lost) return Status::NotHeld(state_->lost_reason.message());
-    lease = state_->lease;
-  }
-  Status s = state_->client->Extend(lease);
-  if (s.ok()) {
-    {
-      std::lock_guard lock(state_->mu);
-      if (state_->lost) return Status::NotHeld(state_->lost_reason.message());
-      state_->lease.valid_until = lease.valid_until;
-      state_->renewals.fetch_add(1);
-    }
-    state_->cv.notify_all();  // the watchdog's deadline moved
-  } else if (s.IsNotHeld()) {
-    Lose(s, Loss::kRefused);
-  }
-  return s;
-}
-
-void HeldLock::RenewLoop() {
-  Clock* clock = state_->client->clock();
-  std::chrono::milliseconds retry(0);  // after a failed renewal: how soon to try again
-  for (;;) {
-    {
-      std::unique_lock lock(state_->mu);
-      auto interval = std::max(std::chrono::milliseconds(1), state_->lease.ttl / 3);
-      // Real time paces the loop; a fake clock in tests only moves validity.
-      state_->cv.wait_for(lock, retry.count() > 0 ? retry : interval,
-                          [&] { return state_->stopping || state_->lost; });
-      if (state_->stopping || state_->lost) return;
-      // A process that was stopped past validity must not renew what it no longer holds.
-      if (clock->Now() >= state_->lease.valid_until) break;
-    }
-    Status s = Extend();
-    if (s.ok()) {
-      retry = std::chrono::milliseconds(0);
-      continue;
-    }
-    if (s.IsNotHeld()) return;  // Extend() marked it lost
-    // Transient failure: try again soon (a new connection, another member), until validity
-    // runs out; the watchdog then marks it lost.
-    retry = std::clamp(retry * 2, std::chrono::milliseconds(20),
-                       std::max(std::chrono::milliseconds(20), lease().ttl / 6));
-  }
-  Lose(Status::NotHeld("could not renew " + Subject(lease().lock, state_->client->service()) +
-                       " before its validity ran out; the lease is lost"),
-       Loss::kValidity);
-}
-
-void HeldLock::WatchValidity() {
-  Clock* clock = state_->client->clock();
-  std::unique_lock lock(state_->mu);
-  for (;;) {
-    if (state_->stopping || state_->lost) return;
-    auto left = state_->lease.valid_until - clock->Now();
-    if (left <= std::chrono::steady_clock::duration::zero()) break;
-    // Real time, as RenewLoop; woken early by a renewal (which moves valid_until), a loss or
-    // a release.
-    state_->cv.wait_for(lock, left);
-  }
-  std::string lock_name = state_->lease.lock;
-  lock.unlock();
-  Lose(Status::NotHeld("could not renew " + Subject(lock_name, state_->client->service()) +
-                       " before its validity ran out; the lease is lost"),
-       Loss::kValidity);
-}
-
-Status HeldLock::Release() {
-  Lease lease;
-  bool was_lost;
-  {
-    std::lock_guard lock(state_->mu);
-    if (state_->released) return Status::Ok();
-    state_->released = true;
-    state_->stopping = true;
-    was_lost = state_->lost;
-    lease = state_->lease;
-  }
-  state_->cv.notify_all();
-  for (std::thread* t : {&state_->renewer, &state_->watchdog}) {
-    if (!t->joinable()) continue;
-    if (t->get_id() == std::this_thread::get_id()) {
-      t->detach();  // released from on_lost: the loop returns by itself
-    } else {
-      t->join();
-    }
-  }
-  Status s = state_->client->Release(lease);
-  if (was_lost && s.ok()) return Status::NotHeld(lost_reason().message());
-  return s;
 }
 
 }  // namespace fencekit

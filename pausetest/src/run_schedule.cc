@@ -1,0 +1,118 @@
+#include "run_schedule.h"
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "fencekit/pausetest/pauser.h"
+
+namespace fencekit::pausetest {
+
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+std::vector<Event> ScheduleOf(const PauseTestOptions& options, std::uint64_t run_seed,
+                              int clients) {
+  std::vector<Event> events;
+  for (const auto& p : MakePauseSchedule(run_seed, clients, options.pauses_per_run,
+                                         options.run_length, options.ttl)) {
+    events.push_back({p.at, Event::kPause, p.target});
+    events.push_back({p.at + p.length, Event::kResume, p.target});
+  }
+  // One fault at a seeded moment in the middle half of the run.
+  auto middle = [&](std::uint64_t salt, Event::Kind kind) {
+    std::mt19937_64 rng(run_seed ^ salt);
+    auto quarter = options.run_length.count() / 4;
+    events.push_back(
+        {milliseconds(quarter + static_cast<long long>(rng() % (2 * quarter + 1))), kind, 0});
+  };
+  if (options.kill_store) middle(0x5bd1e995, Event::kKillStore);
+  if (options.restart_locks) middle(0x27d4eb2f, Event::kRestartLocks);
+  if (options.kill_etcd_leader) {
+    std::mt19937_64 rng(run_seed ^ 0x165667b1);
+    const long long eighth = options.run_length.count() / 8;
+    const long long kill = 2 * eighth + static_cast<long long>(rng() % (2 * eighth + 1));
+    const long long down = eighth + static_cast<long long>(rng() % (2 * eighth + 1));
+    events.push_back({milliseconds(kill), Event::kKillEtcdLeader, 0});
+    events.push_back({milliseconds(kill + down), Event::kRestartEtcdMember, 0});
+  }
+  std::stable_sort(events.begin(), events.end(),
+                   [](const Event& a, const Event& b) { return a.at < b.at; });
+  return events;
+}
+
+Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_length,
+                            const std::vector<pid_t>& clients, RunServers& servers,
+                            const std::string& dir) {
+  ProcessPauser pauser;
+  std::vector<int> depth(clients.size(), 0);  // overlapping pauses of one client nest
+  Status harness = Status::Ok();
+  Played played;
+  int killed_leader = -1;
+  const auto start = SteadyClock::now();
+  auto since_start = [&] {
+    return std::to_string(
+               std::chrono::duration_cast<milliseconds>(SteadyClock::now() - start).count()) +
+           "ms";
+  };
+  for (const Event& e : events) {
+    if (e.at >= run_length) break;  // ResumeAll below ends the pauses still on
+    std::this_thread::sleep_until(start + e.at);
+    switch (e.kind) {
+      case Event::kPause:
+        if (e.target < static_cast<int>(clients.size()) && depth[e.target]++ == 0) {
+          pauser.Pause(clients[e.target]);
+        }
+        break;
+      case Event::kResume:
+        if (e.target < static_cast<int>(clients.size()) && --depth[e.target] == 0) {
+          pauser.Resume(clients[e.target]);
+        }
+        break;
+      case Event::kKillStore:  // SIGKILL, then the same database on the same port
+        if (Status s = servers.store.Restart(); !s.ok()) harness = s;
+        break;
+      case Event::kRestartLocks:
+        if (Status s = servers.redis.Restart(); !s.ok()) harness = s;
+        break;
+      case Event::kKillEtcdLeader:
+        killed_leader = servers.etcd.Leader();
+        if (killed_leader < 0) {
+          harness = Status::Unavailable("the etcd cluster had no leader to kill for 10s; see " +
+                                        dir + "/etcd/*.log");
+        } else {
+          servers.etcd.Kill(killed_leader);
+          played.faults += "etcd leader m" + std::to_string(killed_leader) + " SIGKILLed at " +
+                           since_start() + "\n";
+        }
+        break;
+      case Event::kRestartEtcdMember: {
+        if (killed_leader < 0) break;
+        // The survivors must have elected another leader meanwhile.
+        int next = servers.etcd.Leader();
+        if (next < 0 || next == killed_leader) {
+          harness = Status::Unavailable(
+              "after the etcd leader was killed, the other members elected no leader within "
+              "10s; see " +
+              dir + "/etcd/*.log");
+        } else {
+          played.faults += "m" + std::to_string(next) + " leader meanwhile; m" +
+                           std::to_string(killed_leader) + " restarted at " + since_start();
+          if (Status s = servers.etcd.Restart(killed_leader); !s.ok()) {
+            harness = s;
+          } else {
+            played.etcd_leader_killed_and_back = true;
+            played.faults += ", back with a leader at " + since_start() + "\n";
+          }
+        }
+        break;
+      }
+    }
+  }
+  std::this_thread::sleep_until(start + run_length);
+  pauser.ResumeAll();
+  if (!harness.ok()) return harness;
+  return played;
+}
+
+}  // namespace fencekit::pausetest

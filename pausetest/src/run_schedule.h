@@ -1,0 +1,57 @@
+// What happens during one pause run, and when: the pauses of the clients and the faults of the
+// servers (a store killed, Redis restarted, etcd's leader killed), seeded, then played.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fencekit/common/status.h"
+#include "fencekit/pausetest/runner.h"
+#include "fencekit/procutil/etcd_cluster.h"
+#include "fencekit/procutil/fenced_server.h"
+#include "fencekit/procutil/redis_server.h"
+
+namespace fencekit::pausetest {
+
+struct Event {
+  std::chrono::milliseconds at;  // from the run's start
+  enum Kind {
+    kPause,
+    kResume,
+    kKillStore,
+    kRestartLocks,
+    kKillEtcdLeader,
+    kRestartEtcdMember
+  } kind;
+  int target = 0;  // the client, for kPause and kResume
+};
+
+// The events of the run seeded `run_seed` with `clients` clients, in time order: the pause
+// schedule (MakePauseSchedule) and the faults `options` asks for.
+std::vector<Event> ScheduleOf(const PauseTestOptions& options, std::uint64_t run_seed, int clients);
+
+// The servers one run owns (those `options` does not start stay unstarted).
+struct RunServers {
+  procutil::FencedServer store;
+  procutil::RedisServer redis;
+  procutil::EtcdCluster etcd;
+};
+
+// What playing a schedule did to the lock service, for the run's report.
+struct Played {
+  std::string faults;  // one line per fault, with its time
+  bool etcd_leader_killed_and_back = false;
+};
+
+// Plays `events` up to `run_length` on `clients` (pids) and `servers`, then resumes every
+// client still paused. A fault that could not be made (no etcd leader, a restart that failed)
+// is the error; the run's folder `dir` names where its logs are.
+Result<Played> PlaySchedule(const std::vector<Event>& events, std::chrono::milliseconds run_length,
+                            const std::vector<pid_t>& clients, RunServers& servers,
+                            const std::string& dir);
+
+}  // namespace fencekit::pausetest
