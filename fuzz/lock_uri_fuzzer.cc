@@ -63,6 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   CheckEndpoints(uri, 0);
   CheckEndpoints(uri, 6379);
 
+  // "" is the default lock service, a SQLite file (DefaultLockUri): not opened, as paths below.
+  if (uri.empty()) return 0;
   if (uri.starts_with("sqlite://")) {
     std::string_view path = uri.substr(9);
     if (!path.empty() && path != "/") return 0;  // a file: not opened, see above
