@@ -12,7 +12,7 @@ set_target_properties(fencekit_prometheus PROPERTIES EXPORT_NAME internal_promet
 install(TARGETS
     fencekit_common fencekit_lockclient fencekit_fencedstore fencekit_storeclient
     fencekit_server fencekit_fencing fencekit_procutil fencekit_pausetest
-    fencekit_sqlite_util fencekit_asio fencekit_wire fencekit_prometheus
+    fencekit_store_api fencekit_sqlite_util fencekit_asio fencekit_wire fencekit_prometheus
   EXPORT fencekitTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
@@ -20,7 +20,7 @@ install(TARGETS fenced fencectl fencekit-demo RUNTIME DESTINATION ${CMAKE_INSTAL
 # The guard in your own database (docs/guard-in-your-database.md).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/fencedstore/sql/
         DESTINATION ${CMAKE_INSTALL_DATADIR}/fencekit/sql)
-foreach(module common lockclient fencedstore httpapi fencing procutil pausetest)
+foreach(module common lockclient fencedstore fencedstore/api httpapi fencing procutil pausetest)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/include/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endforeach()

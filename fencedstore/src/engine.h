@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "fencekit/common/status.h"
-#include "fencekit/common/store_types.h"
+#include "fencekit/fencedstore/types.h"
 #include "fencekit/fencedstore/store.h"
 #include "verifier.h"
 

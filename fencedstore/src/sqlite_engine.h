@@ -66,7 +66,7 @@ class SqliteEngine final : public Engine {
   sqlite::Stmt advance_fence_, read_fence_, insert_fence_, read_object_, upsert_object_,
       delete_object_, insert_history_, trim_history_, set_fence_, savepoint_, rollback_to_,
       release_, read_counter_, write_counter_, bump_probe_;
-  // The store-wide version counter (common/store_types.h): the last version given, read at the
+  // The store-wide version counter (fencekit/fencedstore/types.h): the last version given, read at the
   // start of each transaction and written back at its end when it moved.
   std::int64_t last_version_ = 0;
 };

@@ -12,7 +12,7 @@
 
 #include "engine.h"
 #include "fencekit/common/status.h"
-#include "fencekit/common/store_types.h"
+#include "fencekit/fencedstore/types.h"
 #include "fencekit/common/token.h"
 #include "fencekit/fencedstore/store.h"
 

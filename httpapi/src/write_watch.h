@@ -11,7 +11,7 @@
 
 #include "events.h"
 #include "fencekit/common/status.h"
-#include "fencekit/common/store_types.h"
+#include "fencekit/fencedstore/types.h"
 #include "log_sink.h"
 
 namespace fencekit {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "fencekit/common/status.h"
-#include "fencekit/common/store_types.h"
+#include "fencekit/fencedstore/types.h"
 #include "fencekit/common/token.h"
 
 namespace fencekit::wire {

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "fencekit/common/status.h"
-#include "fencekit/common/store_types.h"
+#include "fencekit/fencedstore/types.h"
 
 namespace fencekit::wire {
 

@@ -34,7 +34,7 @@
 
 #include "fencekit/common/clock.h"
 #include "fencekit/common/status.h"
-#include "fencekit/common/store_types.h"
+#include "fencekit/fencedstore/types.h"
 #include "fencekit/common/token.h"
 
 namespace fencekit {

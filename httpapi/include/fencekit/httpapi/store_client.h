@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fencekit/common/status.h"
-#include "fencekit/common/store_types.h"
+#include "fencekit/fencedstore/types.h"
 #include "fencekit/common/token.h"
 
 namespace fencekit {
@@ -26,7 +26,7 @@ struct StoreClientOptions {
   std::string ca_file;
 };
 
-// The store's own result types (common/store_types.h), under the names this client used first.
+// The store's own result types (fencekit/fencedstore/types.h), under the names this client used first.
 using WriteResponse = WriteReceipt;
 using GetResponse = StoredObject;
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "fencekit/common/store_types.h"  // Decision
+#include "fencekit/fencedstore/types.h"  // Decision
 #include "fencekit/pausetest/history.h"
 
 namespace fencekit::pausetest {
