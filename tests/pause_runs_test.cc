@@ -70,6 +70,15 @@ void ExpectSafe(const Summary& s) {
   }
 }
 
+// For arms that kill or restart a server in every run: the restart takes part of each run, and
+// how many pauses land on a holder then depends on the machine's load (8 or 9 runs of 10 on a
+// quiet machine, 4 of 10 once on CI's busy one under ASan), so at least 2 at full length.
+void ExpectSafeAcrossRestarts(const Summary& s) {
+  EXPECT_EQ(s.stale, 0);
+  EXPECT_EQ(s.lost, 0);
+  EXPECT_GE(s.runs_with_expired, testing::FullSoak() ? 2 : 1);
+}
+
 TEST(PauseRunsSoak, SqliteSeededRunsAcceptNoStaleTokenAndLoseNoUpdate) {
   ExpectSafe(RunSeeded(testing::SoakLength(5, 50), 11));
 }
@@ -130,11 +139,13 @@ TEST(PauseRunsTest, KillEtcdLeaderWithoutAnOwnedClusterIsRefusedLeavingNoFolder)
 }
 
 TEST(PauseRunsSoak, SqliteWithStoreKillsAndSlowWritesStaysSafe) {
-  ExpectSafe(RunSeeded(testing::SoakLength(3, 10), 13, {"--kill-store", "--max-delay", "5ms"}));
+  ExpectSafeAcrossRestarts(
+      RunSeeded(testing::SoakLength(3, 10), 13, {"--kill-store", "--max-delay", "5ms"}));
 }
 
 TEST(PauseRunsSoak, RedisRestartedEmptyMidRunStaysSafe) {
-  ExpectSafe(RunSeeded(testing::SoakLength(3, 10), 16, {"--start-redis", "--restart-locks"}));
+  ExpectSafeAcrossRestarts(
+      RunSeeded(testing::SoakLength(3, 10), 16, {"--start-redis", "--restart-locks"}));
 }
 
 TEST(PauseRunsTest, RestartLocksWithoutAnOwnedServiceIsRefused) {
