@@ -9,13 +9,12 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
-#include <mutex>
 #include <string>
 
 #include "fencekit/fencedstore/store.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 namespace {
@@ -116,13 +115,13 @@ class Pipeline {
 
   // Blocks until every submitted write has been answered.
   ~Pipeline() {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
-    cv_.wait(lock, [&] { return outstanding_ == 0; });
+    while (outstanding_ != 0) cv_.Wait(mu_);
   }
 
   std::int64_t Completed() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return completed_;
   }
 
@@ -136,10 +135,10 @@ class Pipeline {
     while (n > 0) {
       int room;
       {
-        std::unique_lock lock(mu_);
+        MutexLock lock(mu_);
         if (outstanding_ >= in_flight_) {
           waiting_for_room_ = true;
-          cv_.wait(lock, [&] { return outstanding_ < in_flight_; });
+          while (outstanding_ >= in_flight_) cv_.Wait(mu_);
           waiting_for_room_ = false;
         }
         room = in_flight_ - outstanding_;
@@ -150,17 +149,17 @@ class Pipeline {
 
   // Blocks until at least `target` writes have been answered since the pipeline started.
   void WaitCompleted(std::int64_t target) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     completed_target_ = target;
     // An empty window means writes failed and were not replaced; the caller reports that.
-    cv_.wait(lock, [&] { return completed_ >= target || outstanding_ == 0; });
+    while (completed_ < target && outstanding_ != 0) cv_.Wait(mu_);
   }
 
  private:
   void SubmitOne() {
     std::int64_t i;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       i = next_++;
       ++outstanding_;
     }
@@ -172,7 +171,7 @@ class Pipeline {
   void OnDone(bool ok) {
     std::int64_t next = -1;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ++completed_;
       bool wake = completed_ == completed_target_;
       if (refill_ == Refill::kFromCallback && !stopping_ && ok) {
@@ -181,7 +180,7 @@ class Pipeline {
         --outstanding_;
         wake = wake || outstanding_ == 0 || waiting_for_room_;
       }
-      if (wake) cv_.notify_all();
+      if (wake) cv_.NotifyAll();
     }
     if (next >= 0) {
       store_.Submit(Request(next), [this](Result<WriteReceipt> r) { OnDone(r.ok()); });
@@ -191,14 +190,14 @@ class Pipeline {
   FencedStore& store_;
   const int in_flight_;
   const Refill refill_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::int64_t next_ = 0;              // GUARDED_BY(mu_)
-  int outstanding_ = 0;                // GUARDED_BY(mu_)
-  std::int64_t completed_ = 0;         // GUARDED_BY(mu_)
-  std::int64_t completed_target_ = -1; // GUARDED_BY(mu_)
-  bool stopping_ = false;              // GUARDED_BY(mu_)
-  bool waiting_for_room_ = false;      // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  std::int64_t next_ FENCEKIT_GUARDED_BY(mu_) = 0;
+  int outstanding_ FENCEKIT_GUARDED_BY(mu_) = 0;
+  std::int64_t completed_ FENCEKIT_GUARDED_BY(mu_) = 0;
+  std::int64_t completed_target_ FENCEKIT_GUARDED_BY(mu_) = -1;
+  bool stopping_ FENCEKIT_GUARDED_BY(mu_) = false;
+  bool waiting_for_room_ FENCEKIT_GUARDED_BY(mu_) = false;
 };
 
 // Writes are counted in chunks so the harness wakes up once per chunk, not once per write.

@@ -1,4 +1,5 @@
 #include "fenced_feed.h"
+#include "fencekit/common/mutex.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -57,15 +58,18 @@ FencedFeed::~FencedFeed() {
 }
 
 bool FencedFeed::WaitConnected(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, timeout, [this] { return connected_; });
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(mu_);
+  while (!connected_ && cv_.WaitUntil(mu_, deadline)) {
+  }
+  return connected_;
 }
 
 void FencedFeed::Run() {
   while (!stopping_) {
     Stream();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       connected_ = false;
     }
     pollfd p{wake_[0], POLLIN, 0};
@@ -115,10 +119,10 @@ void FencedFeed::Stream() {
     if (end != std::string::npos && buffer.starts_with("HTTP/1.1 200 ")) {
       buffer.erase(0, end + 4);
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         connected_ = true;
       }
-      cv_.notify_all();
+      cv_.NotifyAll();
       std::string event, data;
       while (true) {
         while ((end = buffer.find("\n\n")) != std::string::npos) {

@@ -12,12 +12,11 @@
 #include <atomic>
 #include <boost/json/object.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::demo {
 
@@ -52,9 +51,9 @@ class FencedFeed {
   OnDecision on_decision_;
   int wake_[2] = {-1, -1};  // a pipe: the destructor writes to stop the thread's waits
   std::atomic<bool> stopping_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool connected_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  bool connected_ FENCEKIT_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -27,7 +27,6 @@
 #include <deque>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -35,6 +34,7 @@
 
 #include "etcd_protocol.h"
 #include "support/fuzz_support.h"
+#include "fencekit/common/mutex.h"
 
 namespace {
 
@@ -70,7 +70,7 @@ class ScriptedGateway {
   int port() const { return port_; }
 
   void Script(std::deque<Reply> replies) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     replies_ = std::move(replies);
   }
 
@@ -80,7 +80,7 @@ class ScriptedGateway {
   };
 
   Reply Next() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (replies_.empty()) return Reply{404, R"({"error":"no more replies","code":5})"};
     Reply r = std::move(replies_.front());
     replies_.pop_front();
@@ -144,8 +144,8 @@ class ScriptedGateway {
   int listener_ = -1;
   int port_ = 0;
   std::thread thread_;
-  std::mutex mu_;
-  std::deque<Reply> replies_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::deque<Reply> replies_ FENCEKIT_GUARDED_BY(mu_);
 };
 
 ScriptedGateway& Gateway() {

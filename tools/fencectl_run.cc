@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <iostream>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +14,7 @@
 #include "fencectl_cli.h"
 #include "fencectl_commands.h"
 #include "fencekit/lockclient/lock_client.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::fencectl {
 namespace {
@@ -41,7 +40,7 @@ class LossPolicy {
   // From the renewal thread: the lease is gone. `term`: SIGTERM to the command's process group
   // now, SIGKILL after the grace period unless it has exited by then.
   void Lost(const Lease& lease, const Status& why) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (lost_) return;
     lost_ = true;
     std::cerr << "fencectl: the lease on lock \"" << lease.lock << "\" (token "
@@ -51,8 +50,11 @@ class LossPolicy {
     if (!terminate_ || exited_) return;
     ForwardSignal(SIGTERM);
     killer_ = std::thread([this] {
-      std::unique_lock lock(mu_);
-      if (!cv_.wait_for(lock, grace_, [&] { return exited_; })) {
+      const auto deadline = std::chrono::steady_clock::now() + grace_;
+      MutexLock lock(mu_);
+      while (!exited_ && cv_.WaitUntil(mu_, deadline)) {
+      }
+      if (!exited_) {
         std::cerr << "fencectl: the command outlived --kill-grace; killing it" << std::endl;
         ForwardSignal(SIGKILL);
       }
@@ -61,23 +63,23 @@ class LossPolicy {
   // The command has exited.
   void Exited() {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       exited_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   bool lost() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return lost_;
   }
 
  private:
   const bool terminate_;
   const std::chrono::milliseconds grace_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool lost_ = false;    // GUARDED_BY(mu_)
-  bool exited_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  bool lost_ FENCEKIT_GUARDED_BY(mu_) = false;
+  bool exited_ FENCEKIT_GUARDED_BY(mu_) = false;
   std::thread killer_;
 };
 

@@ -1,4 +1,5 @@
 #include "fencekit/common/clock.h"
+#include "fencekit/common/mutex.h"
 
 #include <thread>
 
@@ -30,17 +31,17 @@ FakeClock::FakeClock()
       wall_now_(std::chrono::system_clock::time_point() + std::chrono::hours(24 * 365 * 50)) {}
 
 std::chrono::steady_clock::time_point FakeClock::Now() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return now_;
 }
 
 std::chrono::system_clock::time_point FakeClock::WallNow() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return wall_now_;
 }
 
 void FakeClock::SleepUntil(std::chrono::steady_clock::time_point until) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (until > now_) {
     wall_now_ += std::chrono::duration_cast<std::chrono::system_clock::duration>(until - now_);
     now_ = until;
@@ -48,7 +49,7 @@ void FakeClock::SleepUntil(std::chrono::steady_clock::time_point until) {
 }
 
 void FakeClock::Advance(std::chrono::steady_clock::duration d) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   now_ += d;
   wall_now_ += std::chrono::duration_cast<std::chrono::system_clock::duration>(d);
 }

@@ -1,4 +1,5 @@
 #include "pg_reads.h"
+#include "fencekit/common/mutex.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +12,7 @@ Result<pg::ResultPtr> PostgresReads::Run(const pg::Command& command) {
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<pg::Conn> conn;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (closed_) return Status::Unavailable("the store is closed");
       if (!idle_.empty()) {
         conn = std::move(idle_.back());
@@ -31,7 +32,7 @@ Result<pg::ResultPtr> PostgresReads::Run(const pg::Command& command) {
     }
     pg::ResultPtr r = std::move(results->front());
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!closed_ && idle_.size() < 8) idle_.push_back(std::move(conn));
     }
     if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
@@ -123,7 +124,7 @@ Result<std::vector<Decision>> PostgresReads::History(std::size_t limit) {
 }
 
 void PostgresReads::Close() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   closed_ = true;
   idle_.clear();
 }

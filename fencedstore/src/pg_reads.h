@@ -3,13 +3,13 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string_view>
 #include <vector>
 
 #include "engine.h"
 #include "pg_conn.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::fencedstore {
 
@@ -32,9 +32,9 @@ class PostgresReads final : public Reads {
   Result<pg::ResultPtr> Run(const pg::Command& command);
 
   const StoreOptions& options_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<pg::Conn>> idle_;  // GUARDED_BY(mu_)
-  bool closed_ = false;                          // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<std::unique_ptr<pg::Conn>> idle_ FENCEKIT_GUARDED_BY(mu_);
+  bool closed_ FENCEKIT_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace fencekit::fencedstore

@@ -8,6 +8,7 @@
 
 #include "sqlite/sqlite_util.h"
 #include "sqlite_connection.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::fencedstore {
 
@@ -28,7 +29,7 @@ template <typename F>
 auto SqliteReads::WithReader(F&& f) -> decltype(f(std::declval<Reader&>())) {
   std::unique_ptr<Reader> r;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return Status::Unavailable("the store is closed");
     if (!readers_.empty()) {
       r = std::move(readers_.back());
@@ -41,7 +42,7 @@ auto SqliteReads::WithReader(F&& f) -> decltype(f(std::declval<Reader&>())) {
     r = std::move(made).value();
   }
   auto result = f(*r);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (readers_.size() < 16) readers_.push_back(std::move(r));
   return result;
 }
@@ -129,7 +130,7 @@ Result<std::vector<Decision>> SqliteReads::History(std::size_t limit) {
 }
 
 void SqliteReads::Close() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   closed_ = true;
   readers_.clear();
 }

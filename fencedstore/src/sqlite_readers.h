@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -15,6 +14,7 @@
 #include "fencekit/fencedstore/types.h"
 #include "fencekit/common/token.h"
 #include "fencekit/fencedstore/store.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::fencedstore {
 
@@ -42,9 +42,9 @@ class SqliteReads final : public Reads {
   Result<std::unique_ptr<Reader>> MakeReader();
 
   const StoreOptions& options_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Reader>> readers_;  // GUARDED_BY(mu_)
-  bool closed_ = false;                           // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<std::unique_ptr<Reader>> readers_ FENCEKIT_GUARDED_BY(mu_);
+  bool closed_ FENCEKIT_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace fencekit::fencedstore

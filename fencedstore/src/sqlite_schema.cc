@@ -40,8 +40,8 @@ constexpr const char* kMigrations[] = {
     // 2 -> 3: versions from a store-wide counter, so that a key created again after a delete
     // never repeats a version (an ETag). Versions given before, to keys deleted since, are not
     // known: the counter starts above every version still stored.
-    "CREATE TABLE counters(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID;"
-    "INSERT INTO counters VALUES('version', (SELECT coalesce(max(version), 0) FROM objects));",
+    ("CREATE TABLE counters(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID;"
+     "INSERT INTO counters VALUES('version', (SELECT coalesce(max(version), 0) FROM objects));"),
 };
 constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 

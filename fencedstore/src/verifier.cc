@@ -1,6 +1,7 @@
 #include "verifier.h"
 
 #include "fencekit/common/names.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::fencedstore {
 
@@ -12,7 +13,7 @@ Verifier::Verifier(const TokenVerifier& verify, unsigned threads, std::size_t ma
 Verifier::~Verifier() { Stop(); }
 
 SharedVerdict Verifier::Answer(const std::string& lock, FencingToken token) {
-  std::lock_guard guard(mu_);
+  MutexLock guard(mu_);
   auto it = flights_.find(Key(lock, token.value()));
   return it == flights_.end() ? nullptr : it->second.answer;
 }
@@ -20,7 +21,7 @@ SharedVerdict Verifier::Answer(const std::string& lock, FencingToken token) {
 SharedVerdict Verifier::Join(const std::string& lock, FencingToken token, Continuation then) {
   Key key(lock, token.value());
   {
-    std::lock_guard guard(mu_);
+    MutexLock guard(mu_);
     auto it = flights_.find(key);
     if (it != flights_.end()) {
       if (it->second.answer != nullptr) return it->second.answer;
@@ -30,7 +31,7 @@ SharedVerdict Verifier::Join(const std::string& lock, FencingToken token, Contin
     if (!stopping_ && queue_.size() < max_queued_) {
       flights_[key].waiters.push_back(std::move(then));
       queue_.push_back(std::move(key));
-      cv_.notify_one();
+      cv_.NotifyOne();
       return nullptr;
     }
   }
@@ -40,7 +41,7 @@ SharedVerdict Verifier::Join(const std::string& lock, FencingToken token, Contin
 }
 
 void Verifier::Resumed(const std::string& lock, FencingToken token) {
-  std::lock_guard guard(mu_);
+  MutexLock guard(mu_);
   auto it = flights_.find(Key(lock, token.value()));
   if (it != flights_.end() && it->second.answer != nullptr && --it->second.unprocessed == 0) {
     flights_.erase(it);
@@ -51,7 +52,7 @@ void Verifier::BeginStop() {
   // Calls not started yet are answered here, not when a busy thread frees up.
   std::vector<std::pair<SharedVerdict, std::vector<Continuation>>> answered;
   {
-    std::lock_guard guard(mu_);
+    MutexLock guard(mu_);
     stopping_ = true;
     for (Key& key : queue_) {
       Flight& f = flights_[key];
@@ -61,7 +62,7 @@ void Verifier::BeginStop() {
     }
     queue_.clear();
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& [answer, waiters] : answered) {
     for (auto& then : waiters) then(answer);
   }
@@ -84,8 +85,8 @@ void Verifier::Work() {
   for (;;) {
     Key key;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      MutexLock lock(mu_);
+      while (queue_.empty() && !stopping_) cv_.Wait(mu_);
       if (queue_.empty()) return;  // BeginStop empties the queue
       key = std::move(queue_.front());
       queue_.pop_front();
@@ -93,7 +94,7 @@ void Verifier::Work() {
     SharedVerdict answer = Ask(key);
     std::vector<Continuation> waiters;
     {
-      std::lock_guard guard(mu_);
+      MutexLock guard(mu_);
       Flight& f = flights_[key];
       f.answer = answer;
       waiters = std::move(f.waiters);

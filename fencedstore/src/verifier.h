@@ -4,14 +4,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -20,6 +18,7 @@
 #include "fencekit/common/status.h"
 #include "fencekit/common/token.h"
 #include "fencekit/fencedstore/store.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::fencedstore {
 
@@ -73,12 +72,12 @@ class Verifier {
   static SharedVerdict Closing();
 
   const TokenVerifier& verify_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<Key, Flight> flights_;  // GUARDED_BY(mu_)
-  std::deque<Key> queue_;          // GUARDED_BY(mu_): flights not yet started
+  Mutex mu_;
+  CondVar cv_;
+  std::map<Key, Flight> flights_ FENCEKIT_GUARDED_BY(mu_);
+  std::deque<Key> queue_ FENCEKIT_GUARDED_BY(mu_);  // flights not yet started
   std::size_t max_queued_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+  bool stopping_ FENCEKIT_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
   std::atomic<std::uint64_t> calls_{0}, failures_{0};
 };

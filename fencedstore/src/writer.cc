@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "fencekit/common/names.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::fencedstore {
 
@@ -93,10 +94,10 @@ void Writer::Enqueue(Pending p) {
     }
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!closing_) {
       queue_.push_back(std::move(p));
-      if (queue_.size() == 1) cv_.notify_one();
+      if (queue_.size() == 1) cv_.NotifyOne();
       return;
     }
   }
@@ -106,11 +107,11 @@ void Writer::Enqueue(Pending p) {
 void Writer::SetFence(std::string lock, FencingToken highest, std::string principal, bool unbind,
                       std::function<void(Result<Decision>)> done) {
   {
-    std::lock_guard guard(mu_);
+    MutexLock guard(mu_);
     if (!closing_) {
       admin_.push_back(
           AdminOp{std::move(lock), highest, std::move(principal), unbind, std::move(done)});
-      cv_.notify_one();
+      cv_.NotifyOne();
       return;
     }
   }
@@ -119,10 +120,10 @@ void Writer::SetFence(std::string lock, FencingToken highest, std::string princi
 
 void Writer::ProbeCommit(std::function<void(Status)> done) {
   {
-    std::lock_guard guard(mu_);
+    MutexLock guard(mu_);
     if (!closing_) {
       probes_.push_back(std::move(done));
-      cv_.notify_one();
+      cv_.NotifyOne();
       return;
     }
   }
@@ -130,15 +131,15 @@ void Writer::ProbeCommit(std::function<void(Status)> done) {
 }
 
 void Writer::Resume(Pending p) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   --awaiting_;
   queue_.push_back(std::move(p));
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 void Writer::Defer(Pending& p) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++awaiting_;
   }
   auto held = std::make_shared<Pending>(std::move(p));
@@ -174,11 +175,11 @@ StoreStats Writer::Stats() const {
 
 bool Writer::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (closing_ && !writer_.joinable()) return false;
     closing_ = true;
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
   // Writes waiting for a call that has not started fail at once rather than each waiting for
   // the lock service. The writer thread leaves once no write waits for the verifier, so no
   // continuation runs after this.
@@ -201,11 +202,11 @@ void Writer::WriterLoop() {
   std::vector<std::function<void(Status)>> probes;
   for (;;) {
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] {
-        return !queue_.empty() || !admin_.empty() || !probes_.empty() ||
-               (closing_ && awaiting_ == 0);
-      });
+      MutexLock lock(mu_);
+      while (queue_.empty() && admin_.empty() && probes_.empty() &&
+             !(closing_ && awaiting_ == 0)) {
+        cv_.Wait(mu_);
+      }
       if (queue_.empty() && admin_.empty() && probes_.empty()) break;
       for (auto& op : admin_) admin.push_back(std::move(op));
       admin_.clear();

@@ -7,12 +7,10 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +20,7 @@
 #include "fencekit/common/status.h"
 #include "fencekit/fencedstore/store.h"
 #include "verifier.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::fencedstore {
 
@@ -66,14 +65,13 @@ class Writer {
   const StoreOptions& options_;
   Clock* clock_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending> queue_;  // GUARDED_BY(mu_)
-  std::deque<AdminOp> admin_;  // GUARDED_BY(mu_)
-  // GUARDED_BY(mu_): ProbeCommit's callers.
-  std::deque<std::function<void(Status)>> probes_;
-  std::size_t awaiting_ = 0;  // GUARDED_BY(mu_): writes held by the verifier
-  bool closing_ = false;      // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Pending> queue_ FENCEKIT_GUARDED_BY(mu_);
+  std::deque<AdminOp> admin_ FENCEKIT_GUARDED_BY(mu_);
+  std::deque<std::function<void(Status)>> probes_ FENCEKIT_GUARDED_BY(mu_);  // ProbeCommit's callers
+  std::size_t awaiting_ FENCEKIT_GUARDED_BY(mu_) = 0;  // writes held by the verifier
+  bool closing_ FENCEKIT_GUARDED_BY(mu_) = false;
   std::thread writer_;
   std::unique_ptr<Verifier> verifier_;  // when options_.verify
 

@@ -6,6 +6,7 @@
 
 #include "metrics.h"
 #include "wire.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
@@ -42,11 +43,12 @@ EventHub::EventHub(Limits limits, Metrics* metrics) : limits_(limits), metrics_(
 EventHub::~EventHub() = default;
 
 void EventHub::Publish(const WriteEvent& e) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (closed_ || streams_.empty()) return;
   std::string json;
   std::uint64_t dropped = 0;
   for (EventStream* s : streams_) {
+    s->hub_->mu_.AssertHeld();  // s->hub_ is this
     if (!s->Sees(e)) continue;
     if (json.empty()) json = EventJson(e);
     std::string text = EventText(s->seq_ + 1, json);
@@ -67,7 +69,7 @@ void EventHub::Publish(const WriteEvent& e) {
 
 std::shared_ptr<EventStream> EventHub::Open(const Principal* who, std::function<void()> wake,
                                             Refusal* why) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Refusal refusal = Refusal::kNone;
   if (closed_) {
     refusal = Refusal::kClosed;
@@ -92,9 +94,10 @@ std::shared_ptr<EventStream> EventHub::Open(const Principal* who, std::function<
 }
 
 void EventHub::Close() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   closed_ = true;
   for (EventStream* s : streams_) {
+    s->hub_->mu_.AssertHeld();  // s->hub_ is this
     s->closed_ = true;
     if (s->waiting_) {
       s->waiting_ = false;
@@ -104,12 +107,12 @@ void EventHub::Close() {
 }
 
 std::size_t EventHub::open_streams() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return streams_.size();
 }
 
 void EventHub::Remove(EventStream* s) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::erase(streams_, s);
   listeners_.store(streams_.size(), std::memory_order_relaxed);
   if (metrics_ != nullptr) metrics_->SetEventStreams(streams_.size());
@@ -123,7 +126,7 @@ bool EventStream::Sees(const WriteEvent& e) const {
 }
 
 bool EventStream::Take(std::string& out) {
-  std::lock_guard lock(hub_->mu_);
+  MutexLock lock(hub_->mu_);
   if (dropped_ != 0) {
     // Before the events that came after the gap, so a reader knows where it was.
     out += "event: dropped\ndata: {\"dropped\":" + std::to_string(dropped_) + "}\n\n";

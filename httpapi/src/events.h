@@ -11,12 +11,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "auth.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
@@ -85,9 +85,9 @@ class EventHub {
   const Limits limits_;
   Metrics* metrics_;
   std::atomic<std::size_t> listeners_{0};
-  mutable std::mutex mu_;
-  std::vector<EventStream*> streams_;  // GUARDED_BY(mu_)
-  bool closed_ = false;                // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<EventStream*> streams_ FENCEKIT_GUARDED_BY(mu_);
+  bool closed_ FENCEKIT_GUARDED_BY(mu_) = false;
 };
 
 // One listener's queue. Thread safety: Take is called by one reader at a time; everything else
@@ -111,15 +111,15 @@ class EventStream {
 
   EventHub* hub_;
   const Principal* who_;
-  std::function<void()> wake_;
-  // GUARDED_BY(hub_->mu_):
-  std::string pending_;
+  // The hub's (the hub reaches them with its own lock held, after hub_->mu_.AssertHeld()).
+  std::function<void()> wake_ FENCEKIT_GUARDED_BY(hub_->mu_);
+  std::string pending_ FENCEKIT_GUARDED_BY(hub_->mu_);
   // The last event id this stream was given: each stream numbers the events it sees itself,
   // so its ids say nothing of the decisions it may not see.
-  std::uint64_t seq_ = 0;
-  std::uint64_t dropped_ = 0;
-  bool waiting_ = false;
-  bool closed_ = false;
+  std::uint64_t seq_ FENCEKIT_GUARDED_BY(hub_->mu_) = 0;
+  std::uint64_t dropped_ FENCEKIT_GUARDED_BY(hub_->mu_) = 0;
+  bool waiting_ FENCEKIT_GUARDED_BY(hub_->mu_) = false;
+  bool closed_ FENCEKIT_GUARDED_BY(hub_->mu_) = false;
 };
 
 // The JSON of one event without its id: one line (every name JSON-encoded, so no byte of a key

@@ -8,6 +8,7 @@
 
 #include "fencekit/fencedstore/store.h"
 #include "write_watch.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 namespace net = boost::asio;
@@ -24,8 +25,10 @@ constexpr std::string_view kProbeLock = "fencekit/health-probe";
 struct HealthChecker::Round {
   explicit Round(net::any_io_executor ex) : timer(net::make_strand(ex)) {}
   net::steady_timer timer;    // used on its strand only
-  std::vector<Done> waiting;  // GUARDED_BY(HealthChecker::mu_)
-  bool answered = false;      // GUARDED_BY(HealthChecker::mu_)
+  // Guarded by the checker's mu_: not annotated, as the analysis cannot name another object's
+  // mutex from here.
+  std::vector<Done> waiting;
+  bool answered = false;
 };
 
 HealthChecker::HealthChecker(FencedStore* store, WriteWatch* writes,
@@ -64,7 +67,7 @@ Status HealthChecker::Probe(bool ready) {
 void HealthChecker::Finish(const std::shared_ptr<Round>& round, const Status& s) {
   std::vector<Done> waiting;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (round->answered) return;
     round->answered = true;
     waiting.swap(round->waiting);
@@ -78,7 +81,7 @@ void HealthChecker::Finish(const std::shared_ptr<Round>& round, const Status& s)
 void HealthChecker::Examine(bool ready, Done done) {
   std::shared_ptr<Round> round;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto& current = current_[ready ? 1 : 0];
     if (current != nullptr) {
       current->waiting.push_back(std::move(done));  // one per connection at most: bounded
@@ -89,7 +92,7 @@ void HealthChecker::Examine(bool ready, Done done) {
   }
   bool queued = probes_.TryPost([this, round, ready] {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (round->answered) return;  // timed out while queued
     }
     Status probed = Probe(ready);
@@ -103,7 +106,7 @@ void HealthChecker::Examine(bool ready, Done done) {
   }
   net::post(round->timer.get_executor(), [this, round, ready, timeout = timeout_] {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (round->answered) return;  // the probe was quicker: nothing to cancel later
     }
     round->timer.expires_after(timeout);

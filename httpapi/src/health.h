@@ -11,10 +11,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 
 #include "fencekit/common/status.h"
 #include "work_queue.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
@@ -60,9 +60,9 @@ class HealthChecker {
   boost::asio::any_io_executor executor_;
   const std::chrono::milliseconds timeout_;
   std::atomic<bool> draining_{false};
-  std::mutex mu_;
-  // The round in flight for live [0] and ready [1] checks, null when none. GUARDED_BY(mu_)
-  std::array<std::shared_ptr<Round>, 2> current_;
+  Mutex mu_;
+  // The round in flight for live [0] and ready [1] checks, null when none.
+  std::array<std::shared_ptr<Round>, 2> current_ FENCEKIT_GUARDED_BY(mu_);
   WorkQueue probes_{1, kMaxQueuedProbes};
 };
 

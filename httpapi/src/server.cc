@@ -21,7 +21,6 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_set>
@@ -37,6 +36,7 @@
 #include "tls_context.h"
 #include "work_queue.h"
 #include "write_watch.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 namespace {
@@ -68,7 +68,6 @@ class ServerImpl final : public Server {
   ServerImpl(ServerOptions options, FencedStore* store, std::unique_ptr<Authorizer> auth,
              std::unique_ptr<net::ssl::context> tls)
       : options_(std::move(options)),
-        store_(store),
         auth_(std::move(auth)),
         tls_(std::move(tls)),
         long_reads_(options_.long_read_threads, options_.max_queued_long_reads),
@@ -143,7 +142,7 @@ class ServerImpl final : public Server {
   }
 
   void Wait() override {
-    std::lock_guard lock(wait_mu_);
+    MutexLock lock(wait_mu_);
     for (auto& t : threads_) {
       if (t.joinable()) t.join();
     }
@@ -286,7 +285,6 @@ class ServerImpl final : public Server {
   }
 
   ServerOptions options_;
-  FencedStore* store_;
   std::unique_ptr<Authorizer> auth_;        // null without auth_file
   std::unique_ptr<net::ssl::context> tls_;  // null for plain HTTP
   Metrics metrics_;
@@ -316,7 +314,7 @@ class ServerImpl final : public Server {
   std::chrono::steady_clock::time_point drain_deadline_;
   std::uint16_t port_ = 0;
   std::vector<std::thread> threads_;
-  std::mutex wait_mu_;
+  Mutex wait_mu_;
   std::atomic<bool> stop_requested_{false};
 };
 

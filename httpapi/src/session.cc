@@ -8,29 +8,30 @@
 
 #include "framing.h"
 #include "tcp_progress.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
 void SessionRegistry::Add(SessionBase* s) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sessions_.insert(s);
   metrics_->ConnectionOpened();
 }
 
 void SessionRegistry::Remove(SessionBase* s) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (sessions_.erase(s) != 0) metrics_->ConnectionClosed();
 }
 
 std::size_t SessionRegistry::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return sessions_.size();
 }
 
 std::vector<std::shared_ptr<SessionBase>> SessionRegistry::Collect(
     const std::function<bool(const SessionBase&)>& pick) const {
   std::vector<std::shared_ptr<SessionBase>> out;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (SessionBase* raw : sessions_) {
     if (!pick(*raw)) continue;
     // A session whose destructor is waiting for mu_ yields null here.

@@ -16,7 +16,6 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <type_traits>
 #include <unordered_set>
@@ -29,6 +28,7 @@
 #include "metrics.h"
 #include "response_budget.h"
 #include "wire.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
@@ -52,8 +52,8 @@ class SessionRegistry {
 
  private:
   Metrics* metrics_;
-  mutable std::mutex mu_;
-  std::unordered_set<SessionBase*> sessions_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_set<SessionBase*> sessions_ FENCEKIT_GUARDED_BY(mu_);
 };
 
 // What a session needs of its server, which outlives every session.

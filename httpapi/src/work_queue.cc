@@ -1,4 +1,5 @@
 #include "work_queue.h"
+#include "fencekit/common/mutex.h"
 
 #include <algorithm>
 
@@ -10,20 +11,20 @@ WorkQueue::WorkQueue(unsigned threads, std::size_t max_queued) : max_queued_(max
 
 bool WorkQueue::TryPost(std::function<void()> task) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_ || queue_.size() >= max_queued_) return false;
     queue_.push_back(std::move(task));
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
   return true;
 }
 
 void WorkQueue::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
@@ -33,8 +34,8 @@ void WorkQueue::Work() {
   while (true) {
     std::function<void()> task;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      while (!stopping_ && queue_.empty()) cv_.Wait(mu_);
       if (queue_.empty()) return;
       task = std::move(queue_.front());
       queue_.pop_front();

@@ -2,13 +2,12 @@
 // the history, listings). Full means refused at once, never queued without bound.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
@@ -31,10 +30,10 @@ class WorkQueue {
   void Work();
 
   const std::size_t max_queued_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                    // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> queue_ FENCEKIT_GUARDED_BY(mu_);
+  bool stopping_ FENCEKIT_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

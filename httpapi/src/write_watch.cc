@@ -1,6 +1,7 @@
 #include "write_watch.h"
 
 #include "wire.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
@@ -34,7 +35,7 @@ bool WriteWatch::Record(const WriteFacts& w, const Status* refusal) {
   if (decided) {
     if (failing_.load(std::memory_order_relaxed)) failing_.store(false, std::memory_order_relaxed);
   } else if (error == wire::Error::kStorageError) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     failure_ = refusal->message();
     failures_.fetch_add(1, std::memory_order_relaxed);
     failing_.store(true, std::memory_order_relaxed);
@@ -82,12 +83,12 @@ void WriteWatch::BatchDecided(const std::vector<WriteFacts>& writes,
 
 Status WriteWatch::WriteState() const {
   if (!failing_.load(std::memory_order_relaxed)) return Status::Ok();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return Status::Unavailable("the last write could not be committed (" + failure_ + ")");
 }
 
 void WriteWatch::ClearFailure(std::uint64_t seen) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (failures_.load(std::memory_order_relaxed) == seen) {
     failing_.store(false, std::memory_order_relaxed);
   }

@@ -5,7 +5,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,6 +12,7 @@
 #include "fencekit/common/status.h"
 #include "fencekit/fencedstore/types.h"
 #include "log_sink.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
@@ -59,8 +59,8 @@ class WriteWatch {
   LogSink* log_;
   std::atomic<bool> failing_{false};
   std::atomic<std::uint64_t> failures_{0};  // written under mu_
-  mutable std::mutex mu_;
-  std::string failure_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::string failure_ FENCEKIT_GUARDED_BY(mu_);
 };
 
 }  // namespace fencekit

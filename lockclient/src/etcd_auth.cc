@@ -3,6 +3,7 @@
 #include <boost/json/serialize.hpp>
 
 #include "etcd_gateway.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::etcd {
 namespace {
@@ -60,21 +61,21 @@ bool Gateway::TokenRefused(const Refusal& r) const {
 Result<std::string> Gateway::Token() {
   if (access_.user.empty()) return std::string();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (authenticated_) return token_;
   }
   return Renew("");
 }
 
 Result<std::string> Gateway::Renew(const std::string& refused) {
-  std::lock_guard one_at_a_time(auth_mu_);
+  MutexLock one_at_a_time(auth_mu_);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (authenticated_ && token_ != refused) return token_;
   }
   auto token = Authenticate();
   if (!token.ok()) return token.status();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   token_ = *token;
   authenticated_ = true;
   return token;

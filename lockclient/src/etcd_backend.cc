@@ -6,7 +6,6 @@
 // the gateway calls are in etcd_protocol, the HTTP connections in etcd_gateway.
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <optional>
 
 #include "backend.h"
@@ -15,6 +14,7 @@
 #include "etcd_tls.h"
 #include "etcd_uri.h"
 #include "fencekit/common/names.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 namespace {
@@ -153,7 +153,7 @@ class EtcdBackend final : public LockBackend {
   }
 
   std::string service_id() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return service_id_;
   }
 
@@ -176,7 +176,7 @@ class EtcdBackend final : public LockBackend {
     if (Status s = CheckServiceId(id); !s.ok()) {
       return Status::Unavailable("etcd at " + service_ + " sent no usable cluster id");
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (service_id_ != id) service_id_ = id;
     return Status::Ok();
   }
@@ -198,17 +198,17 @@ class EtcdBackend final : public LockBackend {
   }
   // The lease this client granted for `owner`, while granted or in line.
   std::optional<LeaseRef> Known(std::string_view owner) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = leases_.find(std::string(owner));
     if (it == leases_.end()) return std::nullopt;
     return it->second;
   }
   void Remember(std::string_view owner, LeaseRef lease) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     leases_[std::string(owner)] = lease;
   }
   std::optional<LeaseRef> Forget(std::string_view owner) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = leases_.find(std::string(owner));
     if (it == leases_.end()) return std::nullopt;
     LeaseRef out = it->second;
@@ -278,10 +278,11 @@ class EtcdBackend final : public LockBackend {
   EtcdProtocol etcd_;
   Clock* const clock_;
   const std::string service_;
-  mutable std::mutex mu_;
-  std::map<std::string, LeaseRef>
-      leases_;              // owner -> its lease, while granted or in line. GUARDED_BY(mu_)
-  std::string service_id_;  // "etcd:<cluster id hex>", as the last reply said. GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  // owner -> its lease, while granted or in line.
+  std::map<std::string, LeaseRef> leases_ FENCEKIT_GUARDED_BY(mu_);
+  // "etcd:<cluster id hex>", as the last reply said.
+  std::string service_id_ FENCEKIT_GUARDED_BY(mu_);
 };
 
 Result<Granted> EtcdBackend::AcquireInLine(std::string_view lock, std::string_view owner,

@@ -2,6 +2,7 @@
 // the gateway's reply conventions. The auth token's lifecycle is in etcd_auth.cc, one
 // connection in etcd_gateway_conn.cc.
 #include "etcd_gateway.h"
+#include "fencekit/common/mutex.h"
 
 #include <algorithm>
 #include <boost/json/parse.hpp>
@@ -218,14 +219,14 @@ Status Gateway::StreamRefused(const GatewayConn& conn, std::string_view reason, 
 }
 
 void Gateway::Failed(std::size_t index) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (preferred_ == index) preferred_ = (index + 1) % endpoints_.size();
   std::erase_if(idle_, [&](const auto& c) { return c->index() == index; });
 }
 
 std::unique_ptr<GatewayConn> Gateway::Take(std::string* errors) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!idle_.empty()) {
       auto c = std::move(idle_.back());
       idle_.pop_back();
@@ -237,14 +238,14 @@ std::unique_ptr<GatewayConn> Gateway::Take(std::string* errors) {
 
 void Gateway::Give(std::unique_ptr<GatewayConn> c) {
   if (c->closed()) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (static_cast<int>(idle_.size()) < std::max(pool_size_, 1)) idle_.push_back(std::move(c));
 }
 
 std::unique_ptr<GatewayConn> Gateway::Connect(std::string* errors) {
   std::size_t start;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     start = preferred_;
   }
   for (std::size_t k = 0; k < endpoints_.size(); ++k) {
@@ -252,7 +253,7 @@ std::unique_ptr<GatewayConn> Gateway::Connect(std::string* errors) {
     auto c = std::make_unique<GatewayConn>(endpoints_[i], i, access_.tls);
     Status s = c->Connect(op_timeout_);
     if (s.ok()) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       preferred_ = i;
       return c;
     }

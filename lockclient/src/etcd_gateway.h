@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +22,7 @@
 #include "endpoints.h"
 #include "fencekit/common/clock.h"
 #include "fencekit/common/status.h"
+#include "fencekit/common/mutex.h"
 
 namespace boost::asio::ssl {
 class context;
@@ -189,12 +189,13 @@ class Gateway {
   const int pool_size_;
   const GatewayAccess access_;
   Clock* const clock_;
-  std::mutex auth_mu_;  // held while authenticating: one authentication at a time
-  std::mutex mu_;
-  std::size_t preferred_ = 0;                       // GUARDED_BY(mu_)
-  std::vector<std::unique_ptr<GatewayConn>> idle_;  // GUARDED_BY(mu_)
-  bool authenticated_ = false;  // token_ is current (or etcd has auth off). GUARDED_BY(mu_)
-  std::string token_;           // GUARDED_BY(mu_)
+  Mutex auth_mu_;  // held while authenticating: one authentication at a time
+  Mutex mu_;
+  std::size_t preferred_ FENCEKIT_GUARDED_BY(mu_) = 0;
+  std::vector<std::unique_ptr<GatewayConn>> idle_ FENCEKIT_GUARDED_BY(mu_);
+  // token_ is current (or etcd has auth off).
+  bool authenticated_ FENCEKIT_GUARDED_BY(mu_) = false;
+  std::string token_ FENCEKIT_GUARDED_BY(mu_);
 };
 
 }  // namespace fencekit::etcd

@@ -2,26 +2,25 @@
 // reason) when a renewal is refused or the lease runs out before one succeeds.
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "backend.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "lock_counters.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
 struct HeldLock::State {
   LockClient* client;
   Options options;
-  std::mutex mu;
-  std::condition_variable cv;
-  Lease lease;            // GUARDED_BY(mu)
-  bool lost = false;      // GUARDED_BY(mu)
-  Status lost_reason;     // GUARDED_BY(mu)
-  bool stopping = false;  // GUARDED_BY(mu)
-  bool released = false;  // GUARDED_BY(mu)
+  Mutex mu;
+  CondVar cv;
+  Lease lease FENCEKIT_GUARDED_BY(mu);
+  bool lost FENCEKIT_GUARDED_BY(mu) = false;
+  Status lost_reason FENCEKIT_GUARDED_BY(mu);
+  bool stopping FENCEKIT_GUARDED_BY(mu) = false;
+  bool released FENCEKIT_GUARDED_BY(mu) = false;
   std::atomic<std::uint64_t> renewals{0};
   std::thread renewer;
   std::thread watchdog;  // with auto_renew: marks the lease lost when validity runs out
@@ -49,17 +48,17 @@ HeldLock::HeldLock(LockClient& client, Lease lease, Options options)
 HeldLock::~HeldLock() { (void)Release(); }
 
 Lease HeldLock::lease() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->lease;
 }
 
 bool HeldLock::lost() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->lost;
 }
 
 Status HeldLock::lost_reason() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->lost_reason;
 }
 
@@ -70,7 +69,7 @@ void HeldLock::MarkLost(const Status& why) { Lose(why, Loss::kMarked); }
 void HeldLock::Lose(const Status& why, Loss cause) {
   Lease lease;
   {
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     if (state_->lost || state_->released) return;
     state_->lost = true;
     state_->lost_reason = why;
@@ -81,26 +80,26 @@ void HeldLock::Lose(const Status& why, Loss cause) {
    : cause == Loss::kValidity ? c.lost_validity
                               : c.lost_marked)
       .fetch_add(1, std::memory_order_relaxed);
-  state_->cv.notify_all();
+  state_->cv.NotifyAll();
   if (state_->options.on_lost) state_->options.on_lost(lease, why);
 }
 
 Status HeldLock::Extend() {
   Lease lease;
   {
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     if (state_->lost) return Status::NotHeld(state_->lost_reason.message());
     lease = state_->lease;
   }
   Status s = state_->client->Extend(lease);
   if (s.ok()) {
     {
-      std::lock_guard lock(state_->mu);
+      MutexLock lock(state_->mu);
       if (state_->lost) return Status::NotHeld(state_->lost_reason.message());
       state_->lease.valid_until = lease.valid_until;
       state_->renewals.fetch_add(1);
     }
-    state_->cv.notify_all();  // the watchdog's deadline moved
+    state_->cv.NotifyAll();  // the watchdog's deadline moved
   } else if (s.IsNotHeld()) {
     Lose(s, Loss::kRefused);
   }
@@ -112,11 +111,13 @@ void HeldLock::RenewLoop() {
   std::chrono::milliseconds retry(0);  // after a failed renewal: how soon to try again
   for (;;) {
     {
-      std::unique_lock lock(state_->mu);
+      MutexLock lock(state_->mu);
       auto interval = std::max(std::chrono::milliseconds(1), state_->lease.ttl / 3);
       // Real time paces the loop; a fake clock in tests only moves validity.
-      state_->cv.wait_for(lock, retry.count() > 0 ? retry : interval,
-                          [&] { return state_->stopping || state_->lost; });
+      const auto wake_at =
+          std::chrono::steady_clock::now() + (retry.count() > 0 ? retry : interval);
+      while (!state_->stopping && !state_->lost && state_->cv.WaitUntil(state_->mu, wake_at)) {
+      }
       if (state_->stopping || state_->lost) return;
       // A process that was stopped past validity must not renew what it no longer holds.
       if (clock->Now() >= state_->lease.valid_until) break;
@@ -139,17 +140,17 @@ void HeldLock::RenewLoop() {
 
 void HeldLock::WatchValidity() {
   Clock* clock = state_->client->clock();
-  std::unique_lock lock(state_->mu);
+  MutexLock lock(state_->mu);
   for (;;) {
     if (state_->stopping || state_->lost) return;
     auto left = state_->lease.valid_until - clock->Now();
     if (left <= std::chrono::steady_clock::duration::zero()) break;
     // Real time, as RenewLoop; woken early by a renewal (which moves valid_until), a loss or
     // a release.
-    state_->cv.wait_for(lock, left);
+    state_->cv.WaitFor(state_->mu, left);
   }
   std::string lock_name = state_->lease.lock;
-  lock.unlock();
+  lock.Unlock();
   Lose(Status::NotHeld("could not renew " + Subject(lock_name, state_->client->service()) +
                        " before its validity ran out; the lease is lost"),
        Loss::kValidity);
@@ -159,14 +160,14 @@ Status HeldLock::Release() {
   Lease lease;
   bool was_lost;
   {
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     if (state_->released) return Status::Ok();
     state_->released = true;
     state_->stopping = true;
     was_lost = state_->lost;
     lease = state_->lease;
   }
-  state_->cv.notify_all();
+  state_->cv.NotifyAll();
   for (std::thread* t : {&state_->renewer, &state_->watchdog}) {
     if (!t->joinable()) continue;
     if (t->get_id() == std::this_thread::get_id()) {

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <boost/url/parse.hpp>
 #include <charconv>
-#include <mutex>
 
 #include "backend.h"
 #include "endpoints.h"
@@ -13,6 +12,7 @@
 #include "redis_connection.h"
 #include "redis_protocol.h"
 #include "seen_tokens.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 namespace {
@@ -74,7 +74,7 @@ class RedisBackend final : public LockBackend {
   }
 
   std::string service_id() const override {
-    std::lock_guard lock(id_mu_);
+    MutexLock lock(id_mu_);
     return service_id_;
   }
 
@@ -129,15 +129,15 @@ class RedisBackend final : public LockBackend {
       return Status::Unavailable(service() + " holds a malformed service id in " +
                                  rp::ServiceKey() + "; delete that key: " + s.message());
     }
-    std::lock_guard lock(id_mu_);
+    MutexLock lock(id_mu_);
     if (service_id_ != id) service_id_ = id;
     return Status::Ok();
   }
 
   RedisNode node_;
   const LockOptions options_;
-  mutable std::mutex id_mu_;
-  std::string service_id_;  // GUARDED_BY(id_mu_)
+  mutable Mutex id_mu_;
+  std::string service_id_ FENCEKIT_GUARDED_BY(id_mu_);
   SeenTokens seen_;
   std::atomic<std::uint64_t> counter_behind_{0};
 };

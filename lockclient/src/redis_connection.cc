@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "redis_protocol.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 namespace {
@@ -36,7 +37,7 @@ Result<RedisNode::Conn> RedisNode::Take() {
   for (;;) {
     Idle idle;
     {
-      std::lock_guard guard(pool_mu_);
+      MutexLock guard(pool_mu_);
       if (idle_.empty()) break;
       idle = std::move(idle_.back());
       idle_.pop_back();
@@ -79,14 +80,14 @@ Result<RedisNode::Conn> RedisNode::Take() {
 
 void RedisNode::Give(RedisContext c, int owed) {
   if (c->err) return;  // broken: drop it, the next Take reconnects
-  std::lock_guard guard(pool_mu_);
+  MutexLock guard(pool_mu_);
   if (static_cast<int>(idle_.size()) < std::max(1, options_.pool_size)) {
     idle_.push_back(Idle{std::move(c), owed});
   }
 }
 
 void RedisNode::DropIdle() {
-  std::lock_guard guard(pool_mu_);
+  MutexLock guard(pool_mu_);
   idle_.clear();
 }
 
@@ -94,7 +95,7 @@ bool RedisNode::Append(redisContext* c, int script, const std::vector<std::strin
                        const std::vector<std::string>& args) {
   std::string sha;
   {
-    std::lock_guard guard(pool_mu_);
+    MutexLock guard(pool_mu_);
     sha = shas_[script];
   }
   std::string nkeys = std::to_string(keys.size());
@@ -117,7 +118,7 @@ bool RedisNode::IsNoScript(const redisReply* r, int script) {
   if (r->type != REDIS_REPLY_ERROR || !std::string_view(r->str, r->len).starts_with("NOSCRIPT")) {
     return false;
   }
-  std::lock_guard guard(pool_mu_);
+  MutexLock guard(pool_mu_);
   shas_[script].clear();
   return true;
 }
@@ -127,7 +128,7 @@ void RedisNode::LearnSha(redisContext* c, int script) {
   std::size_t lens[] = {6, 4, std::strlen(scripts_[script])};
   RedisReply r(static_cast<redisReply*>(redisCommandArgv(c, 3, argv, lens)));
   if (r && r->type == REDIS_REPLY_STRING) {
-    std::lock_guard guard(pool_mu_);
+    MutexLock guard(pool_mu_);
     shas_[script] = std::string(r->str, r->len);
   }
 }

@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +14,7 @@
 
 #include "endpoints.h"
 #include "fencekit/common/status.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
@@ -105,9 +105,9 @@ class RedisNode {
   const std::string service_;
   const std::string address_;
 
-  std::mutex pool_mu_;
-  std::vector<Idle> idle_;         // GUARDED_BY(pool_mu_)
-  std::vector<std::string> shas_;  // GUARDED_BY(pool_mu_): one per script; empty when unknown
+  Mutex pool_mu_;
+  std::vector<Idle> idle_ FENCEKIT_GUARDED_BY(pool_mu_);
+  std::vector<std::string> shas_ FENCEKIT_GUARDED_BY(pool_mu_);  // one per script; empty when unknown
 };
 
 }  // namespace fencekit

@@ -7,7 +7,6 @@
 // majority, which overlaps that one, counts past it.
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <random>
 
 #include "backend.h"
@@ -17,6 +16,7 @@
 #include "redis_node_set.h"
 #include "redis_protocol.h"
 #include "seen_tokens.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 namespace {
@@ -223,7 +223,7 @@ class RedlockBackend final : public LockBackend {
   Result<TokenCheck> CheckToken(std::string_view lock, FencingToken token) override;
 
   std::string service_id() const override {
-    std::lock_guard l(id_mu_);
+    MutexLock l(id_mu_);
     return service_id_;
   }
 
@@ -284,7 +284,7 @@ class RedlockBackend final : public LockBackend {
   }
 
   void SetServiceId(const std::string& id) {
-    std::lock_guard l(id_mu_);
+    MutexLock l(id_mu_);
     if (service_id_ != id) service_id_ = id;
   }
 
@@ -299,8 +299,8 @@ class RedlockBackend final : public LockBackend {
   const std::string service_;
   const int quorum_;
   SeenTokens seen_;
-  mutable std::mutex id_mu_;
-  std::string service_id_;  // GUARDED_BY(id_mu_); empty while no majority agrees
+  mutable Mutex id_mu_;
+  std::string service_id_ FENCEKIT_GUARDED_BY(id_mu_);  // empty while no majority agrees
 };
 
 Status RedlockBackend::SyncServiceIds() {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
@@ -21,7 +21,7 @@ class SeenTokens {
 
   // 0 when the lock is not remembered.
   std::int64_t Floor(std::string_view lock) {
-    std::lock_guard guard(mu_);
+    MutexLock guard(mu_);
     auto it = tokens_.find(std::string(lock));
     if (it == tokens_.end()) return 0;
     order_.splice(order_.begin(), order_, it->second.second);
@@ -29,7 +29,7 @@ class SeenTokens {
   }
 
   void Raise(std::string_view lock, std::int64_t token) {
-    std::lock_guard guard(mu_);
+    MutexLock guard(mu_);
     auto [it, added] = tokens_.try_emplace(std::string(lock));
     if (added) {
       order_.push_front(it->first);
@@ -46,10 +46,10 @@ class SeenTokens {
 
  private:
   const std::size_t capacity_;
-  std::mutex mu_;
-  std::list<std::string> order_;  // GUARDED_BY(mu_): most recently used first
+  Mutex mu_;
+  std::list<std::string> order_ FENCEKIT_GUARDED_BY(mu_);  // most recently used first
   std::unordered_map<std::string, std::pair<std::int64_t, std::list<std::string>::iterator>>
-      tokens_;  // GUARDED_BY(mu_)
+      tokens_ FENCEKIT_GUARDED_BY(mu_);
 };
 
 }  // namespace fencekit

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "fencekit/common/names.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 namespace {
@@ -26,7 +27,7 @@ SqliteBackend::SqliteBackend(std::string path, const LockOptions& options)
 
 Result<Granted> SqliteBackend::TryAcquire(std::string_view lock, std::string_view owner,
                                           milliseconds ttl, milliseconds* holder_remaining) {
-  std::lock_guard guard(mu_);
+  MutexLock guard(mu_);
   auto now = NowMs();
   auto txn = sqlite::Transaction::Begin(txn_);
   if (!txn.ok()) return txn.status();
@@ -56,7 +57,7 @@ Result<Granted> SqliteBackend::TryAcquire(std::string_view lock, std::string_vie
 
 Status SqliteBackend::Extend(std::string_view lock, std::string_view owner, FencingToken token,
                              milliseconds ttl) {
-  std::lock_guard guard(mu_);
+  MutexLock guard(mu_);
   auto now = NowMs();
   auto txn = sqlite::Transaction::Begin(txn_);
   if (!txn.ok()) return txn.status();
@@ -73,7 +74,7 @@ Status SqliteBackend::Extend(std::string_view lock, std::string_view owner, Fenc
 }
 
 Status SqliteBackend::Release(std::string_view lock, std::string_view owner, FencingToken token) {
-  std::unique_lock guard(mu_);
+  MutexLock guard(mu_);
   auto now = NowMs();
   auto txn = sqlite::Transaction::Begin(txn_);
   if (!txn.ok()) return txn.status();
@@ -97,7 +98,7 @@ Status SqliteBackend::Release(std::string_view lock, std::string_view owner, Fen
 }
 
 Result<LockInfo> SqliteBackend::Inspect(std::string_view lock) {
-  std::lock_guard guard(mu_);
+  MutexLock guard(mu_);
   auto now = NowMs();
   LockInfo info;
   info.lock = std::string(lock);
@@ -120,7 +121,7 @@ Result<LockInfo> SqliteBackend::Inspect(std::string_view lock) {
 }
 
 Result<TokenCheck> SqliteBackend::CheckToken(std::string_view lock, FencingToken token) {
-  std::lock_guard guard(mu_);
+  MutexLock guard(mu_);
   auto now = NowMs();
   TokenCheck check{.service = service_id_};
   sqlite::ResetOnExit reset(select_lock_);

@@ -24,7 +24,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -33,6 +32,7 @@
 #include "sqlite/sqlite_util.h"
 #include "sqlite/transaction.h"
 #include "wake_board.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
@@ -84,11 +84,12 @@ class SqliteBackend final : public LockBackend {
   // --- opening (sqlite_lock_schema.cc) ---
   // Brings a version 1 database to kSchemaVersion (a service id made now) and reads the id.
   // REQUIRES: inside the opening transaction.
-  Status MigrateAndReadServiceId(sqlite3* raw);
+  Status MigrateAndReadServiceId(sqlite3* raw) FENCEKIT_REQUIRES(mu_);
 
   // --- the line of waiters (sqlite_waiting_line.cc) ---
-  // REQUIRES: mu_ held, inside a transaction.
-  Result<Line> FirstWaiter(std::string_view lock, std::int64_t ticket, std::int64_t now);
+  // REQUIRES: inside a transaction.
+  Result<Line> FirstWaiter(std::string_view lock, std::int64_t ticket, std::int64_t now)
+      FENCEKIT_REQUIRES(mu_);
   // One look at the line: joins it (again, if this waiter's place was lost to a long silence)
   // and renews its place when due, then takes the lock when this waiter is first and the lock is
   // free. kBusy otherwise, with in *wait how long to sleep at most. The line's upkeep is
@@ -97,42 +98,45 @@ class SqliteBackend final : public LockBackend {
   Result<Granted> TryInLine(std::string_view lock, std::string_view owner,
                             std::chrono::milliseconds ttl, Place& place,
                             std::chrono::milliseconds* wait,
-                            std::chrono::steady_clock::time_point* valid_from);
+                            std::chrono::steady_clock::time_point* valid_from)
+      FENCEKIT_EXCLUDES(mu_);
   // Joins the line (when not `in_line`), drops waiters gone silent and renews this one's place
-  // for `ttl`, in one transaction committed without fsync. REQUIRES: mu_ held, no transaction
-  // open.
+  // for `ttl`, in one transaction committed without fsync. REQUIRES: no transaction open.
   Status KeepPlace(std::string_view lock, std::string_view owner, std::chrono::milliseconds ttl,
-                   Place& place, std::int64_t now, bool in_line);
+                   Place& place, std::int64_t now, bool in_line) FENCEKIT_REQUIRES(mu_);
   // Gives up a place in line (a timeout, an error). When a release handed this waiter the lock
   // meanwhile, gives the lock back (to the next waiter). Failures only leave the place or the
   // lease to run out.
-  void LeaveLine(std::string_view lock, std::string_view owner, const Place& place);
+  void LeaveLine(std::string_view lock, std::string_view owner, const Place& place)
+      FENCEKIT_EXCLUDES(mu_);
   // The lock was just freed: gives it to the first live waiter of its line, if any; that
-  // waiter's ticket, or 0. REQUIRES: mu_ held, inside a transaction.
-  Result<std::int64_t> HandOver(std::string_view lock, std::int64_t now);
+  // waiter's ticket, or 0. REQUIRES: inside a transaction.
+  Result<std::int64_t> HandOver(std::string_view lock, std::int64_t now) FENCEKIT_REQUIRES(mu_);
 
   // --- the lock's rules (sqlite_backend.cc) ---
-  // REQUIRES: mu_ held.
-  Result<Holder> HolderOf(std::string_view lock, std::int64_t now);
-  // Bumps the counter and records the holder; commits `txn`. REQUIRES: mu_ held.
+  Result<Holder> HolderOf(std::string_view lock, std::int64_t now) FENCEKIT_REQUIRES(mu_);
+  // Bumps the counter and records the holder; commits `txn`.
   Result<Granted> GrantInTxn(std::string_view lock, std::string_view owner,
                              std::chrono::milliseconds ttl, std::int64_t now,
-                             sqlite::Transaction& txn);
+                             sqlite::Transaction& txn) FENCEKIT_REQUIRES(mu_);
   // Bumps the counter and records `owner` as the holder until now + ttl; the new token.
-  // REQUIRES: mu_ held, inside a transaction.
+  // REQUIRES: inside a transaction.
   Result<std::int64_t> Record(std::string_view lock, std::string_view owner,
-                              std::chrono::milliseconds ttl, std::int64_t now);
-  // REQUIRES: mu_ held, inside a transaction.
-  Status WhyNotHeld(std::string_view lock, std::string_view owner, std::int64_t now);
+                              std::chrono::milliseconds ttl, std::int64_t now)
+      FENCEKIT_REQUIRES(mu_);
+  // REQUIRES: inside a transaction.
+  Status WhyNotHeld(std::string_view lock, std::string_view owner, std::int64_t now)
+      FENCEKIT_REQUIRES(mu_);
   Result<Granted> Grant(std::int64_t token);
   // The open transaction's destructor rolls it back.
-  Status Fail(int rc, std::string_view doing);
+  Status Fail(int rc, std::string_view doing) FENCEKIT_REQUIRES(mu_);
   std::int64_t NowMs() const;
   // SQLite's own busy handler sleeps 1, 2, 5, 10... ms between tries: a waiter handed the lock
   // would lose that much to a neighbour's short transaction. This one tries again after 50 us,
   // backing off to 1 ms, and gives up after 10 s (SQLITE_BUSY).
-  // An I/O bound, on the steady clock: SQLite calls it within one statement.
-  static int OnBusy(void* self, int count);
+  // An I/O bound, on the steady clock: SQLite calls it within one statement. Unchecked: the
+  // analysis cannot see that SQLite calls it from a statement run with mu_ held.
+  static int OnBusy(void* self, int count) FENCEKIT_NO_THREAD_SAFETY_ANALYSIS;
   // After each commit, once the write lock is free again (SQLite's WAL hook): wakes the busy
   // handlers of all processes, so that a process joining the line is not kept out by one that
   // releases and re-takes the lock in a tight loop. Checkpoints as SQLite's default hook (which
@@ -144,12 +148,16 @@ class SqliteBackend final : public LockBackend {
   std::string service_id_;  // "sqlite:<32 hex>", kept in the database; set by Init
   Clock* clock_;
   WakeBoard wake_;
-  std::chrono::steady_clock::time_point busy_since_;  // GUARDED_BY(mu_): see OnBusy
-  std::mutex mu_;
-  sqlite::Db db_;  // GUARDED_BY(mu_), with every statement below
-  sqlite::TxnStatements txn_;
-  sqlite::Stmt select_lock_, bump_counter_, put_lock_, extend_, delete_, select_counter_,
-      join_line_, next_waiter_, beat_, leave_line_, drop_stale_, first_waiter_;
+  std::chrono::steady_clock::time_point busy_since_ FENCEKIT_GUARDED_BY(mu_);  // see OnBusy
+  Mutex mu_;
+  sqlite::Db db_ FENCEKIT_GUARDED_BY(mu_);
+  sqlite::TxnStatements txn_ FENCEKIT_GUARDED_BY(mu_);
+  sqlite::Stmt select_lock_ FENCEKIT_GUARDED_BY(mu_), bump_counter_ FENCEKIT_GUARDED_BY(mu_),
+      put_lock_ FENCEKIT_GUARDED_BY(mu_), extend_ FENCEKIT_GUARDED_BY(mu_),
+      delete_ FENCEKIT_GUARDED_BY(mu_), select_counter_ FENCEKIT_GUARDED_BY(mu_),
+      join_line_ FENCEKIT_GUARDED_BY(mu_), next_waiter_ FENCEKIT_GUARDED_BY(mu_),
+      beat_ FENCEKIT_GUARDED_BY(mu_), leave_line_ FENCEKIT_GUARDED_BY(mu_),
+      drop_stale_ FENCEKIT_GUARDED_BY(mu_), first_waiter_ FENCEKIT_GUARDED_BY(mu_);
 };
 
 }  // namespace fencekit

@@ -19,6 +19,7 @@ constexpr int kSchemaVersion = 3;
 }  // namespace
 
 Status SqliteBackend::Init() {
+  MutexLock guard(mu_);  // not shared yet: for the analysis, which checks every use of db_
   sqlite3* raw = nullptr;
   int rc =
       sqlite3_open_v2(path_.c_str(), &raw,

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "sqlite_backend.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
@@ -53,7 +54,7 @@ Result<SqliteBackend::Line> SqliteBackend::FirstWaiter(std::string_view lock, st
 Result<Granted> SqliteBackend::TryInLine(std::string_view lock, std::string_view owner,
                                          milliseconds ttl, Place& place, milliseconds* wait,
                                          std::chrono::steady_clock::time_point* valid_from) {
-  std::lock_guard guard(mu_);
+  MutexLock guard(mu_);
   auto now = NowMs();
   if (place.ticket != 0) {
     // A release may have handed this waiter the lock: its lease began then, not now.
@@ -109,10 +110,10 @@ Result<Granted> SqliteBackend::TryInLine(std::string_view lock, std::string_view
 Status SqliteBackend::KeepPlace(std::string_view lock, std::string_view owner, milliseconds ttl,
                                 Place& place, std::int64_t now, bool in_line) {
   if (auto s = sqlite::Exec(db_.get(), "PRAGMA synchronous=OFF"); !s.ok()) return s;
-  Status status = [&]() -> Status {
+  Status status = [&]() FENCEKIT_REQUIRES(mu_) -> Status {
     auto txn = sqlite::Transaction::Begin(txn_);
     if (!txn.ok()) return txn.status();
-    auto step = [&](Stmt& st, const char* doing) -> Status {
+    auto step = [&](Stmt& st, const char* doing) FENCEKIT_REQUIRES(mu_) -> Status {
       int rc = st.Step();
       st.Reset();
       return rc == SQLITE_DONE ? Status::Ok() : Fail(rc, doing);
@@ -141,7 +142,7 @@ Status SqliteBackend::KeepPlace(std::string_view lock, std::string_view owner, m
 
 void SqliteBackend::LeaveLine(std::string_view lock, std::string_view owner, const Place& place) {
   if (place.ticket == 0) return;
-  std::lock_guard guard(mu_);
+  MutexLock guard(mu_);
   auto now = NowMs();
   auto txn = sqlite::Transaction::Begin(txn_);
   if (!txn.ok()) return;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "exchange.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::procutil {
 namespace {
@@ -86,7 +87,7 @@ DelayProxy::DelayProxy(int listener, int wake, std::uint16_t port, std::uint16_t
 
 DelayProxy::~DelayProxy() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   Wake();
@@ -101,45 +102,54 @@ void DelayProxy::Wake() {
 }
 
 void DelayProxy::HoldWhen(std::string needle) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   hold_armed_ = true;
   hold_needle_ = std::move(needle);
 }
 
 void DelayProxy::Release() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   hold_armed_ = false;
   const std::uint64_t mine = ++releases_;
-  lock.unlock();
+  lock.Unlock();
   Wake();
-  lock.lock();
-  cv_.wait(lock, [&] { return releases_done_ >= mine || stopping_; });
+  lock.Lock();
+  while (releases_done_ < mine && !stopping_) cv_.Wait(mu_);
 }
 
 bool DelayProxy::WaitForHeld(int n, std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return held_ >= n; });
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(mu_);
+  while (held_ < n && cv_.WaitUntil(mu_, deadline)) {
+  }
+  return held_ >= n;
 }
 
 bool DelayProxy::WaitForAnswers(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return answered_ >= released_; });
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(mu_);
+  while (answered_ < released_ && cv_.WaitUntil(mu_, deadline)) {
+  }
+  return answered_ >= released_;
 }
 
 void DelayProxy::CutReplyWhen(std::string needle) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   cut_armed_ = true;
   cut_needle_ = std::move(needle);
 }
 
 bool DelayProxy::WaitForCuts(int n, std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return cuts_ >= n; });
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(mu_);
+  while (cuts_ < n && cv_.WaitUntil(mu_, deadline)) {
+  }
+  return cuts_ >= n;
 }
 
 void DelayProxy::Retarget(std::uint16_t target) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     target_ = target;
     ++retargets_;
   }
@@ -157,9 +167,9 @@ void DelayProxy::Serve() {
   auto answered = [&](Conn& c) {
     if (!c.awaiting_answer) return;
     c.awaiting_answer = false;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++answered_;
-    cv_.notify_all();
+    cv_.NotifyAll();
   };
   auto close = [&](Conn& c) {
     answered(c);
@@ -180,25 +190,25 @@ void DelayProxy::Serve() {
   for (;;) {
     std::uint16_t target;
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) break;
       target = target_;
       if (retargets_ != retargets_seen) {
         retargets_seen = retargets_;
-        lock.unlock();
+        lock.Unlock();
         for (Conn& c : conns) close(c);
-        lock.lock();
+        lock.Lock();
       }
       if (releases_ != releases_seen) {
         releases_seen = releases_;
-        lock.unlock();
+        lock.Unlock();
         int let_go = 0;
         for (Conn& c : conns) let_go += flush(c);
-        lock.lock();
+        lock.Lock();
         held_ = 0;
         released_ += let_go;
         releases_done_ = releases_seen;
-        cv_.notify_all();
+        cv_.NotifyAll();
       }
     }
     conns.remove_if([](const Conn& c) { return c.closed; });
@@ -258,11 +268,11 @@ void DelayProxy::Serve() {
           continue;
         }
         {
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           if (hold_armed_ && Matches(chunk, hold_needle_)) {
             c->held = true;
             ++held_;
-            cv_.notify_all();
+            cv_.NotifyAll();
           }
           if (cut_armed_ && Matches(chunk, cut_needle_)) {
             cut_armed_ = false;
@@ -285,18 +295,18 @@ void DelayProxy::Serve() {
       }
       if (c->cut_on_reply) {
         close(*c);
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         ++cuts_;
-        cv_.notify_all();
+        cv_.NotifyAll();
         continue;
       }
       if (!SendAll(c->client, chunk)) close(*c);
     }
   }
   for (Conn& c : conns) close(c);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   releases_done_ = releases_;
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 }  // namespace fencekit::procutil

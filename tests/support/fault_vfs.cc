@@ -1,4 +1,5 @@
 #include "fault_vfs.h"
+#include "fencekit/common/mutex.h"
 
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -6,7 +7,6 @@
 
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -33,8 +33,8 @@ struct DiskState {
   std::int64_t last_write_end = 0;
 };
 
-std::mutex model_mu;
-std::map<std::string, DiskState> disks;  // GUARDED_BY(model_mu), by file name
+Mutex model_mu;
+std::map<std::string, DiskState> disks FENCEKIT_GUARDED_BY(model_mu);  // by file name
 std::atomic<bool> modelling{false};
 std::atomic<bool> power_lost{false};
 std::atomic<std::uint64_t> io_calls{0};
@@ -69,7 +69,7 @@ std::string ReadPage(sqlite3_file* real, std::int64_t page) {
 void BeforeChange(sqlite3_file* f, std::int64_t from, std::int64_t to) {
   DiskState* disk = reinterpret_cast<FaultFile*>(f)->disk;
   if (!modelling.load() || disk == nullptr || to <= from) return;
-  std::lock_guard lock(model_mu);
+  MutexLock lock(model_mu);
   if (disk->synced_size < 0) {
     sqlite3_int64 size = 0;
     Real(f)->pMethods->xFileSize(Real(f), &size);
@@ -113,7 +113,7 @@ int Sync(sqlite3_file* f, int flags) {
   DiskState* disk = reinterpret_cast<FaultFile*>(f)->disk;
   if (FaultVfs::fail_sync.load()) {
     if (modelling.load() && disk != nullptr) {
-      std::lock_guard lock(model_mu);
+      MutexLock lock(model_mu);
       disk->lost.merge(disk->unsynced);
       disk->unsynced.clear();
     }
@@ -121,7 +121,7 @@ int Sync(sqlite3_file* f, int flags) {
   }
   if (!modelling.load()) return Real(f)->pMethods->xSync(Real(f), flags);
   if (disk != nullptr) {
-    std::lock_guard lock(model_mu);
+    MutexLock lock(model_mu);
     disk->unsynced.clear();
     sqlite3_int64 size = 0;
     Real(f)->pMethods->xFileSize(Real(f), &size);
@@ -190,7 +190,7 @@ int Open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int* o
   ff->base.pMethods = ff->real->pMethods != nullptr ? &kMethods : nullptr;
   ff->disk = nullptr;
   if (name != nullptr) {
-    std::lock_guard lock(model_mu);
+    MutexLock lock(model_mu);
     ff->disk = &disks[name];  // std::map nodes stay put
   }
   return rc;
@@ -229,7 +229,7 @@ void FaultVfs::Register(bool as_default) {
 }
 
 void FaultVfs::StartPowerLossModel() {
-  std::lock_guard lock(model_mu);
+  MutexLock lock(model_mu);
   for (auto& [name, disk] : disks) disk = DiskState();
   io_calls = 0;
   crash_at = 0;
@@ -242,7 +242,7 @@ bool FaultVfs::crashed() { return power_lost.load(); }
 std::uint64_t FaultVfs::calls() { return io_calls.load(); }
 
 void FaultVfs::LosePower(Loss loss, std::uint64_t seed) {
-  std::lock_guard lock(model_mu);
+  MutexLock lock(model_mu);
   std::mt19937_64 rng(seed);
   for (auto& [name, disk] : disks) {
     if (disk.synced_size >= 0) {

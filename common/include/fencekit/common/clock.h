@@ -2,7 +2,7 @@
 #pragma once
 
 #include <chrono>
-#include <mutex>
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 
@@ -32,9 +32,9 @@ class FakeClock final : public Clock {
   void Advance(std::chrono::steady_clock::duration d);
 
  private:
-  mutable std::mutex mu_;
-  std::chrono::steady_clock::time_point now_;       // GUARDED_BY(mu_)
-  std::chrono::system_clock::time_point wall_now_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::chrono::steady_clock::time_point now_ FENCEKIT_GUARDED_BY(mu_);
+  std::chrono::system_clock::time_point wall_now_ FENCEKIT_GUARDED_BY(mu_);
 };
 
 }  // namespace fencekit

@@ -4,14 +4,13 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "fencekit/common/status.h"
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::procutil {
 
@@ -66,23 +65,24 @@ class DelayProxy {
   const std::uint16_t port_;
   std::thread thread_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  // Control, set by callers and read by the serving thread. GUARDED_BY(mu_), all.
-  std::uint16_t target_;
-  std::uint64_t retargets_ = 0;
-  bool hold_armed_ = false;
-  std::string hold_needle_;
-  std::uint64_t releases_ = 0;
-  bool cut_armed_ = false;
-  std::string cut_needle_;
-  bool stopping_ = false;
-  // Progress, set by the serving thread. GUARDED_BY(mu_), all.
-  int held_ = 0;
-  int released_ = 0;  // connections let go by Release()
-  int answered_ = 0;  // of those, the ones the server has answered or closed since
-  int cuts_ = 0;
-  std::uint64_t releases_done_ = 0;
+  Mutex mu_;
+  CondVar cv_;
+  // Control, set by callers and read by the serving thread.
+  std::uint16_t target_ FENCEKIT_GUARDED_BY(mu_);
+  std::uint64_t retargets_ FENCEKIT_GUARDED_BY(mu_) = 0;
+  bool hold_armed_ FENCEKIT_GUARDED_BY(mu_) = false;
+  std::string hold_needle_ FENCEKIT_GUARDED_BY(mu_);
+  std::uint64_t releases_ FENCEKIT_GUARDED_BY(mu_) = 0;
+  bool cut_armed_ FENCEKIT_GUARDED_BY(mu_) = false;
+  std::string cut_needle_ FENCEKIT_GUARDED_BY(mu_);
+  bool stopping_ FENCEKIT_GUARDED_BY(mu_) = false;
+  // Progress, set by the serving thread.
+  int held_ FENCEKIT_GUARDED_BY(mu_) = 0;
+  int released_ FENCEKIT_GUARDED_BY(mu_) = 0;  // connections let go by Release()
+  // Of those, the ones the server has answered or closed since.
+  int answered_ FENCEKIT_GUARDED_BY(mu_) = 0;
+  int cuts_ FENCEKIT_GUARDED_BY(mu_) = 0;
+  std::uint64_t releases_done_ FENCEKIT_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fencekit::procutil
