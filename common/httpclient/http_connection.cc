@@ -46,6 +46,18 @@ void HttpConnection::WithStream(F f) {
   return f(*plain_);
 }
 
+template <typename Start>
+error_code HttpConnection::Await(Deadline deadline, Start start) {
+  error_code ec;
+  bool done = false;
+  start([&](error_code e, auto&&...) {
+    ec = e;
+    done = true;
+  });
+  if (!Run(done, deadline)) return beast::error::timeout;
+  return ec;
+}
+
 std::optional<ConnectFailure> HttpConnection::Connect(std::chrono::milliseconds timeout) {
   using Step = ConnectFailure::Step;
   Close();
@@ -64,27 +76,17 @@ std::optional<ConnectFailure> HttpConnection::Connect(std::chrono::milliseconds 
   } else {
     socket = &plain_.emplace(ioc_);
   }
-  bool done = false;
-  net::async_connect(*socket, endpoints, [&](error_code e, const tcp::endpoint&) {
-    ec = e;
-    done = true;
-  });
-  if (!Run(done, After(timeout))) return ConnectFailure{Step::kConnect, beast::error::timeout, {}};
+  ec = Await(After(timeout), [&](auto done) { net::async_connect(*socket, endpoints, done); });
   if (ec) {
     Close();
     return ConnectFailure{Step::kConnect, ec, {}};
   }
   socket->set_option(tcp::no_delay(true), ec);
   if (!secure_) return std::nullopt;
-  done = false;
-  secure_->async_handshake(ssl::stream_base::client, [&](error_code e) {
-    ec = e;
-    done = true;
-  });
-  if (!Run(done, After(timeout))) {
-    return ConnectFailure{Step::kHandshake, beast::error::timeout, {}};
-  }
+  ec = Await(After(timeout),
+             [&](auto done) { secure_->async_handshake(ssl::stream_base::client, done); });
   if (!ec) return std::nullopt;
+  if (TimedOut(ec)) return ConnectFailure{Step::kHandshake, ec, {}};  // already closed
   long verify = SSL_get_verify_result(secure_->native_handle());
   Close();
   return ConnectFailure{Step::kHandshake, ec,
@@ -104,34 +106,25 @@ bool HttpConnection::NamePeer() {
 
 error_code HttpConnection::Write(const Request& req, Deadline deadline) {
   if (!is_open()) return net::error::not_connected;
-  error_code ec;
-  bool done = false;
-  WithStream([&](auto& stream) {
-    http::async_write(stream, req, [&](error_code e, std::size_t) {
-      ec = e;
-      done = true;
-    });
+  error_code ec = Await(deadline, [&](auto done) {
+    WithStream([&](auto& stream) { http::async_write(stream, req, done); });
   });
-  if (!Run(done, deadline)) return beast::error::timeout;
   if (ec) Close();
   return ec;
 }
 
 error_code HttpConnection::Read(Parser& parser, Deadline deadline, bool* got_bytes) {
   if (!is_open()) return net::error::not_connected;
-  error_code ec;
-  bool done = false;
   std::size_t bytes = 0;
-  WithStream([&](auto& stream) {
-    http::async_read(stream, buffer_, parser, [&](error_code e, std::size_t n) {
-      ec = e;
-      bytes = n;
-      done = true;
+  error_code ec = Await(deadline, [&](auto done) {
+    WithStream([&](auto& stream) {
+      http::async_read(stream, buffer_, parser, [&bytes, done](error_code e, std::size_t n) {
+        bytes = n;
+        done(e);
+      });
     });
   });
-  bool in_time = Run(done, deadline);
   if (got_bytes != nullptr) *got_bytes = bytes > 0 || parser.got_some();
-  if (!in_time) return beast::error::timeout;
   if (ec || !parser.get().keep_alive()) Close();
   return ec;
 }
@@ -140,15 +133,9 @@ error_code HttpConnection::ReadStreamHeader(Deadline deadline) {
   if (!is_open()) return net::error::not_connected;
   stream_.emplace();
   stream_->body_limit(boost::none);
-  error_code ec;
-  bool done = false;
-  WithStream([&](auto& stream) {
-    http::async_read_header(stream, buffer_, *stream_, [&](error_code e, std::size_t) {
-      ec = e;
-      done = true;
-    });
+  error_code ec = Await(deadline, [&](auto done) {
+    WithStream([&](auto& stream) { http::async_read_header(stream, buffer_, *stream_, done); });
   });
-  if (!Run(done, deadline)) return beast::error::timeout;
   if (ec) Close();
   return ec;
 }

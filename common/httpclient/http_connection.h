@@ -90,6 +90,10 @@ class HttpConnection {
   // Calls f(stream) with the TLS stream or the plain socket, whichever is open.
   template <typename F>
   void WithStream(F f);
+  // Starts an operation, start(handler), and runs it until it completes or `deadline`:
+  // beast::error::timeout when it ran late.
+  template <typename Start>
+  boost::system::error_code Await(Deadline deadline, Start start);
   // Runs queued operations until `done` or `deadline`. False on a timeout, after closing the
   // connection, which completes every pending handler now: none is left that refers to the
   // caller's frame.
