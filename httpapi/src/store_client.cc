@@ -1,19 +1,8 @@
 #include "fencekit/httpapi/store_client.h"
 
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http/empty_body.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
-#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -22,31 +11,30 @@
 #include <boost/url/pct_string_view.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
 #include <charconv>
+#include <chrono>
+#include <limits>
 #include <optional>
 
 #include "fencekit/common/names.h"
+#include "httpclient/http_connection.h"
 #include "wire.h"
 
 namespace fencekit {
 namespace {
 
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
+namespace http = boost::beast::http;
 namespace json = boost::json;
-namespace ssl = net::ssl;
-using tcp = net::ip::tcp;
-using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+namespace ssl = boost::asio::ssl;
+using httpclient::ConnectFailure;
 
+// StoreClient over one keep-alive HTTP(S) connection (httpclient::HttpConnection). Thread
+// safety: not thread-safe, as StoreClient says.
 class HttpStoreClient final : public StoreClient {
  public:
   // `tls` null: plain http.
   HttpStoreClient(std::string host, std::string port, StoreClientOptions options,
-                  std::unique_ptr<ssl::context> tls)
-      : host_(std::move(host)),
-        port_(std::move(port)),
-        options_(std::move(options)),
-        tls_(std::move(tls)) {
+                  std::shared_ptr<ssl::context> tls)
+      : host_(host), port_(port), options_(std::move(options)), conn_(host, port, std::move(tls)) {
     if (!options_.bearer_token.empty()) authorization_ = "Bearer " + options_.bearer_token;
   }
 
@@ -198,7 +186,7 @@ class HttpStoreClient final : public StoreClient {
 
  private:
   std::string Where() const {
-    return std::string("store ") + (tls_ ? "https://" : "http://") + host_ + ":" + port_;
+    return std::string("store ") + (conn_.tls() ? "https://" : "http://") + host_ + ":" + port_;
   }
 
   Result<WriteResponse> Write(http::verb verb, std::string_view lock, FencingToken token,
@@ -248,95 +236,27 @@ class HttpStoreClient final : public StoreClient {
                                  Where() + " refused " + doing);
   }
 
-  // Runs the queued async operations until done or the deadline passes.
-  void RunFor(std::chrono::milliseconds limit) {
-    ioc_.restart();
-    ioc_.run_for(limit + std::chrono::milliseconds(100));
-  }
-
-  bool Connected() const { return plain_.has_value() || secure_.has_value(); }
-  void Disconnect() {
-    plain_.reset();
-    secure_.reset();
-    buffer_.clear();
-  }
-
   Status Connect() {
-    Disconnect();
-    tcp::resolver resolver(ioc_);
-    boost::system::error_code ec;
-    auto endpoints = resolver.resolve(host_, port_, ec);
-    if (ec) return Status::Unavailable("cannot resolve " + Where() + ": " + ec.message());
-    beast::tcp_stream* tcp_stream = nullptr;
-    if (tls_) {
-      secure_.emplace(ioc_, *tls_);
-      if (Status s = CheckPeerName(secure_->native_handle()); !s.ok()) return s;
-      tcp_stream = &beast::get_lowest_layer(*secure_);
-    } else {
-      tcp_stream = &plain_.emplace(ioc_);
+    std::optional<ConnectFailure> failed = conn_.Connect(options_.timeout);
+    if (!failed) return Status::Ok();
+    const std::string why = failed->ec.message();
+    switch (failed->step) {
+      case ConnectFailure::Step::kResolve:
+        return Status::Unavailable("cannot resolve " + Where() + ": " + why);
+      case ConnectFailure::Step::kPeerName:
+        return Status::InvalidArgument("cannot check TLS certificates for host " + host_);
+      case ConnectFailure::Step::kConnect:
+        return Status::Unavailable("cannot connect to " + Where() + ": " + why +
+                                   "; is fenced running there?");
+      case ConnectFailure::Step::kHandshake:
+        break;
     }
-    tcp_stream->expires_after(options_.timeout);
-    tcp_stream->async_connect(endpoints,
-                              [&](boost::system::error_code e, const tcp::endpoint&) { ec = e; });
-    RunFor(options_.timeout);
-    if (ec) {
-      Disconnect();
-      return Status::Unavailable("cannot connect to " + Where() + ": " + ec.message() +
-                                 "; is fenced running there?");
+    if (!failed->untrusted.empty()) {
+      return Status::Unavailable(failed->NotTrusted(
+          Where(), "give the certificate authority that signed it (ca_file, fencectl --ca-file)"));
     }
-    tcp_stream->socket().set_option(tcp::no_delay(true), ec);
-    if (!tls_) return Status::Ok();
-    tcp_stream->expires_after(options_.timeout);
-    secure_->async_handshake(ssl::stream_base::client,
-                             [&](boost::system::error_code e) { ec = e; });
-    RunFor(options_.timeout);
-    if (ec) {
-      long verify = SSL_get_verify_result(secure_->native_handle());
-      Disconnect();
-      if (verify != X509_V_OK) {
-        return Status::Unavailable("the TLS certificate of " + Where() +
-                                   " is not trusted: " + X509_verify_cert_error_string(verify) +
-                                   "; give the certificate authority that signed it (ca_file, "
-                                   "fencectl --ca-file)");
-      }
-      return Status::Unavailable("TLS handshake with " + Where() + " failed: " + ec.message() +
-                                 "; is it serving https (fenced --tls-cert)?");
-    }
-    return Status::Ok();
-  }
-
-  // Sets SNI and the name the server's certificate must carry: the URL's host name, or its IP
-  // address (which SNI must not carry).
-  Status CheckPeerName(SSL* ssl) {
-    boost::system::error_code ec;
-    net::ip::make_address(host_, ec);
-    bool ok = ec ? SSL_set_tlsext_host_name(ssl, host_.c_str()) == 1 &&
-                       SSL_set1_host(ssl, host_.c_str()) == 1
-                 : X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host_.c_str()) == 1;
-    if (!ok) return Status::InvalidArgument("cannot check TLS certificates for host " + host_);
-    return Status::Ok();
-  }
-
-  // Writes `req` and reads the reply into `parser`, within the timeouts.
-  template <class Stream>
-  boost::system::error_code RoundTrip(Stream& stream, const http::request<http::string_body>& req,
-                                      http::response_parser<http::string_body>& parser,
-                                      bool& got_reply_bytes) {
-    boost::system::error_code ec;
-    auto& tcp_stream = beast::get_lowest_layer(stream);
-    tcp_stream.expires_after(options_.timeout);
-    http::async_write(stream, req, [&](boost::system::error_code e, std::size_t) {
-      ec = e;
-      if (ec) return;
-      tcp_stream.expires_after(options_.timeout);
-      http::async_read(stream, buffer_, parser, [&](boost::system::error_code e2, std::size_t n) {
-        ec = e2;
-        got_reply_bytes = n > 0 || parser.got_some();
-      });
-    });
-    RunFor(options_.timeout * 2);
-    if (!ec && !parser.is_done()) ec = beast::error::timeout;
-    return ec;
+    return Status::Unavailable("TLS handshake with " + Where() + " failed: " + why +
+                               "; is it serving https (fenced --tls-cert)?");
   }
 
   Result<http::response<http::string_body>> Exchange(
@@ -362,38 +282,33 @@ class HttpStoreClient final : public StoreClient {
     req.keep_alive(true);
     req.prepare_payload();
     for (int attempt = 0; attempt < 2; ++attempt) {
-      bool reused = Connected();
+      bool reused = conn_.is_open();
       if (!reused) {
         if (auto s = Connect(); !s.ok()) return s;
       }
+      // The write and the read have the timeout each.
+      auto after = [&] { return std::chrono::steady_clock::now() + options_.timeout; };
       bool got_reply_bytes = false;
-      http::response_parser<http::string_body> parser;
+      httpclient::Parser parser;
       parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-      auto ec = secure_ ? RoundTrip(*secure_, req, parser, got_reply_bytes)
-                        : RoundTrip(*plain_, req, parser, got_reply_bytes);
+      auto ec = conn_.Write(req, after());
+      if (!ec) ec = conn_.Read(parser, after(), &got_reply_bytes);
       if (ec) {
-        Disconnect();
         // A reused keep-alive connection may have been closed by the server while idle;
         // retry once on a new connection, but only if the server said nothing at all.
-        if (reused && !got_reply_bytes && ec != beast::error::timeout) continue;
+        if (reused && !got_reply_bytes && !httpclient::TimedOut(ec)) continue;
         return Status::Unavailable("no reply from " + Where() + ": " + ec.message());
       }
-      http::response<http::string_body> res = parser.release();
-      if (!res.keep_alive()) Disconnect();
-      return res;
+      return parser.release();
     }
     return Status::Unavailable("no reply from " + Where());
   }
 
-  std::string host_, port_;
+  const std::string host_, port_;
   StoreClientOptions options_;
-  std::string authorization_;          // the Authorization header, empty for none
-  std::unique_ptr<ssl::context> tls_;  // null for http://
-  net::io_context ioc_;
-  // The open connection, if any: one of the two.
-  std::optional<beast::tcp_stream> plain_;
-  std::optional<TlsStream> secure_;
-  beast::flat_buffer buffer_;
+  std::string authorization_;  // the Authorization header, empty for none
+  // Kept alive between calls; closed after an error or when the server closes it.
+  httpclient::HttpConnection conn_;
 };
 
 }  // namespace
@@ -416,9 +331,9 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Open(std::string_view base_url
         "the bearer token has characters a token cannot have (allowed: A-Z a-z 0-9 - . _ ~ + / "
         "and trailing '='); check the token file for stray characters");
   }
-  std::unique_ptr<ssl::context> tls;
+  std::shared_ptr<ssl::context> tls;
   if (https) {
-    tls = std::make_unique<ssl::context>(ssl::context::tls_client);
+    tls = std::make_shared<ssl::context>(ssl::context::tls_client);
     SSL_CTX_set_min_proto_version(tls->native_handle(), TLS1_2_VERSION);
     tls->set_verify_mode(ssl::verify_peer);
     boost::system::error_code ec;

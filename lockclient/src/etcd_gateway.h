@@ -5,11 +5,6 @@
 // know what the lock keys mean. Private to lockclient.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
 #include <boost/json/object.hpp>
 #include <chrono>
 #include <cstdint>
@@ -27,6 +22,10 @@
 namespace boost::asio::ssl {
 class context;
 }  // namespace boost::asio::ssl
+
+namespace fencekit::httpclient {
+class HttpConnection;
+}  // namespace fencekit::httpclient
 
 namespace fencekit::etcd {
 
@@ -56,8 +55,8 @@ const boost::json::object* Object(const boost::json::object& o, std::string_view
 std::string String(const boost::json::object& o, std::string_view key);
 
 // One HTTP/1.1 keep-alive connection (over TLS when given a context) to one gateway endpoint,
-// with its own io_context so that every call can run synchronously with a deadline. Thread
-// safety: not thread-safe; the pool hands it to one caller at a time.
+// every call run synchronously with a deadline (httpclient::HttpConnection). Thread safety: not
+// thread-safe; the pool hands it to one caller at a time.
 class GatewayConn {
  public:
   struct Reply {
@@ -74,8 +73,9 @@ class GatewayConn {
   const Endpoint& endpoint() const { return endpoint_; }
   // The endpoint's place in the Gateway's list.
   std::size_t index() const { return index_; }
-  // True once the connection was closed (an error, a timeout, or the server's choice).
-  bool closed() const { return closed_; }
+  // True once the connection was closed (an error, a timeout, or the server's choice), and
+  // before it was opened.
+  bool closed() const;
 
   // Connects; with TLS also shakes hands, checking that etcd's certificate is signed by a
   // trusted CA and names the endpoint's host (its DNS name or IP address).
@@ -94,34 +94,16 @@ class GatewayConn {
   Result<std::optional<std::string>> NextMessage(std::chrono::milliseconds wait);
 
  private:
-  struct Tls;  // the TLS stream over the socket; defined where TLS is driven
-  // Calls f(stream) with the TLS stream or the plain socket, whichever is open.
-  template <typename F>
-  auto WithStream(F f);
-  template <typename StartRead>
+  // POSTs `body`, then reads the whole reply into *reply, or with `reply` null the header of a
+  // stream. On an error the connection is closed.
   Status Exchange(std::string_view target, const std::string& body, const std::string& token,
-                  std::chrono::milliseconds timeout, StartRead read);
-  Status Handshake(std::chrono::milliseconds timeout);
-  // `what` failed with `ec`: the message, with a hint at the TLS settings for a TLS error.
-  std::string Failure(std::string_view what, const boost::system::error_code& ec) const;
-  bool Run(bool& done, std::chrono::milliseconds timeout);
-  void Close();
-
-  using Parser = boost::beast::http::response_parser<boost::beast::http::string_body>;
+                  std::chrono::milliseconds timeout, Reply* reply);
 
   Endpoint endpoint_;
   std::size_t index_;
-  std::shared_ptr<boost::asio::ssl::context> tls_context_;  // null: plain HTTP
-  boost::asio::io_context ioc_{1};  // one thread at a time: lets Asio skip its locking
-  std::optional<boost::asio::ip::tcp::socket> stream_;  // plain HTTP
-  std::unique_ptr<Tls> tls_;                            // HTTPS
+  std::unique_ptr<httpclient::HttpConnection> conn_;
   std::string token_;
-  boost::beast::flat_buffer buffer_;
-  std::optional<Parser> stream_parser_;
   std::size_t scanned_ = 0;  // the stream body's first bytes, known to hold no newline
-  bool read_pending_ = false;
-  boost::system::error_code read_ec_;
-  bool closed_ = false;
 };
 
 // Connections to the gateway endpoints, with failover, and the user's auth token. Thread

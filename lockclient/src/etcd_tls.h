@@ -1,7 +1,7 @@
 // The TLS client context for etcds:// (OpenSSL through Asio): TLS 1.2 or newer, etcd's
 // certificate verified against a CA file or the system's, and an optional client certificate.
 // Declares no Asio or OpenSSL types beyond one forward declaration, so that including it costs
-// nothing; etcd_gateway.cc is the one file that drives TLS streams. Private to lockclient.
+// nothing; fencekit_httpclient drives the TLS streams. Private to lockclient.
 #pragma once
 
 #include <memory>
