@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <string>
 
-#include "fencekit/fencedstore/store.h"
 #include "fencekit/common/mutex.h"
+#include "fencekit/fencedstore/store.h"
 
 namespace fencekit {
 namespace {

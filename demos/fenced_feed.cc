@@ -1,5 +1,4 @@
 #include "fenced_feed.h"
-#include "fencekit/common/mutex.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -11,6 +10,8 @@
 #include <boost/json/parse.hpp>
 #include <cerrno>
 #include <string_view>
+
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::demo {
 namespace {

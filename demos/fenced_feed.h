@@ -16,6 +16,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+
 #include "fencekit/common/mutex.h"
 
 namespace fencekit::demo {

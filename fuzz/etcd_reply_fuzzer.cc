@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "etcd_protocol.h"
-#include "support/fuzz_support.h"
 #include "fencekit/common/mutex.h"
+#include "support/fuzz_support.h"
 
 namespace {
 

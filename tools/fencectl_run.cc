@@ -13,8 +13,8 @@
 
 #include "fencectl_cli.h"
 #include "fencectl_commands.h"
-#include "fencekit/lockclient/lock_client.h"
 #include "fencekit/common/mutex.h"
+#include "fencekit/lockclient/lock_client.h"
 
 namespace fencekit::fencectl {
 namespace {

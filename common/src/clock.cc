@@ -1,7 +1,8 @@
 #include "fencekit/common/clock.h"
-#include "fencekit/common/mutex.h"
 
 #include <thread>
+
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 namespace {

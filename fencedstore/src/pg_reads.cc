@@ -1,10 +1,11 @@
 #include "pg_reads.h"
-#include "fencekit/common/mutex.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <utility>
+
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::fencedstore {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "engine.h"
-#include "pg_conn.h"
 #include "fencekit/common/mutex.h"
+#include "pg_conn.h"
 
 namespace fencekit::fencedstore {
 

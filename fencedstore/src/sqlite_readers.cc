@@ -6,9 +6,9 @@
 #include <chrono>
 #include <cstdint>
 
+#include "fencekit/common/mutex.h"
 #include "sqlite/sqlite_util.h"
 #include "sqlite_connection.h"
-#include "fencekit/common/mutex.h"
 
 namespace fencekit::fencedstore {
 

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "engine.h"
+#include "fencekit/common/mutex.h"
 #include "fencekit/common/status.h"
-#include "fencekit/fencedstore/types.h"
 #include "fencekit/common/token.h"
 #include "fencekit/fencedstore/store.h"
-#include "fencekit/common/mutex.h"
+#include "fencekit/fencedstore/types.h"
 
 namespace fencekit::fencedstore {
 

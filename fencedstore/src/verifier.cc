@@ -1,7 +1,7 @@
 #include "verifier.h"
 
-#include "fencekit/common/names.h"
 #include "fencekit/common/mutex.h"
+#include "fencekit/common/names.h"
 
 namespace fencekit::fencedstore {
 

@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include "fencekit/common/mutex.h"
 #include "fencekit/common/status.h"
 #include "fencekit/common/token.h"
 #include "fencekit/fencedstore/store.h"
-#include "fencekit/common/mutex.h"
 
 namespace fencekit::fencedstore {
 

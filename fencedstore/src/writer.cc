@@ -5,8 +5,8 @@
 #include <string>
 #include <utility>
 
-#include "fencekit/common/names.h"
 #include "fencekit/common/mutex.h"
+#include "fencekit/common/names.h"
 
 namespace fencekit::fencedstore {
 
@@ -203,8 +203,7 @@ void Writer::WriterLoop() {
   for (;;) {
     {
       MutexLock lock(mu_);
-      while (queue_.empty() && admin_.empty() && probes_.empty() &&
-             !(closing_ && awaiting_ == 0)) {
+      while (queue_.empty() && admin_.empty() && probes_.empty() && !(closing_ && awaiting_ == 0)) {
         cv_.Wait(mu_);
       }
       if (queue_.empty() && admin_.empty() && probes_.empty()) break;

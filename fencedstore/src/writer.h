@@ -17,10 +17,10 @@
 
 #include "engine.h"
 #include "fencekit/common/clock.h"
+#include "fencekit/common/mutex.h"
 #include "fencekit/common/status.h"
 #include "fencekit/fencedstore/store.h"
 #include "verifier.h"
-#include "fencekit/common/mutex.h"
 
 namespace fencekit::fencedstore {
 
@@ -69,7 +69,8 @@ class Writer {
   CondVar cv_;
   std::deque<Pending> queue_ FENCEKIT_GUARDED_BY(mu_);
   std::deque<AdminOp> admin_ FENCEKIT_GUARDED_BY(mu_);
-  std::deque<std::function<void(Status)>> probes_ FENCEKIT_GUARDED_BY(mu_);  // ProbeCommit's callers
+  std::deque<std::function<void(Status)>> probes_
+      FENCEKIT_GUARDED_BY(mu_);                        // ProbeCommit's callers
   std::size_t awaiting_ FENCEKIT_GUARDED_BY(mu_) = 0;  // writes held by the verifier
   bool closing_ FENCEKIT_GUARDED_BY(mu_) = false;
   std::thread writer_;

@@ -4,9 +4,9 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "fencekit/common/mutex.h"
 #include "metrics.h"
 #include "wire.h"
-#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 

@@ -6,9 +6,9 @@
 #include <boost/asio/strand.hpp>
 #include <memory>
 
+#include "fencekit/common/mutex.h"
 #include "fencekit/fencedstore/store.h"
 #include "write_watch.h"
-#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 namespace net = boost::asio;

@@ -12,9 +12,9 @@
 #include <functional>
 #include <memory>
 
+#include "fencekit/common/mutex.h"
 #include "fencekit/common/status.h"
 #include "work_queue.h"
-#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 

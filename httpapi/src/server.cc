@@ -28,6 +28,7 @@
 
 #include "auth.h"
 #include "events.h"
+#include "fencekit/common/mutex.h"
 #include "fencekit/fencedstore/store.h"
 #include "handler.h"
 #include "health.h"
@@ -36,7 +37,6 @@
 #include "tls_context.h"
 #include "work_queue.h"
 #include "write_watch.h"
-#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 namespace {

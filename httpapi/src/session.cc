@@ -6,9 +6,9 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "fencekit/common/mutex.h"
 #include "framing.h"
 #include "tcp_progress.h"
-#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 

@@ -22,13 +22,13 @@
 #include <vector>
 
 #include "events.h"
+#include "fencekit/common/mutex.h"
 #include "fencekit/httpapi/server.h"
 #include "handler.h"
 #include "log_sink.h"
 #include "metrics.h"
 #include "response_budget.h"
 #include "wire.h"
-#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 

@@ -1,7 +1,8 @@
 #include "work_queue.h"
-#include "fencekit/common/mutex.h"
 
 #include <algorithm>
+
+#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 

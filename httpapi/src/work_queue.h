@@ -7,6 +7,7 @@
 #include <functional>
 #include <thread>
 #include <vector>
+
 #include "fencekit/common/mutex.h"
 
 namespace fencekit {

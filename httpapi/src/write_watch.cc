@@ -1,7 +1,7 @@
 #include "write_watch.h"
 
-#include "wire.h"
 #include "fencekit/common/mutex.h"
+#include "wire.h"
 
 namespace fencekit {
 

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "events.h"
+#include "fencekit/common/mutex.h"
 #include "fencekit/common/status.h"
 #include "fencekit/fencedstore/types.h"
 #include "log_sink.h"
-#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 

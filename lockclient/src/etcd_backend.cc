@@ -13,8 +13,8 @@
 #include "etcd_protocol.h"
 #include "etcd_tls.h"
 #include "etcd_uri.h"
-#include "fencekit/common/names.h"
 #include "fencekit/common/mutex.h"
+#include "fencekit/common/names.h"
 
 namespace fencekit {
 namespace {

@@ -2,13 +2,14 @@
 // the gateway's reply conventions. The auth token's lifecycle is in etcd_auth.cc, one
 // connection in etcd_gateway_conn.cc.
 #include "etcd_gateway.h"
-#include "fencekit/common/mutex.h"
 
 #include <algorithm>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <charconv>
+
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::etcd {
 namespace {

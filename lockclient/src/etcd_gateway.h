@@ -16,8 +16,8 @@
 
 #include "endpoints.h"
 #include "fencekit/common/clock.h"
-#include "fencekit/common/status.h"
 #include "fencekit/common/mutex.h"
+#include "fencekit/common/status.h"
 
 namespace boost::asio::ssl {
 class context;

@@ -5,9 +5,9 @@
 #include <thread>
 
 #include "backend.h"
+#include "fencekit/common/mutex.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "lock_counters.h"
-#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 

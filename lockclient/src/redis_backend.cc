@@ -7,12 +7,12 @@
 
 #include "backend.h"
 #include "endpoints.h"
+#include "fencekit/common/mutex.h"
 #include "fencekit/common/names.h"
 #include "random_id.h"
 #include "redis_connection.h"
 #include "redis_protocol.h"
 #include "seen_tokens.h"
-#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 namespace {

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "redis_protocol.h"
 #include "fencekit/common/mutex.h"
+#include "redis_protocol.h"
 
 namespace fencekit {
 namespace {

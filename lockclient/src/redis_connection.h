@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "endpoints.h"
-#include "fencekit/common/status.h"
 #include "fencekit/common/mutex.h"
+#include "fencekit/common/status.h"
 
 namespace fencekit {
 
@@ -107,7 +107,8 @@ class RedisNode {
 
   Mutex pool_mu_;
   std::vector<Idle> idle_ FENCEKIT_GUARDED_BY(pool_mu_);
-  std::vector<std::string> shas_ FENCEKIT_GUARDED_BY(pool_mu_);  // one per script; empty when unknown
+  std::vector<std::string> shas_
+      FENCEKIT_GUARDED_BY(pool_mu_);  // one per script; empty when unknown
 };
 
 }  // namespace fencekit

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+
 #include "fencekit/common/mutex.h"
 
 namespace fencekit {
@@ -48,8 +49,8 @@ class SeenTokens {
   const std::size_t capacity_;
   Mutex mu_;
   std::list<std::string> order_ FENCEKIT_GUARDED_BY(mu_);  // most recently used first
-  std::unordered_map<std::string, std::pair<std::int64_t, std::list<std::string>::iterator>>
-      tokens_ FENCEKIT_GUARDED_BY(mu_);
+  std::unordered_map<std::string, std::pair<std::int64_t, std::list<std::string>::iterator>> tokens_
+      FENCEKIT_GUARDED_BY(mu_);
 };
 
 }  // namespace fencekit

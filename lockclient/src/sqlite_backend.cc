@@ -6,8 +6,8 @@
 
 #include <algorithm>
 
-#include "fencekit/common/names.h"
 #include "fencekit/common/mutex.h"
+#include "fencekit/common/names.h"
 
 namespace fencekit {
 namespace {

@@ -29,10 +29,10 @@
 
 #include "backend.h"
 #include "fencekit/common/clock.h"
+#include "fencekit/common/mutex.h"
 #include "sqlite/sqlite_util.h"
 #include "sqlite/transaction.h"
 #include "wake_board.h"
-#include "fencekit/common/mutex.h"
 
 namespace fencekit {
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "sqlite_backend.h"
 #include "fencekit/common/mutex.h"
+#include "sqlite_backend.h"
 
 namespace fencekit {
 

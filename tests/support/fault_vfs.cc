@@ -1,5 +1,4 @@
 #include "fault_vfs.h"
-#include "fencekit/common/mutex.h"
 
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -10,6 +9,8 @@
 #include <random>
 #include <string>
 #include <thread>
+
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::testing {
 

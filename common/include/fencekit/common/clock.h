@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+
 #include "fencekit/common/mutex.h"
 
 namespace fencekit {

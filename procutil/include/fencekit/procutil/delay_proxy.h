@@ -9,8 +9,8 @@
 #include <string>
 #include <thread>
 
-#include "fencekit/common/status.h"
 #include "fencekit/common/mutex.h"
+#include "fencekit/common/status.h"
 
 namespace fencekit::procutil {
 
