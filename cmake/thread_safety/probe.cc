@@ -1,10 +1,13 @@
-// Must compile under -Wthread-safety -Werror: unguarded_write.cc with the mutex held.
+// The thread-safety check's probe (cmake/thread_safety.cmake): a guarded member written with its
+// mutex held must compile; with PROBE_WITHOUT_LOCK, the same write without the mutex must not.
 #include "fencekit/common/mutex.h"
 
 class Counter {
  public:
   void Bump() {
+#ifndef PROBE_WITHOUT_LOCK
     fencekit::MutexLock lock(mu_);
+#endif
     ++n_;
   }
 
