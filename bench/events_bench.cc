@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "events.h"
+#include "fencekit/fencedstore/refusal.h"
 #include "log_sink.h"
 #include "write_watch.h"
 
@@ -59,7 +60,7 @@ void BM_RefusedLogged(benchmark::State& state) {
   EventHub hub({}, nullptr);
   LogSink log([](std::string_view) {}, nullptr);
   WriteWatch watch(&hub, &log);
-  Result<WriteReceipt> stale = Status::StaleToken("token 3 is stale", 5);
+  Result<WriteReceipt> stale = StaleTokenRefusal("token 3 is stale", 5);
   std::int64_t token = 0;
   for (auto _ : state) Decide(watch, stale, ++token);
 }
