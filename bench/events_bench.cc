@@ -14,7 +14,7 @@
 #include "log_sink.h"
 #include "write_watch.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace {
 
 const std::string kLock = "orders/lock";
@@ -67,6 +67,6 @@ void BM_RefusedLogged(benchmark::State& state) {
 BENCHMARK(BM_RefusedLogged);
 
 }  // namespace
-}  // namespace fencekit
+}  // namespace fencekit::httpapi
 
 BENCHMARK_MAIN();

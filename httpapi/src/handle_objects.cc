@@ -10,7 +10,7 @@
 #include "wire.h"
 #include "write_watch.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace http = boost::beast::http;
 namespace json = boost::json;
 using wire::Error;
@@ -267,4 +267,4 @@ void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond&
       });
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -9,7 +9,7 @@
 #include "fencekit/fencedstore/store.h"
 #include "write_watch.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace net = boost::asio;
 
 namespace {
@@ -118,4 +118,4 @@ void HealthChecker::Examine(bool ready, Done done) {
   });
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

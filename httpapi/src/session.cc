@@ -9,7 +9,7 @@
 #include "framing.h"
 #include "tcp_progress.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 void SessionRegistry::Add(SessionBase* s) {
   std::lock_guard lock(mu_);
@@ -410,4 +410,4 @@ void Session<Stream>::RefuseAndClose(wire::Error error, std::string message) {
 template class Session<beast::tcp_stream>;
 template class Session<beast::ssl_stream<beast::tcp_stream>>;
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 WorkQueue::WorkQueue(unsigned threads, std::size_t max_queued) : max_queued_(max_queued) {
   for (unsigned i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { Work(); });
@@ -43,4 +43,4 @@ void WorkQueue::Work() {
   }
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

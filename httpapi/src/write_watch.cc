@@ -3,7 +3,7 @@
 #include "fencekit/fencedstore/refusal.h"
 #include "wire.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 namespace {
 
@@ -94,4 +94,4 @@ void WriteWatch::ClearFailure(std::uint64_t seen) {
   }
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

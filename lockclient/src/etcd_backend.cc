@@ -16,7 +16,7 @@
 #include "etcd_uri.h"
 #include "fencekit/common/names.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 using etcd::EtcdProtocol;
@@ -376,4 +376,4 @@ Result<std::unique_ptr<LockBackend>> OpenEtcdBackend(std::string_view uri,
   return std::unique_ptr<LockBackend>(std::move(backend));
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

@@ -12,6 +12,8 @@
 
 namespace fencekit {
 
+using lockclient::Subject;
+
 struct HeldLock::State {
   LockClient* client;
   Options options;

@@ -6,7 +6,7 @@
 
 #include "redis_protocol.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 using std::chrono::milliseconds;
@@ -190,4 +190,4 @@ void RedisNode::BlockingPop(const std::string& key, milliseconds max_wait) {
   Give(std::move(c));
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

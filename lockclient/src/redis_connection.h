@@ -16,7 +16,7 @@
 #include "endpoints.h"
 #include "fencekit/common/status.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 struct RedisReplyDeleter {
   void operator()(redisReply* r) const { freeReplyObject(r); }
@@ -110,4 +110,4 @@ class RedisNode {
   std::vector<std::string> shas_;  // GUARDED_BY(pool_mu_): one per script; empty when unknown
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <unordered_map>
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 // The highest token this client has seen per lock, for the `capacity` locks it used most
 // recently (the least recently used is forgotten first, so a client that touches many lock
@@ -52,4 +52,4 @@ class SeenTokens {
       tokens_;  // GUARDED_BY(mu_)
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

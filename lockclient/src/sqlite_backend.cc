@@ -8,7 +8,7 @@
 
 #include "fencekit/common/names.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 using std::chrono::milliseconds;
@@ -245,4 +245,4 @@ Result<std::unique_ptr<LockBackend>> OpenSqliteBackend(std::string_view uri,
   return std::unique_ptr<LockBackend>(std::move(backend));
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

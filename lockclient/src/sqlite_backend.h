@@ -34,7 +34,7 @@
 #include "sqlite/transaction.h"
 #include "wake_board.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 // Thread safety: safe for concurrent use (one mutex over the connection and its statements);
 // processes sharing the file are serialised by SQLite's locks.
@@ -152,4 +152,4 @@ class SqliteBackend final : public LockBackend {
       join_line_, next_waiter_, beat_, leave_line_, drop_stale_, first_waiter_;
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

@@ -6,7 +6,7 @@
 
 #include "sqlite_backend.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 using sqlite::Stmt;
 using std::chrono::milliseconds;
@@ -193,4 +193,4 @@ Result<std::int64_t> SqliteBackend::HandOver(std::string_view lock, std::int64_t
   return ticket;
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient
