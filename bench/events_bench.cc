@@ -10,10 +10,11 @@
 #include <string_view>
 
 #include "events.h"
+#include "fencekit/fencedstore/refusal.h"
 #include "log_sink.h"
 #include "write_watch.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace {
 
 const std::string kLock = "orders/lock";
@@ -59,13 +60,13 @@ void BM_RefusedLogged(benchmark::State& state) {
   EventHub hub({}, nullptr);
   LogSink log([](std::string_view) {}, nullptr);
   WriteWatch watch(&hub, &log);
-  Result<WriteReceipt> stale = Status::StaleToken("token 3 is stale", 5);
+  Result<WriteReceipt> stale = StaleTokenRefusal("token 3 is stale", 5);
   std::int64_t token = 0;
   for (auto _ : state) Decide(watch, stale, ++token);
 }
 BENCHMARK(BM_RefusedLogged);
 
 }  // namespace
-}  // namespace fencekit
+}  // namespace fencekit::httpapi
 
 BENCHMARK_MAIN();

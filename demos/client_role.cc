@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 
+#include "fencekit/fencedstore/refusal.h"
 #include "fencekit/fencing/fenced_writes.h"
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/lockclient/lock_client.h"
@@ -53,7 +54,7 @@ int RunClient(const std::string& name, const std::string& locks, const std::stri
       if (!r.ok()) {
         o["stale"] = r.status().IsStaleToken();
         o["wrong_service"] = r.status().IsWrongService();
-        o["highest"] = r.status().highest_token().value_or(0);
+        o["highest"] = HighestToken(r.status()).value_or(0);
         o["message"] = r.status().message();
       }
       Reply(o);

@@ -38,7 +38,7 @@
 
 namespace {
 
-namespace etcd = fencekit::etcd;
+namespace etcd = fencekit::lockclient::etcd;
 using std::chrono::milliseconds;
 
 struct Reply {
@@ -306,8 +306,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   {
     // More endpoints (all the scripted gateway) than replies: the Gateway fails over from one
     // to the next without the back-off sleeps it takes once every endpoint has failed.
-    fencekit::Endpoint e{"127.0.0.1", Gateway().port()};
-    std::vector<fencekit::Endpoint> endpoints(kMaxReplies + 2, e);
+    fencekit::lockclient::Endpoint e{"127.0.0.1", Gateway().port()};
+    std::vector<fencekit::lockclient::Endpoint> endpoints(kMaxReplies + 2, e);
     etcd::EtcdProtocol protocol(std::move(endpoints), milliseconds(1000), 1, "etcd://fuzz");
     for (std::string_view one : run) Run(one, protocol, replies, input);
   }

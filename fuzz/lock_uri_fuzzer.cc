@@ -24,7 +24,7 @@ bool PlainHost(std::string_view host) {
 }
 
 void CheckEndpoints(std::string_view list, int default_port) {
-  auto parsed = fencekit::ParseEndpoints(list, default_port);
+  auto parsed = fencekit::lockclient::ParseEndpoints(list, default_port);
   if (!parsed.ok()) {
     FUZZ_CHECK(parsed.status().IsInvalidArgument(), parsed.status().ToString());
     return;
@@ -43,7 +43,7 @@ void CheckEndpoints(std::string_view list, int default_port) {
   }
   // Names of ordinary hosts and IP addresses read back as the same endpoints.
   if (!plain) return;
-  auto again = fencekit::ParseEndpoints(joined);
+  auto again = fencekit::lockclient::ParseEndpoints(joined);
   FUZZ_CHECK(again.ok() && again->size() == parsed->size(), joined);
   for (std::size_t i = 0; i < parsed->size(); ++i) {
     FUZZ_CHECK((*again)[i].host == (*parsed)[i].host && (*again)[i].port == (*parsed)[i].port,

@@ -16,7 +16,7 @@
 
 namespace {
 
-namespace rp = fencekit::redis_protocol;
+namespace rp = fencekit::lockclient::redis_protocol;
 using std::chrono::milliseconds;
 
 // A remaining time as the parsers promise it (0 .. kMaxRemaining), which a caller may add to a

@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-namespace fencekit::etcd {
+namespace fencekit::lockclient::etcd {
 namespace {
 
 using std::chrono::milliseconds;
@@ -98,4 +98,4 @@ TEST(EtcdGatewayTest, AWatchMessageWithoutEndIsRefusedAtItsBoundNotHeldInMemory)
 }
 
 }  // namespace
-}  // namespace fencekit::etcd
+}  // namespace fencekit::lockclient::etcd

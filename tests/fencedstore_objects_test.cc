@@ -73,8 +73,8 @@ TEST_P(ObjectsTest, IfVersionAppliesOnlyAtThatVersion) {
   // token, and the fence does not move either.
   auto late = store->Write(Conditional("L", T(9), "k", "lost update", first->version));
   ASSERT_TRUE(late.status().IsPreconditionFailed()) << late.status().ToString();
-  EXPECT_EQ(late.status().current_version(), second->version);
-  EXPECT_EQ(late.status().key(), "k");
+  EXPECT_EQ(CurrentVersion(late.status()), second->version);
+  EXPECT_EQ(RefusedKey(late.status()), "k");
   EXPECT_NE(late.status().message().find("version " + std::to_string(first->version)),
             std::string::npos)
       << late.status().message();
@@ -98,12 +98,12 @@ TEST_P(ObjectsTest, IfAbsentCreatesOnlyOnce) {
   EXPECT_TRUE(created->created);
   auto again = store->Write(Conditional("L", T(1), "k", "theirs", kIfAbsent));
   ASSERT_TRUE(again.status().IsPreconditionFailed()) << again.status().ToString();
-  EXPECT_EQ(again.status().current_version(), created->version);
+  EXPECT_EQ(CurrentVersion(again.status()), created->version);
   EXPECT_EQ(store->Get("k")->value, "mine");
   // On an absent key, a version precondition fails naming version 0.
   auto absent = store->Write(Conditional("L", T(1), "other", "x", 3));
   ASSERT_TRUE(absent.status().IsPreconditionFailed());
-  EXPECT_EQ(absent.status().current_version(), 0);
+  EXPECT_EQ(CurrentVersion(absent.status()), 0);
   EXPECT_TRUE(store->Get("other").status().IsNotFound());
 }
 
@@ -204,7 +204,7 @@ TEST_P(ObjectsTest, StaleBatchWritesNoneOfItsKeys) {
   auto r = store->WriteBatch(
       Batch("L", T(5), {PutOf("a", "stale"), PutOf("b", "stale"), DeleteOf("a")}));
   ASSERT_TRUE(r.status().IsStaleToken()) << r.status().ToString();
-  EXPECT_EQ(r.status().highest_token(), 6);
+  EXPECT_EQ(HighestToken(r.status()), 6);
   EXPECT_NE(r.status().message().find("none applied"), std::string::npos) << r.status().message();
   EXPECT_EQ(Values(*store, {"a", "b"}), (std::vector<std::string>{"kept", "-"}));
   auto history = store->History(100);
@@ -223,8 +223,8 @@ TEST_P(ObjectsTest, FailedPreconditionRefusesTheWholeBatchAndNamesTheKey) {
   auto r = store->WriteBatch(Batch(
       "L", T(7), {PutOf("a", "x"), DeleteOf("c"), PutOf("c", "y", v->version), PutOf("d", "z")}));
   ASSERT_TRUE(r.status().IsPreconditionFailed()) << r.status().ToString();
-  EXPECT_EQ(r.status().key(), "c");
-  EXPECT_EQ(r.status().current_version(), 0);  // deleted by the batch's second write
+  EXPECT_EQ(RefusedKey(r.status()), "c");
+  EXPECT_EQ(CurrentVersion(r.status()), 0);  // deleted by the batch's second write
   EXPECT_NE(r.status().message().find("write 2"), std::string::npos) << r.status().message();
   EXPECT_EQ(Values(*store, {"a", "c", "d"}), (std::vector<std::string>{"-", "v", "-"}));
   EXPECT_EQ(store->Get("c")->version, v->version);
@@ -242,10 +242,10 @@ TEST_P(ObjectsTest, WrongLockInABatchRefusesItAll) {
   ASSERT_TRUE(store->Put("other", T(2), "owned", "v").ok());
   auto r = store->WriteBatch(Batch("L", T(3), {PutOf("a", "1"), PutOf("owned", "2")}));
   ASSERT_TRUE(r.status().IsWrongLock()) << r.status().ToString();
-  EXPECT_EQ(r.status().bound_lock(), "other");
+  EXPECT_EQ(BoundLock(r.status()), "other");
   r = store->WriteBatch(Batch("L", T(3), {PutOf("a", "1"), PutOf("cfg/x", "2")}));
   ASSERT_TRUE(r.status().IsWrongLock()) << r.status().ToString();
-  EXPECT_EQ(r.status().bound_lock(), "config-lock");
+  EXPECT_EQ(BoundLock(r.status()), "config-lock");
   EXPECT_EQ(Values(*store, {"a", "owned", "cfg/x"}), (std::vector<std::string>{"-", "v", "-"}));
   EXPECT_FALSE(store->Highest("L")->has_value());
 }

@@ -46,7 +46,7 @@ TEST(PostgresStoreTest, TwoStoresOnOneDatabaseShareEveryFence) {
   ASSERT_TRUE(a->Put("L", T(10), "k", "from a").ok());
   auto stale = b->Put("L", T(5), "k", "from b");
   ASSERT_TRUE(stale.status().IsStaleToken()) << stale.status().ToString();
-  EXPECT_EQ(stale.status().highest_token(), 10);
+  EXPECT_EQ(HighestToken(stale.status()), 10);
   ASSERT_TRUE(b->Put("L", T(11), "k", "from b").ok());
   EXPECT_TRUE(a->Put("L", T(10), "k", "late a").status().IsStaleToken());
   EXPECT_EQ(a->Get("k")->value, "from b");

@@ -47,7 +47,7 @@ TEST_P(StoreRulesEngineTest, KeyBelongsToTheLockThatCreatedIt) {
                  store->Delete("b", T(9), "k")}) {
     ASSERT_FALSE(r.ok());
     EXPECT_TRUE(r.status().IsWrongLock()) << r.status().ToString();
-    EXPECT_EQ(r.status().bound_lock(), "a");
+    EXPECT_EQ(BoundLock(r.status()), "a");
     EXPECT_NE(r.status().message().find("delete it under that lock"), std::string::npos);
   }
   // Nothing changed: neither the object nor a fence of the named locks.
@@ -80,10 +80,10 @@ TEST_P(StoreRulesEngineTest, LockForBindsPrefixesBeforeAnyWriteLongestFirst) {
   auto store = Open({.lock_for = {{"orders/", "orders"}, {"orders/vip/", "vip"}}});
   auto r = store->Put("orders/1", T(1), "orders/1", "v");
   ASSERT_TRUE(r.status().IsWrongLock()) << r.status().ToString();
-  EXPECT_EQ(r.status().bound_lock(), "orders");
+  EXPECT_EQ(BoundLock(r.status()), "orders");
   EXPECT_NE(r.status().message().find("lock_for"), std::string::npos);
   EXPECT_TRUE(store->Put("orders", T(1), "orders/1", "v").ok());
-  EXPECT_EQ(store->Put("orders", T(1), "orders/vip/1", "v").status().bound_lock(), "vip");
+  EXPECT_EQ(BoundLock(store->Put("orders", T(1), "orders/vip/1", "v").status()), "vip");
   EXPECT_TRUE(store->Put("vip", T(1), "orders/vip/1", "v").ok());
   EXPECT_TRUE(store->Delete("x", T(1), "orders/absent").status().IsWrongLock());
   EXPECT_TRUE(store->Put("anything", T(1), "other", "v").ok());

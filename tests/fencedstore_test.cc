@@ -55,7 +55,7 @@ TEST_P(FencedStoreEngineTest, RefusesStaleTokenAndNamesHighest) {
   auto r = store->Put("lock", T(4), "k", "stale");
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsStaleToken());
-  EXPECT_EQ(r.status().highest_token(), 5);
+  EXPECT_EQ(HighestToken(r.status()), 5);
   EXPECT_NE(r.status().message().find("5"), std::string::npos);
   EXPECT_EQ(store->Get("k")->value, "new");
 }

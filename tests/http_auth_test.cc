@@ -354,7 +354,7 @@ TEST_F(HttpAuthTest, StoreClientReadsAWrongLockWhoseLockIsNotNamed) {
   auto r = (*client)->Put("billing/l", FencingToken::FromInt(5).value(), "billing/k", "w");
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsWrongLock()) << r.status().ToString();
-  EXPECT_EQ(r.status().bound_lock().value_or("(none)"), "");
+  EXPECT_EQ(BoundLock(r.status()).value_or("(none)"), "");
 }
 
 // Needs the store to record WriteRequest::principal (the store's half of issue 16).

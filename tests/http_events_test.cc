@@ -14,7 +14,7 @@
 #include "support/test_support.h"
 #include "wire.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace {
 
 using namespace std::chrono_literals;
@@ -484,4 +484,4 @@ TEST_F(EventsTest, OnlyGetWithoutAQueryOpensAStream) {
 }
 
 }  // namespace
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -21,7 +21,7 @@
 #include "support/test_support.h"
 #include "wire.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace {
 
 using namespace std::chrono_literals;
@@ -519,4 +519,4 @@ TEST_F(OpsTest, ThePageAndItsFilesAreServedUnderAStrictPolicy) {
 }
 
 }  // namespace
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -5,7 +5,7 @@
 #include "endpoints.h"
 #include "etcd_uri.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 TEST(EndpointsTest, ParsesAListOfHostsAndPorts) {
@@ -148,4 +148,4 @@ TEST(EndpointsTest, UriWithoutPasswordHidesThePasswordOfWellFormedAndMalformedUr
 }
 
 }  // namespace
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

@@ -624,7 +624,7 @@ TEST(LockMetricsTest, CountsWhatTheClientDidAndRendersPrometheusText) {
   ASSERT_TRUE(client->Extend(*lease, 10s).ok());
   {
     HeldLock held(*client, *lease, {});
-    held.MarkLost(Status::StaleToken("a store refused the token", 9));
+    held.MarkLost(Status::StaleToken("a store refused the token"));
   }
   Lease forged = *lease;
   forged.owner = std::string(32, 'f');

@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 TEST(RandomIdTest, IdsAre32HexDigitsAndDoNotRepeat) {
@@ -49,4 +49,4 @@ TEST(RandomIdTest, AForkedChildNeverRepeatsItsParentsNextId) {
 }
 
 }  // namespace
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

@@ -55,7 +55,7 @@ TEST_F(StoreClientTest, StaleTokenIsToldApartWithHighest) {
   auto r = client_->Put("L", T(7), "b", "v");
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsStaleToken()) << r.status().ToString();
-  EXPECT_EQ(r.status().highest_token(), 8);
+  EXPECT_EQ(HighestToken(r.status()), 8);
   EXPECT_NE(r.status().message().find("stale"), std::string::npos);
 }
 
@@ -65,8 +65,8 @@ TEST_F(StoreClientTest, ConditionalWritesTellTheKeysVersion) {
   EXPECT_TRUE(created->created);
   auto refused = client_->Write("L", T(2), ObjectWrite{false, "k", "w", kIfAbsent}, {});
   ASSERT_TRUE(refused.status().IsPreconditionFailed()) << refused.status().ToString();
-  EXPECT_EQ(refused.status().current_version(), created->version);
-  EXPECT_EQ(refused.status().key(), "k");
+  EXPECT_EQ(CurrentVersion(refused.status()), created->version);
+  EXPECT_EQ(RefusedKey(refused.status()), "k");
   auto wrong = client_->Write("L", T(2), ObjectWrite{true, "k", {}, created->version + 1}, {});
   EXPECT_TRUE(wrong.status().IsPreconditionFailed());
   auto updated = client_->Write("L", T(2), ObjectWrite{false, "k", "w", created->version}, {});
@@ -90,10 +90,10 @@ TEST_F(StoreClientTest, BatchesAreAllOrNone) {
   // Stale, and a failed precondition: nothing of either batch is applied.
   auto stale = client_->Batch("job", T(2), {{false, "d", "x", std::nullopt}}, {});
   ASSERT_TRUE(stale.status().IsStaleToken()) << stale.status().ToString();
-  EXPECT_EQ(stale.status().highest_token(), 3);
+  EXPECT_EQ(HighestToken(stale.status()), 3);
   auto failed = client_->Batch("job", T(3), {{false, "d", "x", std::nullopt}, writes[1]}, {});
   ASSERT_TRUE(failed.status().IsPreconditionFailed()) << failed.status().ToString();
-  EXPECT_EQ(failed.status().key(), "b");
+  EXPECT_EQ(RefusedKey(failed.status()), "b");
   EXPECT_TRUE(client_->Get("d").status().IsNotFound());
   EXPECT_TRUE(client_->Batch("", T(3), writes, {}).status().IsInvalidArgument());
   EXPECT_TRUE(client_->Batch("job", T(3), {}, {}).status().IsInvalidArgument());

@@ -6,6 +6,8 @@
 #include <boost/json/serialize.hpp>
 #include <set>
 
+#include "fencekit/fencedstore/refusal.h"
+
 namespace fencekit::wire {
 namespace {
 
@@ -28,14 +30,14 @@ TEST(WireTest, EveryErrorRoundTripsToTheStatusTheClientDocuments) {
     EXPECT_NE(s.message().find("store refused a write: why \"it\" failed"), std::string::npos)
         << s.message();
     if (info.client_code == StatusCode::kStaleToken) {
-      EXPECT_EQ(s.highest_token(), 7);
+      EXPECT_EQ(HighestToken(s), 7);
     }
     if (info.client_code == StatusCode::kWrongLock) {
-      EXPECT_EQ(s.bound_lock(), "bound\xFF");
+      EXPECT_EQ(BoundLock(s), "bound\xFF");
     }
     if (info.client_code == StatusCode::kPreconditionFailed) {
-      EXPECT_EQ(s.current_version(), 12);
-      EXPECT_EQ(s.key(), "k\xFF");
+      EXPECT_EQ(CurrentVersion(s), 12);
+      EXPECT_EQ(RefusedKey(s), "k\xFF");
     }
   }
   EXPECT_EQ(names.size(), Errors().size());
@@ -53,34 +55,33 @@ TEST(WireTest, UnknownErrorsAreJudgedByTheirStatusClass) {
   // not read it) is still a wrong lock, with no name.
   Status hidden = StatusFromReply(409, ErrorBody(Error::kWrongLock, "m"), "", "x");
   EXPECT_TRUE(hidden.IsWrongLock()) << hidden.ToString();
-  EXPECT_EQ(hidden.bound_lock().value_or("(none)"), "");
+  EXPECT_EQ(BoundLock(hidden).value_or("(none)"), "");
   // And a failed precondition that does not say the key's version.
   EXPECT_TRUE(
       StatusFromReply(412, ErrorBody(Error::kPreconditionFailed, "m"), "", "x").IsUnavailable());
 }
 
 TEST(WireTest, StoreStatusesMapToTheirRefusals) {
-  EXPECT_EQ(ErrorForStoreStatus(Status::StaleToken("m", 3)), Error::kStaleToken);
+  EXPECT_EQ(ErrorForStoreStatus(StaleTokenRefusal("m", 3)), Error::kStaleToken);
   EXPECT_EQ(ErrorForStoreStatus(Status::InvalidArgument("m")), Error::kBadKey);
   EXPECT_EQ(ErrorForStoreStatus(Status::InvalidArgument("m"), Error::kBadLock), Error::kBadLock);
   EXPECT_EQ(ErrorForStoreStatus(Status::NotFound("m")), Error::kNotFound);
   EXPECT_EQ(ErrorForStoreStatus(Status::IoError("disk full")), Error::kStorageError);
-  EXPECT_EQ(ErrorForStoreStatus(Status::WrongLock("m", "a")), Error::kWrongLock);
+  EXPECT_EQ(ErrorForStoreStatus(WrongLockRefusal("m", "a")), Error::kWrongLock);
   EXPECT_EQ(ErrorForStoreStatus(Status::WrongService("m")), Error::kWrongService);
   EXPECT_EQ(ErrorForStoreStatus(Status::UnverifiedToken("m")), Error::kUnverifiedToken);
   EXPECT_EQ(ErrorForStoreStatus(Status::PermissionDenied("m")), Error::kForbidden);
   EXPECT_EQ(ErrorForStoreStatus(Status::Timeout("lock service")), Error::kVerifyUnavailable);
   EXPECT_EQ(ErrorForStoreStatus(Status::Unavailable("closed")), Error::kStorageError);
-  EXPECT_EQ(ErrorForStoreStatus(Status::PreconditionFailed("m", 3, "k")),
-            Error::kPreconditionFailed);
+  EXPECT_EQ(ErrorForStoreStatus(PreconditionRefusal("m", 3, "k")), Error::kPreconditionFailed);
 }
 
 // One vocabulary: a refusal the store decides is answered, recorded and counted by the name of
 // its code; every refusal counted in the metrics is an error fenced answers.
 TEST(WireTest, EveryStoreRefusalIsAnsweredByItsCodesName) {
   for (const Status& refusal :
-       {Status::StaleToken("m", 1), Status::WrongLock("m", "l"), Status::WrongService("m"),
-        Status::UnverifiedToken("m"), Status::PreconditionFailed("m", 0, "k")}) {
+       {StaleTokenRefusal("m", 1), WrongLockRefusal("m", "l"), Status::WrongService("m"),
+        Status::UnverifiedToken("m"), PreconditionRefusal("m", 0, "k")}) {
     const ErrorInfo* row = FindError(StatusCodeName(refusal.code()));
     ASSERT_NE(row, nullptr) << refusal.ToString();
     EXPECT_EQ(row->client_code, refusal.code()) << row->name;

@@ -13,6 +13,7 @@
 #include "fencectl_commands.h"
 #include "fencekit/common/text.h"
 #include "fencekit/common/units.h"
+#include "fencekit/fencedstore/refusal.h"
 #include "fencekit/httpapi/store_client.h"
 
 namespace fencekit::fencectl {
@@ -102,10 +103,10 @@ int FailWrite(const Status& s) {
     o["error"] = StatusCodeName(s.code());  // the name fenced answers it by
     o["message"] = JsonSafeText(s.message());
     if (s.IsStaleToken()) {
-      o["highest"] = s.highest_token().value_or(0);
+      o["highest"] = HighestToken(s).value_or(0);
     } else {
-      o["version"] = s.current_version().value_or(0);
-      PutName(o, "key", s.key().value_or(std::string()));
+      o["version"] = CurrentVersion(s).value_or(0);
+      PutName(o, "key", RefusedKey(s).value_or(std::string()));
     }
     Print(o);
   }

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <string>
 
+#include "fencekit/fencedstore/refusal.h"
+
 namespace fencekit::fencedstore {
 namespace {
 
@@ -45,7 +47,7 @@ Status ResolveService(const Pending& p, std::string_view* service) {
 
 Status StaleTokenStatus(const Pending& p, std::int64_t highest, bool strict) {
   const WriteRequest& w = p.grant();
-  return Status::StaleToken(
+  return StaleTokenRefusal(
       InBatch(p) + "fencing token " + w.token.ToString() + " for lock " + Quoted(w.lock) +
           " is stale: the store has already accepted token " + std::to_string(highest) +
           (strict && highest == w.token.value() ? " (strict mode allows one write per token)"
@@ -59,10 +61,10 @@ Status WrongLockStatus(const Pending& p, const std::string& key_lock, bool by_pr
   std::string why =
       by_prefix ? "bound to lock " + Quoted(key_lock) + " by the store's configuration (lock_for)"
                 : "bound to lock " + Quoted(key_lock) + ", the lock of the write that created it";
-  return Status::WrongLock(InBatch(p) + "the key is " + why + "; this write names lock " +
-                               Quoted(w.lock) + ". Write it under lock " + Quoted(key_lock) +
-                               (by_prefix ? "" : ", or delete it under that lock to free it"),
-                           key_lock);
+  return WrongLockRefusal(InBatch(p) + "the key is " + why + "; this write names lock " +
+                              Quoted(w.lock) + ". Write it under lock " + Quoted(key_lock) +
+                              (by_prefix ? "" : ", or delete it under that lock to free it"),
+                          key_lock);
 }
 
 Status FenceServiceStatus(const Pending& p, std::string_view fence_service,
@@ -88,10 +90,10 @@ Status PreconditionStatus(const Pending& p, std::int64_t current) {
                            ? "to be absent"
                            : "to be at version " + std::to_string(*w.if_version);
   std::string found = current == 0 ? "it is absent" : "it is at version " + std::to_string(current);
-  return Status::PreconditionFailed(InBatch(p) + "the write needs key " + Quoted(w.key) + " " +
-                                        wanted + ", but " + found +
-                                        "; nothing was written. Read the key again and decide anew",
-                                    current, w.key);
+  return PreconditionRefusal(InBatch(p) + "the write needs key " + Quoted(w.key) + " " + wanted +
+                                 ", but " + found +
+                                 "; nothing was written. Read the key again and decide anew",
+                             current, w.key);
 }
 
 Decision SetFenceDecision(const AdminOp& op, std::int64_t now_ms) {

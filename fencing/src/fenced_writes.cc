@@ -1,5 +1,7 @@
 #include "fencekit/fencing/fenced_writes.h"
 
+#include "fencekit/fencedstore/refusal.h"
+
 namespace fencekit {
 namespace {
 
@@ -11,12 +13,12 @@ Result<WriteResponse> Fenced(HeldLock& held, Write&& write) {
   Lease lease = held.lease();
   auto r = write(lease);
   if (!r.ok() && r.status().IsStaleToken()) {
-    Status s = Status::StaleToken(
+    Status s = StaleTokenRefusal(
         r.status().message() + ". The lease on lock \"" + lease.lock + "\" with token " +
             lease.token.ToString() +
             " is lost: another holder wrote with a newer token, or the lock service lost its "
             "counter (e.g. Redis restarted without persistence)",
-        r.status().highest_token().value_or(0));
+        HighestToken(r.status()).value_or(0));
     held.MarkLost(s);
     return s;
   }

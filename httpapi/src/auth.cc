@@ -11,7 +11,7 @@
 
 #include "wire.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace json = boost::json;
 
 namespace {
@@ -213,4 +213,4 @@ Authorizer::Verdict Authorizer::Authenticate(std::string_view value, std::size_t
   return {Outcome::kOk, &principals_[it->second]};
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

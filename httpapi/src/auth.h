@@ -13,7 +13,7 @@
 
 #include "fencekit/common/status.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 // One client identity of the auth file and what it may do.
 struct Principal {
@@ -80,4 +80,4 @@ class Authorizer {
   std::unique_ptr<Md> md_;
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

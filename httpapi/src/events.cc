@@ -8,7 +8,7 @@
 #include "metrics.h"
 #include "wire.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 std::string EventJson(const WriteEvent& e) {
   boost::json::object o;
@@ -142,4 +142,4 @@ bool EventStream::Take(std::string& out) {
   return !closed_;
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -18,7 +18,7 @@
 #include "auth.h"
 #include "fencekit/common/mutex.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 class Metrics;
 
@@ -132,4 +132,4 @@ inline std::string EventText(std::uint64_t id, const WriteEvent& e) {
   return EventText(id, EventJson(e));
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

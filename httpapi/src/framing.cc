@@ -4,7 +4,7 @@
 #include <boost/url/parse.hpp>
 #include <vector>
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace http = boost::beast::http;
 
 namespace {
@@ -80,4 +80,4 @@ std::optional<FramingError> CheckFraming(const http::request_header<>& header) {
   return CheckHost(header);
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

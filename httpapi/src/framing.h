@@ -10,7 +10,7 @@
 
 #include "wire.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 struct FramingError {
   wire::Error error;  // kBadFraming, kBadHost or kUnsupportedTransferCoding
@@ -27,4 +27,4 @@ struct FramingError {
 // Every error is answered and then the connection is closed: its next bytes cannot be trusted.
 std::optional<FramingError> CheckFraming(const boost::beast::http::request_header<>& header);
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -10,7 +10,7 @@
 #include "wire.h"
 #include "work_queue.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace http = boost::beast::http;
 namespace json = boost::json;
 using wire::Error;
@@ -96,4 +96,4 @@ void Handler::HandleSetFence(const HttpRequest& req, std::string lock, const Pri
   if (!queued) RefuseLongRead("fence administrations", version, keep_alive, *shared_respond);
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -3,13 +3,14 @@
 
 #include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
+#include "fencekit/fencedstore/refusal.h"
 #include "fencekit/fencedstore/store.h"
 #include "handler.h"
 #include "handler_util.h"
 #include "wire.h"
 #include "write_watch.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace http = boost::beast::http;
 namespace json = boost::json;
 using wire::Error;
@@ -23,7 +24,7 @@ namespace {
 HttpResponse WriteRefusal(const Status& s, const Principal* who, std::string_view write_lock,
                           unsigned version, bool keep_alive) {
   Error e = wire::ErrorForStoreStatus(s);
-  const std::string bound = s.bound_lock().value_or(std::string());
+  const std::string bound = BoundLock(s).value_or(std::string());
   const bool hide_bound = e == Error::kWrongLock && !MaySeeLock(who, bound);
   json::object o = wire::ErrorObject(
       e, hide_bound ? "the key is bound to a lock other than \"" + JsonSafeText(write_lock) +
@@ -33,15 +34,15 @@ HttpResponse WriteRefusal(const Status& s, const Principal* who, std::string_vie
   if (e == Error::kWrongLock) {
     if (!hide_bound) wire::PutName(o, "lock", bound);
   } else if (e == Error::kPreconditionFailed) {
-    o["version"] = s.current_version().value_or(0);
-    wire::PutName(o, "key", s.key().value_or(std::string()));
+    o["version"] = CurrentVersion(s).value_or(0);
+    wire::PutName(o, "key", RefusedKey(s).value_or(std::string()));
   } else if (e == Error::kStaleToken) {
-    o["highest"] = s.highest_token().value_or(0);
+    o["highest"] = HighestToken(s).value_or(0);
   }
   HttpResponse res =
       JsonResponse(static_cast<http::status>(wire::Info(e).http_status), o, version, keep_alive);
   if (e == Error::kStaleToken) {
-    res.set(wire::kHighestHeader, std::to_string(s.highest_token().value_or(0)));
+    res.set(wire::kHighestHeader, std::to_string(HighestToken(s).value_or(0)));
   }
   return res;
 }
@@ -266,4 +267,4 @@ void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond&
       });
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

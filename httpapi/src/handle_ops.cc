@@ -8,7 +8,7 @@
 #include "ui_assets.h"
 #include "wire.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace http = boost::beast::http;
 namespace json = boost::json;
 using wire::Error;
@@ -65,4 +65,4 @@ void Handler::HandleMetrics(const HttpRequest& req, Respond& respond) {
   respond(std::move(res));
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

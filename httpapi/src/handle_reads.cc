@@ -10,7 +10,7 @@
 #include "wire.h"
 #include "work_queue.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace http = boost::beast::http;
 namespace json = boost::json;
 using wire::Error;
@@ -139,4 +139,4 @@ void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view&
   if (!queued) RefuseLongRead("long reads", version, keep_alive, *shared_respond);
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

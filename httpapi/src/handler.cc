@@ -9,7 +9,7 @@
 #include "ui_assets.h"
 #include "wire.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace http = boost::beast::http;
 namespace json = boost::json;
 using wire::Error;
@@ -203,4 +203,4 @@ void Handler::RefuseLongRead(std::string_view what, unsigned version, bool keep_
   respond(std::move(res));
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

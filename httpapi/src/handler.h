@@ -13,8 +13,11 @@
 #include "wire.h"
 
 namespace fencekit {
-
 class FencedStore;
+}  // namespace fencekit
+
+namespace fencekit::httpapi {
+
 class HealthChecker;
 class WorkQueue;
 class WriteWatch;
@@ -97,4 +100,4 @@ class Handler {
   HandlerHooks hooks_;
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

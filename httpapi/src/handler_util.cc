@@ -2,7 +2,7 @@
 
 #include <boost/json/serialize.hpp>
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace http = boost::beast::http;
 namespace json = boost::json;
 
@@ -24,4 +24,4 @@ void HideLockUnlessReadable(json::object& o, const Principal* who, std::string_v
   o.erase("lock_encoding");
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -8,7 +8,7 @@
 #include "auth.h"
 #include "handler.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 // `body` serialized with a trailing newline, as application/json.
 HttpResponse JsonResponse(boost::beast::http::status status, const boost::json::object& body,
@@ -22,4 +22,4 @@ inline bool MaySeeLock(const Principal* who, std::string_view lock) {
 // Drops `o`'s "lock" (and its encoding) when `who` may not read that lock.
 void HideLockUnlessReadable(boost::json::object& o, const Principal* who, std::string_view lock);
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

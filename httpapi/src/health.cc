@@ -10,7 +10,7 @@
 #include "fencekit/fencedstore/store.h"
 #include "write_watch.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace net = boost::asio;
 
 namespace {
@@ -121,4 +121,4 @@ void HealthChecker::Examine(bool ready, Done done) {
   });
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

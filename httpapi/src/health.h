@@ -17,8 +17,11 @@
 #include "work_queue.h"
 
 namespace fencekit {
-
 class FencedStore;
+}  // namespace fencekit
+
+namespace fencekit::httpapi {
+
 class WriteWatch;
 
 // Thread safety: safe for concurrent use. The store and the executor's context must outlive it.
@@ -66,4 +69,4 @@ class HealthChecker {
   WorkQueue probes_{1, kMaxQueuedProbes};
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

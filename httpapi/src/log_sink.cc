@@ -10,7 +10,7 @@
 #include "fencekit/common/text.h"
 #include "metrics.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace {
 
 // One write(2) per line where it fits, so lines of several processes sharing a file do not mix.
@@ -61,4 +61,4 @@ std::string LogTime(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

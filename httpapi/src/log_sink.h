@@ -12,7 +12,7 @@
 
 #include "work_queue.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 class Metrics;
 
@@ -47,4 +47,4 @@ std::string Quote(std::string_view bytes);
 // The time as RFC 3339 UTC with milliseconds, "2025-01-31T12:00:00.123Z": how log lines begin.
 std::string LogTime(std::chrono::system_clock::time_point t);
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -6,7 +6,7 @@
 #include "fencekit/fencedstore/store.h"
 #include "prometheus/prometheus_text.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 void Metrics::ObserveLatency(std::chrono::steady_clock::duration d) {
   double secs = std::chrono::duration<double>(d).count();
@@ -98,4 +98,4 @@ std::string Metrics::Render(const StoreStats& store) const {
   return out.Take();
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -11,8 +11,10 @@
 #include "wire.h"
 
 namespace fencekit {
-
 struct StoreStats;
+}  // namespace fencekit
+
+namespace fencekit::httpapi {
 
 // Thread safety: every method is safe for concurrent use (relaxed atomics).
 class Metrics {
@@ -73,4 +75,4 @@ class Metrics {
   std::atomic<std::uint64_t> log_lines_dropped_{0};
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

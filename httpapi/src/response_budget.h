@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstddef>
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 // Thread safety: safe for concurrent use.
 class ResponseBudget {
@@ -39,4 +39,4 @@ class ResponseBudget {
   std::atomic<std::size_t> used_{0};
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -38,7 +38,7 @@
 #include "work_queue.h"
 #include "write_watch.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace {
 
 // The address to listen on; "localhost" is 127.0.0.1.
@@ -319,31 +319,34 @@ class ServerImpl final : public Server {
 };
 
 }  // namespace
+}  // namespace fencekit::httpapi
+
+namespace fencekit {
 
 Result<std::unique_ptr<Server>> Server::Start(ServerOptions options, FencedStore* store) {
   if (store == nullptr) return Status::InvalidArgument("Server::Start needs a store");
-  auto address = ListenAddress(options.host);
+  auto address = httpapi::ListenAddress(options.host);
   if (!address.ok()) return address.status();
-  std::unique_ptr<Authorizer> auth;
+  std::unique_ptr<httpapi::Authorizer> auth;
   if (!options.auth_file.empty()) {
-    auto loaded = Authorizer::LoadFile(options.auth_file);
+    auto loaded = httpapi::Authorizer::LoadFile(options.auth_file);
     if (!loaded.ok()) return loaded.status();
     auth = std::move(loaded).value();
-  } else if (!IsLoopback(*address) && !options.insecure_no_auth) {
+  } else if (!httpapi::IsLoopback(*address) && !options.insecure_no_auth) {
     return Status::InvalidArgument(
         "refusing to listen on " + options.host +
         " without authentication: anyone who can reach it could read and overwrite every key. "
         "Give --auth FILE (docs/http-api.md), listen on 127.0.0.1, or pass --insecure-no-auth "
         "if only trusted hosts can reach this address");
   }
-  std::unique_ptr<net::ssl::context> tls;
+  std::unique_ptr<boost::asio::ssl::context> tls;
   if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
-    auto made = MakeServerTlsContext(options.tls_cert_file, options.tls_key_file);
+    auto made = httpapi::MakeServerTlsContext(options.tls_cert_file, options.tls_key_file);
     if (!made.ok()) return made.status();
     tls = std::move(made).value();
   }
-  auto server =
-      std::make_unique<ServerImpl>(std::move(options), store, std::move(auth), std::move(tls));
+  auto server = std::make_unique<httpapi::ServerImpl>(std::move(options), store, std::move(auth),
+                                                      std::move(tls));
   if (auto s = server->Bind(); !s.ok()) return s;
   server->Run();
   return std::unique_ptr<Server>(std::move(server));

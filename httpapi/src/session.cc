@@ -10,7 +10,7 @@
 #include "framing.h"
 #include "tcp_progress.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 void SessionRegistry::Add(SessionBase* s) {
   MutexLock lock(mu_);
@@ -411,4 +411,4 @@ void Session<Stream>::RefuseAndClose(wire::Error error, std::string message) {
 template class Session<beast::tcp_stream>;
 template class Session<beast::ssl_stream<beast::tcp_stream>>;
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

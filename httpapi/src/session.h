@@ -30,7 +30,7 @@
 #include "response_budget.h"
 #include "wire.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
@@ -223,4 +223,4 @@ using TlsSession = Session<beast::ssl_stream<beast::tcp_stream>>;
 extern template class Session<beast::tcp_stream>;
 extern template class Session<beast::ssl_stream<beast::tcp_stream>>;
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

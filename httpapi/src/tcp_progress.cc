@@ -10,7 +10,7 @@
 
 #include <cstddef>
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 std::optional<TcpSendState> ReadTcpSendState(int fd) {
   tcp_info info{};
@@ -24,4 +24,4 @@ std::optional<TcpSendState> ReadTcpSendState(int fd) {
   return TcpSendState{info.tcpi_bytes_acked, static_cast<std::size_t>(queued)};
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <optional>
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 struct TcpSendState {
   std::uint64_t acked = 0;  // bytes the peer acknowledged since the connection opened
@@ -18,4 +18,4 @@ struct TcpSendState {
 // The state of connected TCP socket `fd`; nullopt when the kernel does not say (not TCP).
 std::optional<TcpSendState> ReadTcpSendState(int fd);
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

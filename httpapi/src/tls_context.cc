@@ -9,7 +9,7 @@
 #include <cstring>
 #include <fstream>
 
-namespace fencekit {
+namespace fencekit::httpapi {
 namespace ssl = boost::asio::ssl;
 
 namespace {
@@ -73,4 +73,4 @@ Result<std::unique_ptr<ssl::context>> MakeServerTlsContext(const std::string& ce
   return ctx;
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -7,7 +7,7 @@
 
 #include "fencekit/common/status.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 // A server context serving the PEM certificate chain `cert_file` with the PEM private key
 // `key_file`. kInvalidArgument naming the file when one cannot be read or parsed, or when the
@@ -15,4 +15,4 @@ namespace fencekit {
 Result<std::unique_ptr<boost::asio::ssl::context>> MakeServerTlsContext(
     const std::string& cert_file, const std::string& key_file);
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -5,7 +5,7 @@
 #include <span>
 #include <string_view>
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 struct UiAsset {
   std::string_view path;          // "/ui" for the page, "/ui/<file>" for the rest
@@ -24,4 +24,4 @@ inline const UiAsset* FindUiAsset(std::string_view path) {
   return nullptr;
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -4,7 +4,7 @@
 
 #include "fencekit/common/mutex.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 WorkQueue::WorkQueue(unsigned threads, std::size_t max_queued) : max_queued_(max_queued) {
   for (unsigned i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { Work(); });
@@ -45,4 +45,4 @@ void WorkQueue::Work() {
   }
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

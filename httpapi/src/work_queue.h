@@ -10,7 +10,7 @@
 
 #include "fencekit/common/mutex.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 // Thread safety: TryPost may be called from any thread; Stop from one thread, once the callers
 // of TryPost are gone.
@@ -38,4 +38,4 @@ class WorkQueue {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

@@ -1,9 +1,10 @@
 #include "write_watch.h"
 
 #include "fencekit/common/mutex.h"
+#include "fencekit/fencedstore/refusal.h"
 #include "wire.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 namespace {
 
@@ -27,7 +28,7 @@ bool WriteWatch::Record(const WriteFacts& w, const Status* refusal) {
                  .accepted = refusal == nullptr,
                  .reason = refusal == nullptr ? std::string_view() : wire::Info(error).name,
                  // Accepted: the fence is at the token now (under --no-fencing, at least there).
-                 .highest = refusal == nullptr ? w.token : refusal->highest_token().value_or(0),
+                 .highest = refusal == nullptr ? w.token : HighestToken(*refusal).value_or(0),
                  .principal = w.principal,
                  .time = std::chrono::system_clock::now()};
     events_->Publish(e);
@@ -51,8 +52,8 @@ void WriteWatch::LogRefusal(const WriteFacts& w, const Status& s, bool decided,
   line.append(batch_size > 0 ? "batch" : (w.is_put ? "put" : "delete"));
   line.append(" lock=").append(Quote(w.lock));
   line.append(" token=").append(std::to_string(w.token));
-  if (s.highest_token()) line.append(" highest=").append(std::to_string(*s.highest_token()));
-  if (s.bound_lock()) line.append(" bound_lock=").append(Quote(*s.bound_lock()));
+  if (auto highest = HighestToken(s)) line.append(" highest=").append(std::to_string(*highest));
+  if (auto bound = BoundLock(s)) line.append(" bound_lock=").append(Quote(*bound));
   line.append(decided ? " reason=" : " error=").append(wire::Info(error).name);
   line.append(" key=").append(Quote(w.key));
   if (batch_size > 0) line.append(" writes=").append(std::to_string(batch_size));
@@ -94,4 +95,4 @@ void WriteWatch::ClearFailure(std::uint64_t seen) {
   }
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

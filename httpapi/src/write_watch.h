@@ -14,7 +14,7 @@
 #include "fencekit/fencedstore/types.h"
 #include "log_sink.h"
 
-namespace fencekit {
+namespace fencekit::httpapi {
 
 // The write a decision is about, as the handler received it.
 struct WriteFacts {
@@ -63,4 +63,4 @@ class WriteWatch {
   std::string failure_ FENCEKIT_GUARDED_BY(mu_);
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::httpapi

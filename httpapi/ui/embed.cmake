@@ -9,7 +9,7 @@
 if(NOT DEFINED PREFIX)
   set(PREFIX "/ui")
 endif()
-foreach(var_default HEADER=ui_assets.h NAMESPACE=fencekit TYPE=UiAsset FUNCTION=UiAssets)
+foreach(var_default HEADER=ui_assets.h NAMESPACE=fencekit::httpapi TYPE=UiAsset FUNCTION=UiAssets)
   string(REPLACE "=" ";" pair "${var_default}")
   list(GET pair 0 var)
   list(GET pair 1 default)

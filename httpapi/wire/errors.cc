@@ -6,6 +6,7 @@
 
 #include "bodies.h"
 #include "fencekit/common/text.h"
+#include "fencekit/fencedstore/refusal.h"
 #include "fields.h"
 
 namespace fencekit::wire {
@@ -131,7 +132,7 @@ Status StatusFromReply(unsigned http_status, std::string_view body, std::string_
   if (info->client_code == StatusCode::kStaleToken) {
     auto h = ParseCount(highest, 1);
     if (!h) return Status::Unavailable(full + " (with a bad Fencing-Highest)");
-    return Status::StaleToken(full, *h);
+    return StaleTokenRefusal(full, *h);
   }
   if (info->client_code == StatusCode::kPreconditionFailed) {
     const json::value* version = v.is_object() ? v.as_object().if_contains("version") : nullptr;
@@ -139,11 +140,11 @@ Status StatusFromReply(unsigned http_status, std::string_view body, std::string_
     if (version == nullptr || !version->is_int64() || version->as_int64() < 0 || !key) {
       return Status::Unavailable(full + " (without the key's \"version\" and \"key\")");
     }
-    return Status::PreconditionFailed(full, version->as_int64(), std::move(*key));
+    return PreconditionRefusal(full, version->as_int64(), std::move(*key));
   }
   if (info->client_code == StatusCode::kWrongLock) {
     // Under --auth the server names the bound lock only to a principal that may read it.
-    return Status::WrongLock(full, bound_lock.value_or(std::string()));
+    return WrongLockRefusal(full, bound_lock.value_or(std::string()));
   }
   return WithCode(info->client_code, full);
 }

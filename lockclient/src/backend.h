@@ -11,7 +11,7 @@
 #include "fencekit/common/token.h"
 #include "fencekit/lockclient/lock_client.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 // A grant: its token and the id of the service that granted it (Lease::service).
 struct Granted {
@@ -79,4 +79,4 @@ std::string Subject(std::string_view lock, std::string_view service);
 // message says so, apart from "expired" and "held by another owner".
 Status AlreadyReleased(std::string_view what, std::string_view lock, std::string_view service);
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

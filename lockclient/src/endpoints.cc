@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 Result<Endpoint> ParseOne(std::string_view entry, int default_port) {
@@ -76,4 +76,4 @@ std::string UriWithoutPassword(std::string_view uri) {
   return std::string(uri.substr(0, colon)) + ":***" + std::string(uri.substr(at));
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

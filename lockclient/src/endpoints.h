@@ -8,7 +8,7 @@
 
 #include "fencekit/common/status.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 // One server's address. Thread safety: a value; safe to share when not modified.
 struct Endpoint {
@@ -27,4 +27,4 @@ Result<std::vector<Endpoint>> ParseEndpoints(std::string_view list, int default_
 // As LockUriWithoutPassword (lock_client.h).
 std::string UriWithoutPassword(std::string_view uri);
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

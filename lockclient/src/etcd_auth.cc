@@ -5,7 +5,7 @@
 #include "etcd_gateway.h"
 #include "fencekit/common/mutex.h"
 
-namespace fencekit::etcd {
+namespace fencekit::lockclient::etcd {
 namespace {
 
 namespace json = boost::json;
@@ -104,4 +104,4 @@ Result<std::string> Gateway::Authenticate() {
   return reply.status();
 }
 
-}  // namespace fencekit::etcd
+}  // namespace fencekit::lockclient::etcd

@@ -16,7 +16,7 @@
 #include "fencekit/common/mutex.h"
 #include "fencekit/common/names.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 using etcd::EtcdProtocol;
@@ -377,4 +377,4 @@ Result<std::unique_ptr<LockBackend>> OpenEtcdBackend(std::string_view uri,
   return std::unique_ptr<LockBackend>(std::move(backend));
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

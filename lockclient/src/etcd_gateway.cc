@@ -11,7 +11,7 @@
 
 #include "fencekit/common/mutex.h"
 
-namespace fencekit::etcd {
+namespace fencekit::lockclient::etcd {
 namespace {
 
 namespace json = boost::json;
@@ -263,4 +263,4 @@ std::unique_ptr<GatewayConn> Gateway::Connect(std::string* errors) {
   return nullptr;
 }
 
-}  // namespace fencekit::etcd
+}  // namespace fencekit::lockclient::etcd

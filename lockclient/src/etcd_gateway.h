@@ -27,7 +27,7 @@ namespace fencekit::httpclient {
 class HttpConnection;
 }  // namespace fencekit::httpclient
 
-namespace fencekit::etcd {
+namespace fencekit::lockclient::etcd {
 
 // gRPC status codes that etcd puts in the gateway's error replies.
 constexpr std::int64_t kGrpcInvalidArgument = 3;
@@ -180,4 +180,4 @@ class Gateway {
   std::string token_ FENCEKIT_GUARDED_BY(mu_);
 };
 
-}  // namespace fencekit::etcd
+}  // namespace fencekit::lockclient::etcd

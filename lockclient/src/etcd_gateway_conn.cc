@@ -7,7 +7,7 @@
 #include "etcd_gateway.h"
 #include "httpclient/http_connection.h"
 
-namespace fencekit::etcd {
+namespace fencekit::lockclient::etcd {
 namespace {
 
 namespace net = boost::asio;
@@ -155,4 +155,4 @@ Status GatewayConn::Exchange(std::string_view target, const std::string& body,
   return Status::Ok();
 }
 
-}  // namespace fencekit::etcd
+}  // namespace fencekit::lockclient::etcd

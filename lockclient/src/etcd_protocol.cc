@@ -8,7 +8,7 @@
 
 #include "fencekit/common/text.h"
 
-namespace fencekit::etcd {
+namespace fencekit::lockclient::etcd {
 namespace {
 
 namespace json = boost::json;
@@ -433,4 +433,4 @@ Status EtcdProtocol::BadReply(std::string_view lock) const {
                              std::string(lock) + "\"");
 }
 
-}  // namespace fencekit::etcd
+}  // namespace fencekit::lockclient::etcd

@@ -28,7 +28,7 @@
 #include "fencekit/common/status.h"
 #include "fencekit/common/token.h"
 
-namespace fencekit::etcd {
+namespace fencekit::lockclient::etcd {
 
 // The longest TTL, in seconds, the calls below report. A larger one in a reply (no lease lasts
 // a century) is cut to it, so that callers can turn it into milliseconds and add it to a time
@@ -171,4 +171,4 @@ class EtcdProtocol {
   const std::string key_prefix_;
 };
 
-}  // namespace fencekit::etcd
+}  // namespace fencekit::lockclient::etcd

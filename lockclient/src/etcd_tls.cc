@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace fencekit::etcd {
+namespace fencekit::lockclient::etcd {
 namespace {
 
 namespace ssl = boost::asio::ssl;
@@ -91,4 +91,4 @@ Result<std::shared_ptr<ssl::context>> MakeTlsContext(const std::string& ca_file,
   return ctx;
 }
 
-}  // namespace fencekit::etcd
+}  // namespace fencekit::lockclient::etcd

@@ -13,7 +13,7 @@ namespace boost::asio::ssl {
 class context;
 }  // namespace boost::asio::ssl
 
-namespace fencekit::etcd {
+namespace fencekit::lockclient::etcd {
 
 // `ca_file` empty: trust the system's certificate authorities. `cert_file` and `key_file`:
 // both empty, or a PEM client certificate (chain) and its PEM private key. Each file must be
@@ -24,4 +24,4 @@ Result<std::shared_ptr<boost::asio::ssl::context>> MakeTlsContext(const std::str
                                                                   const std::string& cert_file,
                                                                   const std::string& key_file);
 
-}  // namespace fencekit::etcd
+}  // namespace fencekit::lockclient::etcd

@@ -7,7 +7,7 @@
 #include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 constexpr std::string_view kForm =
@@ -172,4 +172,4 @@ Result<EtcdUri> ParseEtcdUri(std::string_view uri) {
   return out;
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

@@ -11,7 +11,7 @@
 #include "endpoints.h"
 #include "fencekit/common/status.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 inline constexpr std::string_view kDefaultEtcdKeyPrefix = "fencekit/";
 inline constexpr std::size_t kMaxEtcdKeyPrefixBytes = 256;
@@ -37,4 +37,4 @@ Result<EtcdUri> ParseEtcdUri(std::string_view uri);
 // '/'. kInvalidArgument saying so otherwise.
 Status CheckEtcdKeyPrefix(std::string_view prefix);
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

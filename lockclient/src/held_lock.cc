@@ -11,6 +11,8 @@
 
 namespace fencekit {
 
+using lockclient::Subject;
+
 struct HeldLock::State {
   LockClient* client;
   Options options;

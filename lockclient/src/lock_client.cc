@@ -19,6 +19,18 @@
 
 namespace fencekit {
 
+using lockclient::AlreadyReleased;
+using lockclient::LeaseDrift;
+using lockclient::LockBackend;
+using lockclient::OpenEtcdBackend;
+using lockclient::OpenRedisBackend;
+using lockclient::OpenRedlockBackend;
+using lockclient::OpenSqliteBackend;
+using lockclient::RandomHex128;
+using lockclient::ReleasedLeases;
+using lockclient::Subject;
+using lockclient::UriWithoutPassword;
+
 namespace {
 
 using std::chrono::milliseconds;
@@ -52,11 +64,12 @@ Status ValidateTtl(std::string_view lock, milliseconds ttl) {
 
 std::string LockUriWithoutPassword(std::string_view uri) { return UriWithoutPassword(uri); }
 
-std::string Subject(std::string_view lock, std::string_view service) {
+std::string lockclient::Subject(std::string_view lock, std::string_view service) {
   return "lock \"" + std::string(lock) + "\" on " + std::string(service);
 }
 
-Status AlreadyReleased(std::string_view what, std::string_view lock, std::string_view service) {
+Status lockclient::AlreadyReleased(std::string_view what, std::string_view lock,
+                                   std::string_view service) {
   return Status::NotHeld("cannot " + std::string(what) + " " + Subject(lock, service) +
                          ": this lease was already released; " +
                          (what == "release" ? "nothing was done" : "acquire again"));
@@ -186,7 +199,8 @@ LockMetrics LockClient::metrics() const {
   return m;
 }
 
-std::chrono::steady_clock::duration LeaseDrift(const LockOptions& options, milliseconds ttl) {
+std::chrono::steady_clock::duration lockclient::LeaseDrift(const LockOptions& options,
+                                                           milliseconds ttl) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
              std::chrono::duration<double, std::milli>(ttl.count() * options.drift_factor)) +
          options.drift_min;

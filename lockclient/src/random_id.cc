@@ -8,7 +8,7 @@
 #include <cstring>
 #include <mutex>
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 // getrandom(2) costs ~2 us on a virtual machine, a few percent of a Redis lock cycle, and a grant
@@ -69,4 +69,4 @@ Result<std::string> RandomHex128() {
   return out;
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

@@ -5,10 +5,10 @@
 
 #include "fencekit/common/status.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 // 128 random bits from getrandom(2) (drawn in blocks per thread; a fork empties the blocks), as
 // 32 lowercase hex digits. kInternal if the OS fails.
 Result<std::string> RandomHex128();
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

@@ -14,7 +14,7 @@
 #include "redis_protocol.h"
 #include "seen_tokens.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 namespace rp = redis_protocol;
@@ -174,4 +174,4 @@ Result<std::unique_ptr<LockBackend>> OpenRedisBackend(std::string_view uri,
   return std::unique_ptr<LockBackend>(std::move(backend));
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

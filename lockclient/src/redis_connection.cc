@@ -7,7 +7,7 @@
 #include "fencekit/common/mutex.h"
 #include "redis_protocol.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 using std::chrono::milliseconds;
@@ -191,4 +191,4 @@ void RedisNode::BlockingPop(const std::string& key, milliseconds max_wait) {
   Give(std::move(c));
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

@@ -16,7 +16,7 @@
 #include "fencekit/common/mutex.h"
 #include "fencekit/common/status.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 struct RedisReplyDeleter {
   void operator()(redisReply* r) const { freeReplyObject(r); }
@@ -111,4 +111,4 @@ class RedisNode {
       FENCEKIT_GUARDED_BY(pool_mu_);  // one per script; empty when unknown
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

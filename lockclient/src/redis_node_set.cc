@@ -4,7 +4,7 @@
 
 #include <cerrno>
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 using std::chrono::milliseconds;
 
@@ -180,4 +180,4 @@ std::vector<Vote> RedisNodeSet::Round(int script, const std::vector<std::string>
   return votes;
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

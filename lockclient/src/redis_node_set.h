@@ -16,7 +16,7 @@
 #include "fencekit/lockclient/lock_client.h"
 #include "redis_connection.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 // One node's answer in a round.
 struct Vote {
@@ -91,4 +91,4 @@ class RedisNodeSet {
   const Options options_;
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

@@ -6,7 +6,7 @@
 
 #include "backend.h"
 
-namespace fencekit::redis_protocol {
+namespace fencekit::lockclient::redis_protocol {
 namespace {
 
 using std::chrono::milliseconds;
@@ -308,4 +308,4 @@ Result<LockInfo> ParseInspect(const redisReply* r, std::string_view service,
   return info;
 }
 
-}  // namespace fencekit::redis_protocol
+}  // namespace fencekit::lockclient::redis_protocol

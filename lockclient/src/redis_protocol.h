@@ -25,7 +25,7 @@
 #include "fencekit/common/token.h"
 #include "fencekit/lockclient/lock_client.h"
 
-namespace fencekit::redis_protocol {
+namespace fencekit::lockclient::redis_protocol {
 
 // The most elements a reply's array may declare. The scripts answer at most 4, BLPOP 2.
 inline constexpr int kMaxReplyElements = 64;
@@ -108,4 +108,4 @@ Result<std::string> ParseServiceId(const redisReply* r, std::string_view service
 // The inspect script's reply; `remaining` is 0 .. kMaxRemaining.
 Result<LockInfo> ParseInspect(const redisReply* r, std::string_view service, std::string_view lock);
 
-}  // namespace fencekit::redis_protocol
+}  // namespace fencekit::lockclient::redis_protocol

@@ -18,7 +18,7 @@
 #include "redis_protocol.h"
 #include "seen_tokens.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 namespace rp = redis_protocol;
@@ -473,4 +473,4 @@ Result<std::unique_ptr<LockBackend>> OpenRedlockBackend(std::string_view uri,
   return std::unique_ptr<LockBackend>(std::move(backend));
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

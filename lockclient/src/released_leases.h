@@ -10,7 +10,7 @@
 
 #include "fencekit/lockclient/lock_client.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 // A fixed ring of the last kCapacity releases, each kept as a 64-bit digest of (owner, token):
 // recording one is a hash and two atomic operations, with no allocation, since every release
@@ -46,4 +46,4 @@ class ReleasedLeases {
   std::atomic<std::size_t> next_{0};
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

@@ -11,7 +11,7 @@
 
 #include "fencekit/common/mutex.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 // The highest token this client has seen per lock, for the `capacity` locks it used most
 // recently (the least recently used is forgotten first, so a client that touches many lock
@@ -53,4 +53,4 @@ class SeenTokens {
       FENCEKIT_GUARDED_BY(mu_);
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

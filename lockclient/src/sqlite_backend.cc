@@ -9,7 +9,7 @@
 #include "fencekit/common/mutex.h"
 #include "fencekit/common/names.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 using std::chrono::milliseconds;
@@ -246,4 +246,4 @@ Result<std::unique_ptr<LockBackend>> OpenSqliteBackend(std::string_view uri,
   return std::unique_ptr<LockBackend>(std::move(backend));
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

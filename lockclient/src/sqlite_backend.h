@@ -34,7 +34,7 @@
 #include "sqlite/transaction.h"
 #include "wake_board.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 // Thread safety: safe for concurrent use (one mutex over the connection and its statements);
 // processes sharing the file are serialised by SQLite's locks.
@@ -160,4 +160,4 @@ class SqliteBackend final : public LockBackend {
       drop_stale_ FENCEKIT_GUARDED_BY(mu_), first_waiter_ FENCEKIT_GUARDED_BY(mu_);
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

@@ -6,7 +6,7 @@
 #include "random_id.h"
 #include "sqlite_backend.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 using sqlite::Stmt;
@@ -147,4 +147,4 @@ Status SqliteBackend::MigrateAndReadServiceId(sqlite3* raw) {
   return Status::Ok();
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

@@ -7,7 +7,7 @@
 #include "fencekit/common/mutex.h"
 #include "sqlite_backend.h"
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 using sqlite::Stmt;
 using std::chrono::milliseconds;
@@ -194,4 +194,4 @@ Result<std::int64_t> SqliteBackend::HandOver(std::string_view lock, std::int64_t
   return ticket;
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

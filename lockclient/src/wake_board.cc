@@ -12,7 +12,7 @@
 #include <atomic>
 #include <climits>
 
-namespace fencekit {
+namespace fencekit::lockclient {
 namespace {
 
 constexpr off_t kBytes = WakeBoard::kSlots * sizeof(std::uint32_t);
@@ -60,4 +60,4 @@ void WakeBoard::Wake(std::uint32_t slot) {
   (void)::syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

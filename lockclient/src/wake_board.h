@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-namespace fencekit {
+namespace fencekit::lockclient {
 
 // Thread safety: safe for concurrent use by any number of threads and processes.
 class WakeBoard {
@@ -46,4 +46,4 @@ class WakeBoard {
   std::uint32_t* words_ = nullptr;  // kSlots counters in the shared mapping, or null
 };
 
-}  // namespace fencekit
+}  // namespace fencekit::lockclient

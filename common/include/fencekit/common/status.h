@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,13 +23,13 @@ enum class StatusCode {
   kUnavailable,  // a service could not be reached; retrying later may help
   kIoError,      // storage failed; the outcome of the operation is not acknowledged
   kInternal,
-  kWrongLock,         // the key is bound to another lock; bound_lock() names it
+  kWrongLock,         // the key is bound to another lock (a fenced store's refusal names it)
   kWrongService,      // the token comes from another lock service than the fence's
   kUnverifiedToken,   // the lock service did not confirm the token as its holder's
   kUnauthenticated,   // no or unknown credentials
   kPermissionDenied,  // the credentials do not allow this
-  // a conditional write's precondition on the key's version does not hold; current_version()
-  // and key() say what the store holds
+  // a conditional write's precondition on the key's version does not hold (a fenced store's
+  // refusal says what the store holds)
   kPreconditionFailed,
 };
 inline constexpr std::size_t kStatusCodeCount =
@@ -41,6 +42,15 @@ std::string_view StatusCodeName(StatusCode code);
 // The code named `name`; nullopt for a name no code has.
 std::optional<StatusCode> StatusCodeFromName(std::string_view name);
 
+// What an error Status carries beyond its code and message, defined by the library whose
+// errors need it (a fenced store's refusals: fencekit/fencedstore/refusal.h), which reads it
+// back from Status::detail() by dynamic_cast.
+// Thread safety: immutable once attached to a Status; safe to share.
+class StatusDetail {
+ public:
+  virtual ~StatusDetail() = default;
+};
+
 // A success or an error code with a message saying what was wrong and what to do.
 // Thread safety: immutable after construction; safe to share.
 class [[nodiscard]] Status {
@@ -49,12 +59,8 @@ class [[nodiscard]] Status {
 
   static Status Ok() { return Status(); }
   static Status InvalidArgument(std::string msg) { return {StatusCode::kInvalidArgument, msg}; }
-  // `highest` is the highest token the store had accepted for the lock.
-  static Status StaleToken(std::string msg, std::int64_t highest) {
-    Status s(StatusCode::kStaleToken, std::move(msg));
-    s.highest_token_ = highest;
-    return s;
-  }
+  // Without the store's fence: a fenced store's refusal carries it (StaleTokenRefusal).
+  static Status StaleToken(std::string msg) { return {StatusCode::kStaleToken, std::move(msg)}; }
   static Status NotFound(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
   static Status Busy(std::string msg) { return {StatusCode::kBusy, std::move(msg)}; }
   static Status Timeout(std::string msg) { return {StatusCode::kTimeout, std::move(msg)}; }
@@ -62,12 +68,6 @@ class [[nodiscard]] Status {
   static Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
   static Status IoError(std::string msg) { return {StatusCode::kIoError, std::move(msg)}; }
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
-  // `bound_lock` is the lock the key belongs to.
-  static Status WrongLock(std::string msg, std::string bound_lock) {
-    Status s(StatusCode::kWrongLock, std::move(msg));
-    s.bound_lock_ = std::move(bound_lock);
-    return s;
-  }
   static Status WrongService(std::string msg) { return {StatusCode::kWrongService, std::move(msg)}; }
   static Status UnverifiedToken(std::string msg) {
     return {StatusCode::kUnverifiedToken, std::move(msg)};
@@ -78,13 +78,12 @@ class [[nodiscard]] Status {
   static Status PermissionDenied(std::string msg) {
     return {StatusCode::kPermissionDenied, std::move(msg)};
   }
-
-  // `version` is the key's version in the store (0: absent); `key` is the key whose
-  // precondition failed.
-  static Status PreconditionFailed(std::string msg, std::int64_t version, std::string key) {
-    Status s(StatusCode::kPreconditionFailed, std::move(msg));
-    s.current_version_ = version;
-    s.key_ = std::move(key);
+  // An error `code` carrying `detail`, which every copy of the Status shares.
+  // REQUIRES: code is not kOk.
+  static Status WithDetail(StatusCode code, std::string msg,
+                           std::shared_ptr<const StatusDetail> detail) {
+    Status s(code, std::move(msg));
+    s.detail_ = std::move(detail);
     return s;
   }
 
@@ -107,14 +106,8 @@ class [[nodiscard]] Status {
   bool IsPermissionDenied() const { return code_ == StatusCode::kPermissionDenied; }
   bool IsPreconditionFailed() const { return code_ == StatusCode::kPreconditionFailed; }
 
-  // For kStaleToken: the highest token accepted for the lock when the write was refused.
-  std::optional<std::int64_t> highest_token() const { return highest_token_; }
-  // For kWrongLock: the lock the key is bound to.
-  const std::optional<std::string>& bound_lock() const { return bound_lock_; }
-  // For kPreconditionFailed: the key's version when the write was refused (0: absent), and
-  // the key (in a batch, the write that refused it).
-  std::optional<std::int64_t> current_version() const { return current_version_; }
-  const std::optional<std::string>& key() const { return key_; }
+  // What the error carries beyond its code and message; nullptr when nothing.
+  const StatusDetail* detail() const { return detail_.get(); }
 
   // "stale_token: <message>"; "ok" when ok().
   std::string ToString() const;
@@ -124,10 +117,7 @@ class [[nodiscard]] Status {
 
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
-  std::optional<std::int64_t> highest_token_;
-  std::optional<std::string> bound_lock_;
-  std::optional<std::int64_t> current_version_;
-  std::optional<std::string> key_;
+  std::shared_ptr<const StatusDetail> detail_;
 };
 
 namespace internal {

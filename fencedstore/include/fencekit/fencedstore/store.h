@@ -34,6 +34,7 @@
 
 #include "fencekit/common/clock.h"
 #include "fencekit/common/status.h"
+#include "fencekit/fencedstore/refusal.h"
 #include "fencekit/fencedstore/types.h"
 #include "fencekit/common/token.h"
 
@@ -183,7 +184,7 @@ class FencedStore {
   virtual ~FencedStore() = default;
 
   // Queues a write; `done` runs on the writer thread once the write is durably accepted, or
-  // refused (kStaleToken with the highest token, kWrongLock with the bound lock,
+  // refused (kStaleToken with the highest token, kWrongLock with the bound lock: refusal.h,
   // kWrongService, kUnverifiedToken), or failed. Failures change nothing and are not recorded:
   // kInvalidArgument (a bad name or service id, or no service under require_service), kTimeout
   // (verification on advance could not ask the lock service, or too many verifications wait),
@@ -195,7 +196,7 @@ class FencedStore {
   // applied only if all are accepted; `done` gets one receipt per write, in order. Refusals
   // and failures are Submit's, for the whole batch: nothing of it is applied, and a refusal is
   // recorded once, as the write that refused it (its key in the message; in
-  // Status::key() for kPreconditionFailed). kInvalidArgument also for an empty batch, or one
+  // RefusedKey() for kPreconditionFailed). kInvalidArgument also for an empty batch, or one
   // over max_batch_writes or max_batch_bytes.
   virtual void SubmitBatch(BatchRequest batch, BatchCallback done) = 0;
 

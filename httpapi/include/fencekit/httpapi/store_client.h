@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fencekit/common/status.h"
+#include "fencekit/fencedstore/refusal.h"
 #include "fencekit/fencedstore/types.h"
 #include "fencekit/common/token.h"
 
@@ -30,8 +31,9 @@ struct StoreClientOptions {
 using WriteResponse = WriteReceipt;
 using GetResponse = StoredObject;
 
-// Errors: kStaleToken (409; highest_token() holds the store's fence), kPreconditionFailed (412;
-// current_version() and key() say what the store holds), kInvalidArgument (the
+// Errors: kStaleToken (409; HighestToken() holds the store's fence), kPreconditionFailed (412;
+// CurrentVersion() and RefusedKey() say what the store holds; fencedstore/refusal.h),
+// kInvalidArgument (the
 // request was refused as malformed: 400, 413, 428, 431), kNotFound, kUnauthenticated (401: no
 // or unknown bearer token), kPermissionDenied (403: outside the token's rights), kUnavailable
 // (cannot connect, TLS handshake or certificate check failed, timed out, or 5xx).
@@ -70,7 +72,7 @@ class StoreClient {
                                                    const std::vector<ObjectWrite>& writes,
                                                    std::string_view service) = 0;
   // Under fenced --auth, the value's `lock` (as each listed key's, and a wrong lock's
-  // bound_lock()) is empty unless the principal may read that lock.
+  // BoundLock()) is empty unless the principal may read that lock.
   virtual Result<GetResponse> Get(std::string_view key) = 0;
   // One page of the keys starting with `prefix` and after `after` (GET /v1/objects): pass the
   // page's `next` as `after` for the next one. `limit` 1 to 1000; 0 takes the server's default

@@ -26,8 +26,10 @@
 
 namespace fencekit {
 
+namespace lockclient {  // private to lockclient
 class LockBackend;
 class ReleasedLeases;
+}  // namespace lockclient
 
 // A lock grant.
 struct Lease {
@@ -212,7 +214,7 @@ class LockClient {
   Clock* clock() const { return clock_; }
 
  private:
-  LockClient(std::unique_ptr<LockBackend> backend, LockOptions options);
+  LockClient(std::unique_ptr<lockclient::LockBackend> backend, LockOptions options);
   // One attempt with a given owner; on kBusy sets *holder_remaining.
   Result<Lease> Grant(std::string_view lock, std::chrono::milliseconds ttl,
                       const std::string& owner, std::chrono::milliseconds* holder_remaining);
@@ -227,8 +229,8 @@ class LockClient {
   struct Counters;
   void CountWait(std::chrono::steady_clock::time_point began);
 
-  std::unique_ptr<LockBackend> backend_;
-  std::unique_ptr<ReleasedLeases> released_;
+  std::unique_ptr<lockclient::LockBackend> backend_;
+  std::unique_ptr<lockclient::ReleasedLeases> released_;
   std::unique_ptr<Counters> counters_;
   LockOptions options_;
   Clock* clock_;
