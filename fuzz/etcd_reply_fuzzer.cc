@@ -70,7 +70,7 @@ class ScriptedGateway {
   int port() const { return port_; }
 
   void Script(std::deque<Reply> replies) {
-    MutexLock lock(mu_);
+    fencekit::MutexLock lock(mu_);
     replies_ = std::move(replies);
   }
 
@@ -80,7 +80,7 @@ class ScriptedGateway {
   };
 
   Reply Next() {
-    MutexLock lock(mu_);
+    fencekit::MutexLock lock(mu_);
     if (replies_.empty()) return Reply{404, R"({"error":"no more replies","code":5})"};
     Reply r = std::move(replies_.front());
     replies_.pop_front();
@@ -144,7 +144,7 @@ class ScriptedGateway {
   int listener_ = -1;
   int port_ = 0;
   std::thread thread_;
-  Mutex mu_;
+  fencekit::Mutex mu_;
   std::deque<Reply> replies_ FENCEKIT_GUARDED_BY(mu_);
 };
 
