@@ -32,6 +32,7 @@ Usage:
   fencectl fence   [--store URL] [--set N [--unbind-service]] LOCK
   fencectl history [--store URL] [--limit 100]
   fencectl pause-test [--runs 50] [--locks URI] [--clients 3] [--seed 1] [--no-fencing] [...]
+  fencectl pause-test --worker CMD [--check CMD] [--setup CMD] [--lock pause-test] [...]
 
 Options may come before the command too: fencectl --locks URI acquire NAME.
 Durations, in every flag: seconds (10, 1.5) or a number with ms, s, m or h (500ms, 2m).
@@ -54,7 +55,7 @@ store commands take --token-file FILE (default: the token in $FENCEKIT_STORE_TOK
 --service defaults to $FENCING_SERVICE (set by fencectl run), else none is sent.
 Exit codes: 0 success; 1 error; 2 lock busy or wait timed out (run: -E CODE); 3 write refused
 as stale, or check-token: the token is not the current holder's; 4 pause-test: the expectation
-failed (see docs/testing-with-pauses.md); 5 run: the lease was lost while the command ran
+failed (with --worker: 1 when a run failed; see docs/testing-with-pauses.md); 5 run: the lease was lost while the command ran
 (whatever the command returned); 6 put, delete, batch: a version precondition failed; 64 usage
 error. run otherwise exits with the command's code.
 

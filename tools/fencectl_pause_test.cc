@@ -4,8 +4,76 @@
 #include "fencectl_cli.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/pausetest/runner.h"
+#include "fencekit/pausetest/worker_runner.h"
 
 namespace fencekit::fencectl {
+namespace {
+
+// The options only the built-in workload takes, and those only --worker takes.
+constexpr const char* kBuiltInOnly[] = {"no-fencing", "kill-store",       "restart-locks",
+                                        "kill-etcd-leader", "max-delay", "fenced"};
+constexpr const char* kWorkerOnly[] = {"check",      "setup",      "lock",
+                                       "worker-timeout", "kill-grace", "check-timeout"};
+
+// fencectl pause-test --worker CMD: the user's own worker under the kit's pauses.
+int WorkerPauseTest(const po::variables_map& vm) {
+  for (const char* name : kBuiltInOnly) {
+    if (!vm[name].defaulted()) {
+      return Fail(kExitUsage, std::string("--") + name +
+                                  " is for the built-in workload, not with --worker: the kit "
+                                  "does not own your store (see fencectl pause-test --help)");
+    }
+  }
+  pausetest::WorkerTestOptions o;
+  o.worker = vm["worker"].as<std::string>();
+  o.check = vm["check"].as<std::string>();
+  o.setup = vm["setup"].as<std::string>();
+  o.lock = vm["lock"].as<std::string>();
+  o.locks_uri = vm["locks"].as<std::string>();
+  o.start_redis = vm["start-redis"].as<bool>();
+  o.start_etcd = vm["start-etcd"].as<int>();
+  o.runs = vm["runs"].as<int>();
+  o.clients = vm["clients"].as<int>();
+  o.seed = vm["seed"].as<std::uint64_t>();
+  o.pauses_per_run = vm["pauses"].as<int>();
+  o.work_dir = vm["work-dir"].as<std::string>();
+  o.keep_all = vm["keep"].as<bool>();
+  for (auto [name, out] :
+       {std::pair{"ttl", &o.ttl}, std::pair{"run-length", &o.run_length},
+        std::pair{"worker-timeout", &o.worker_timeout}, std::pair{"kill-grace", &o.kill_grace},
+        std::pair{"check-timeout", &o.check_timeout}}) {
+    auto d = Duration(vm, name);
+    if (!d.ok()) return FailUsage(d.status());
+    *out = *d;
+  }
+  if (o.locks_uri.starts_with("etcd://") || o.locks_uri.starts_with("etcds://") ||
+      o.start_etcd > 0) {
+    if (vm["ttl"].defaulted()) o.ttl = std::chrono::seconds(1);
+    if (vm["run-length"].defaulted()) o.run_length = std::chrono::seconds(5);
+  }
+  if (!vm["quiet"].as<bool>()) {
+    o.on_run = [](int run, std::uint64_t seed, bool failed, const std::string& line) {
+      std::cerr << "run " << run << " seed " << seed << (failed ? ": FAILED " : ": ") << line
+                << "\n";
+    };
+  }
+  auto summary = pausetest::RunWorkerPauseTests(o);
+  if (!summary.ok()) {
+    if (summary.status().IsInvalidArgument()) return FailUsage(summary.status());
+    return FailOpen(summary.status());
+  }
+  const auto& s = *summary;
+  std::cerr << "pause-test: " << s.runs << " runs of --worker, " << s.worker_invocations
+            << " invocations (" << s.worker_failures << " did not exit 0); "
+            << s.runs_with_expired_leases << " runs with a lease that expired while in use; "
+            << (s.work_dir.empty() ? "files: none kept (no run failed; --keep keeps them)"
+                                   : "files: " + s.work_dir)
+            << "\n";
+  std::cout << s.Line() << std::endl;
+  return s.failed_runs > 0 ? kExitError : kExitOk;
+}
+
+}  // namespace
 
 int PauseTest(const std::vector<std::string>& args) {
   po::options_description desc("Options");
@@ -36,12 +104,35 @@ int PauseTest(const std::vector<std::string>& args) {
       "work-dir", po::value<std::string>()->default_value(""),
       "where histories go (default: a new temp directory; failing runs are kept)")(
       "keep", po::bool_switch(), "keep every run's files, not only failing runs'")(
-      "quiet,q", po::bool_switch(), "no line per run on stderr");
+      "quiet,q", po::bool_switch(), "no line per run on stderr")(
+      "worker", po::value<std::string>()->default_value(""),
+      "your own worker: CMD (through sh -c) run under the lock by each client, with "
+      "FENCING_TOKEN etc. set (docs/testing-with-pauses.md, \"Your own workers\")")(
+      "check", po::value<std::string>()->default_value(""),
+      "with --worker: CMD judging each run (non-zero: a violation); default: the recorded "
+      "operations must be linearizable")(
+      "setup", po::value<std::string>()->default_value(""),
+      "with --worker: CMD run before each run (to reset your storage)")(
+      "lock", po::value<std::string>()->default_value("pause-test"),
+      "with --worker: the lock the clients take")(
+      "worker-timeout", po::value<std::string>()->default_value("30s"),
+      "with --worker: an invocation's limit, then SIGTERM, then SIGKILL after --kill-grace")(
+      "kill-grace", po::value<std::string>()->default_value("2s"),
+      "with --worker: how long a worker still running at the run's end may finish, and "
+      "between SIGTERM and SIGKILL")(
+      "check-timeout", po::value<std::string>()->default_value("60s"),
+      "with --worker: the limit of --setup, --check and the built-in check");
   auto p = Parse("pause-test", desc, {}, args);
   if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
-  pausetest::PauseTestOptions o;
   const auto& vm = p->vm;
+  if (!vm["worker"].as<std::string>().empty()) return WorkerPauseTest(vm);
+  for (const char* name : kWorkerOnly) {
+    if (!vm[name].defaulted()) {
+      return Fail(kExitUsage, std::string("--") + name + " needs --worker CMD");
+    }
+  }
+  pausetest::PauseTestOptions o;
   o.runs = vm["runs"].as<int>();
   o.locks_uri = vm["locks"].as<std::string>();
   o.clients = vm["clients"].as<int>();

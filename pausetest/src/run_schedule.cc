@@ -4,6 +4,7 @@
 #include <random>
 #include <thread>
 
+#include "fencekit/pausetest/history.h"
 #include "fencekit/pausetest/pauser.h"
 
 namespace fencekit::pausetest {
@@ -46,6 +47,7 @@ Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_l
                             const std::string& dir) {
   ProcessPauser pauser;
   std::vector<int> depth(clients.size(), 0);  // overlapping pauses of one client nest
+  std::vector<std::size_t> open_pause(clients.size(), 0);  // its entry in played.pauses
   Status harness = Status::Ok();
   Played played;
   int killed_leader = -1;
@@ -62,11 +64,14 @@ Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_l
       case Event::kPause:
         if (e.target < static_cast<int>(clients.size()) && depth[e.target]++ == 0) {
           pauser.Pause(clients[e.target]);
+          open_pause[e.target] = played.pauses.size();
+          played.pauses.push_back({e.target, NowMicros(), 0});
         }
         break;
       case Event::kResume:
         if (e.target < static_cast<int>(clients.size()) && --depth[e.target] == 0) {
           pauser.Resume(clients[e.target]);
+          played.pauses[open_pause[e.target]].end_us = NowMicros();
         }
         break;
       case Event::kKillStore:  // SIGKILL, then the same database on the same port
@@ -111,6 +116,9 @@ Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_l
   }
   std::this_thread::sleep_until(start + run_length);
   pauser.ResumeAll();
+  for (auto& p : played.pauses) {
+    if (p.end_us == 0) p.end_us = NowMicros();
+  }
   if (!harness.ok()) return harness;
   return played;
 }

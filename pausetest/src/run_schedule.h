@@ -45,9 +45,15 @@ struct RunServers {
 struct Played {
   std::string faults;  // one line per fault, with its time
   bool etcd_leader_killed_and_back = false;
+  // Each pause as played (overlapping ones of a client merged), in wall-clock microseconds.
+  struct Pause {
+    int target = 0;
+    std::int64_t start_us = 0, end_us = 0;
+  };
+  std::vector<Pause> pauses;
 };
 
-// Plays `events` up to `run_length` on `clients` (pids) and `servers`, then resumes every
+// Plays `events` up to `run_length` on `clients` (pids; -pgid stops a whole process group) and `servers`, then resumes every
 // client still paused. A fault that could not be made (no etcd leader, a restart that failed)
 // is the error; the run's folder `dir` names where its logs are.
 Result<Played> PlaySchedule(const std::vector<Event>& events, std::chrono::milliseconds run_length,

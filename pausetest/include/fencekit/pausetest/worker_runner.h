@@ -1,0 +1,71 @@
+// Seeded pause runs of the user's own worker program, in any language, against the user's own
+// storage: `fencectl pause-test --worker CMD` (docs/testing-with-pauses.md, "Your own workers").
+//
+// One run: `setup` (if any) resets the user's storage; `clients` client processes each loop
+//   acquire `lock` -> run `worker` through `sh -c` (FENCING_LOCK, FENCING_TOKEN, ... set) -> release
+// with the lease renewed meanwhile, while this process stops and continues whole clients (the
+// renewer and the worker's process group) on a seeded schedule, so that leases run out while a
+// worker still believes it holds one; then `check` (or the built-in linearizability check of
+// the operations the workers recorded) judges the run. A failing run keeps its folder and a
+// timeline (timeline.html).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "fencekit/common/status.h"
+
+namespace fencekit::pausetest {
+
+struct WorkerTestOptions {
+  std::string worker;  // the command, run by `sh -c`; required
+  std::string check;   // empty: the built-in check of the recorded operations
+  std::string setup;   // empty: none
+  std::string lock = "pause-test";
+  // The lock service for the whole command (tokens only grow across runs, so the user's store
+  // may keep its fences). Empty: an embedded SQLite file in the work directory; or, with
+  // start_redis / start_etcd, a redis-server or an etcd cluster started for the command.
+  std::string locks_uri;
+  bool start_redis = false;
+  int start_etcd = 0;
+  int runs = 50;
+  int clients = 3;
+  std::uint64_t seed = 1;
+  std::chrono::milliseconds ttl{150};
+  std::chrono::milliseconds run_length{1'200};
+  int pauses_per_run = 10;  // each 0.5-3x ttl, of a whole client
+  // One worker invocation may run this long; then SIGTERM, then SIGKILL after kill_grace.
+  std::chrono::milliseconds worker_timeout{30'000};
+  // After the run's end, a worker still running has this long to finish before SIGTERM, and as
+  // long again before SIGKILL.
+  std::chrono::milliseconds kill_grace{2'000};
+  // Bounds `setup` and `check` (then SIGKILL: a setup that times out stops the command, a check
+  // that times out fails its run) and the built-in check's search (undecided fails the run).
+  std::chrono::milliseconds check_timeout{60'000};
+  std::string work_dir;  // empty: a new directory under $TMPDIR (or /tmp)
+  bool keep_all = false;  // keep every run's folder, not only failing runs'
+  // Called after each run: its number, seed, whether it failed, and a one-line account.
+  std::function<void(int run, std::uint64_t seed, bool failed, const std::string& line)> on_run;
+};
+
+struct WorkerTestSummary {
+  int runs = 0;
+  int failed_runs = 0;
+  // Leases that ran out while their worker was still running.
+  int expired_leases = 0;
+  int runs_with_expired_leases = 0;
+  int worker_invocations = 0;
+  int worker_failures = 0;  // invocations that exited non-zero or were killed by a signal
+  std::string work_dir;     // empty when nothing was kept
+  // "pause-runs: runs=R failed_runs=F expired_leases=E"
+  std::string Line() const;
+};
+
+// Runs the runs. An error is the harness's (kInvalidArgument: options; kUnavailable: the lock
+// service, a setup that failed, no worker invocation that ever exited 0); a failing run is not
+// an error, it is counted. Must be called from a single-threaded process: clients are forked.
+Result<WorkerTestSummary> RunWorkerPauseTests(const WorkerTestOptions& options);
+
+}  // namespace fencekit::pausetest

@@ -1,0 +1,107 @@
+#include "run_timeline.h"
+
+#include <algorithm>
+
+#include "timeline/timeline.h"
+
+namespace fencekit::pausetest {
+namespace {
+
+using timeline::Kind;
+
+std::string Lane(int client) { return "worker " + std::to_string(client); }
+
+std::string Text(const std::optional<std::string>& v) { return v ? *v : "absent"; }
+
+// What the page says of one recorded operation.
+std::string OpLabel(const RegisterOp& op) {
+  std::string s;
+  switch (op.kind) {
+    case RegisterOp::Kind::kRead:
+      s = "read " + op.key + " = " + Text(op.value);
+      break;
+    case RegisterOp::Kind::kWrite:
+      s = "write " + op.key + " := " + Text(op.value);
+      break;
+    case RegisterOp::Kind::kCas:
+      s = "cas " + op.key + " " + Text(op.from) + " -> " + Text(op.value);
+      break;
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string RenderRunTimeline(const RunRecord& r) {
+  timeline::Timeline t;
+  t.scenario = "run " + std::to_string(r.run);
+  t.title = "fencekit pause-test: run " + std::to_string(r.run) + " (seed " +
+            std::to_string(r.seed) + ") failed";
+  t.verdict = r.verdict;
+  const bool setup = std::any_of(r.ops.begin(), r.ops.end(),
+                                 [](const RegisterOp& op) { return op.client < 0; });
+  if (setup) t.lanes.push_back({"setup", "Setup", false});
+  for (std::size_t c = 0; c < r.kit.size(); ++c) {
+    t.lanes.push_back({Lane(static_cast<int>(c)), "Worker " + std::to_string(c), false});
+  }
+  t.lanes.push_back({"lock service", "Lock service (" + r.lock + ")", false});
+  auto ms = [&](std::int64_t us) { return (us - r.origin_us) / 1000; };
+  auto add = [&](std::int64_t us, const std::string& actor, std::string text, Kind kind,
+                 std::optional<std::int64_t> token = std::nullopt) {
+    timeline::Event e;
+    e.time_ms = ms(us);
+    e.actor = actor;
+    e.event = std::move(text);
+    e.token = token;
+    e.kind = kind;
+    t.events.push_back(std::move(e));
+    return t.events.size() - 1;
+  };
+  for (const auto& p : r.pauses) {
+    add(p.start_us, Lane(p.target), "SIGSTOP", Kind::kPause);
+    add(p.end_us, Lane(p.target), "SIGCONT", Kind::kResume);
+  }
+  for (std::size_t c = 0; c < r.kit.size(); ++c) {
+    const std::string lane = Lane(static_cast<int>(c));
+    for (const auto& e : r.kit[c]) {
+      if (e.event == "grant") {
+        add(e.at_us, lane, "acquires", Kind::kGrant, e.token);
+        add(e.at_us, "lock service", "grants " + lane, Kind::kGrant, e.token);
+      } else if (e.event == "worker" && e.failed) {
+        add(e.at_us, lane, "worker: " + e.detail, Kind::kLost);
+      } else if (e.event == "expired") {
+        std::size_t i = add(e.at_us, "lock service", "lease of " + lane + " expires",
+                            Kind::kExpire, e.token);
+        t.events[i].holder = lane;
+      } else if (e.event == "release") {
+        add(e.at_us, lane, e.detail == "ok" ? "releases" : "release: " + e.detail,
+            Kind::kRelease);
+      } else if (e.event == "error") {
+        add(e.at_us, lane, "lock service: " + e.detail, Kind::kNote);
+      }
+    }
+  }
+  std::vector<bool> flagged(r.ops.size(), false);
+  for (std::size_t i : r.flagged) {
+    if (i < flagged.size()) flagged[i] = true;
+  }
+  for (std::size_t i = 0; i < r.ops.size(); ++i) {
+    const RegisterOp& op = r.ops[i];
+    const Kind kind = op.outcome == RegisterOp::Outcome::kOk     ? Kind::kAccepted
+                      : op.outcome == RegisterOp::Outcome::kFail ? Kind::kRefused
+                                                                 : Kind::kUnknown;
+    const char* outcome = op.outcome == RegisterOp::Outcome::kOk     ? "ok"
+                          : op.outcome == RegisterOp::Outcome::kFail ? "fail"
+                                                                     : "unknown";
+    std::size_t at = add(op.end_us, op.client < 0 ? "setup" : Lane(op.client),
+                         OpLabel(op) + " (" + outcome + ")", kind);
+    t.events[at].flagged = flagged[i];
+  }
+  std::stable_sort(t.events.begin(), t.events.end(),
+                   [](const timeline::Event& a, const timeline::Event& b) {
+                     return a.time_ms < b.time_ms;
+                   });
+  return timeline::RenderHtml(t);
+}
+
+}  // namespace fencekit::pausetest

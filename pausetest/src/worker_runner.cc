@@ -1,0 +1,373 @@
+#include "fencekit/pausetest/worker_runner.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "fencekit/common/text.h"
+#include "fencekit/lockclient/lock_client.h"
+#include "fencekit/pausetest/history.h"
+#include "fencekit/pausetest/linearizability.h"
+#include "fencekit/pausetest/register_history.h"
+#include "fencekit/procutil/etcd_cluster.h"
+#include "fencekit/procutil/redis_server.h"
+#include "run_schedule.h"
+#include "run_timeline.h"
+#include "shell_command.h"
+#include "worker_client.h"
+
+namespace fencekit::pausetest {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+Status CheckOptions(const WorkerTestOptions& o) {
+  if (o.worker.empty()) return Status::InvalidArgument("--worker needs a command");
+  if (o.runs < 1) return Status::InvalidArgument("--runs must be at least 1");
+  if (o.clients < 2) {
+    return Status::InvalidArgument(
+        "--clients must be at least 2: pauses matter only when another client can take the "
+        "lock");
+  }
+  if (o.ttl < milliseconds(10)) return Status::InvalidArgument("--ttl must be >= 10ms");
+  if (o.run_length < o.ttl) return Status::InvalidArgument("--run-length must be >= --ttl");
+  if (o.pauses_per_run < 0) return Status::InvalidArgument("--pauses must be >= 0");
+  if (o.lock.empty()) return Status::InvalidArgument("--lock must not be empty");
+  const bool etcd =
+      o.locks_uri.starts_with("etcd://") || o.locks_uri.starts_with("etcds://") || o.start_etcd > 0;
+  if (etcd && o.ttl < milliseconds(1'000)) {
+    return Status::InvalidArgument(
+        "ttl " + std::to_string(o.ttl.count()) +
+        "ms is too short for etcd: its leases are whole seconds; use --ttl 1s or more (and a "
+        "--run-length of several seconds)");
+  }
+  if ((o.start_redis ? 1 : 0) + (o.start_etcd > 0 ? 1 : 0) + (o.locks_uri.empty() ? 0 : 1) > 1) {
+    return Status::InvalidArgument(
+        "--locks, --start-redis and --start-etcd each name the lock service; give one");
+  }
+  if (o.start_etcd < 0) return Status::InvalidArgument("--start-etcd must be >= 0");
+  for (auto [name, d] : {std::pair{"--worker-timeout", o.worker_timeout},
+                         std::pair{"--kill-grace", o.kill_grace},
+                         std::pair{"--check-timeout", o.check_timeout}}) {
+    if (d <= milliseconds(0)) return Status::InvalidArgument(std::string(name) + " must be > 0");
+  }
+  return Status::Ok();
+}
+
+Result<std::string> MakeWorkDir(const std::string& given) {
+  std::string work = given;
+  if (work.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/fencekit-pause-test-XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) {
+      return Status::Unavailable("cannot create a work directory under " + templ);
+    }
+    work = templ;
+  }
+  std::error_code ec;
+  fs::create_directories(work, ec);
+  if (ec) return Status::Unavailable("cannot create " + work + ": " + ec.message());
+  return fs::absolute(work).string();
+}
+
+// The lock service of the whole command.
+struct LockService {
+  procutil::RedisServer redis;
+  procutil::EtcdCluster etcd;
+  std::string uri;
+};
+
+Status StartLocks(const WorkerTestOptions& o, const std::string& work, LockService& locks) {
+  locks.uri = o.locks_uri;
+  if (o.start_redis) {
+    if (Status s = locks.redis.Start({.log_path = work + "/redis.log"}); !s.ok()) return s;
+    locks.uri = locks.redis.uri();
+  } else if (o.start_etcd > 0) {
+    if (Status s = locks.etcd.Start({.members = o.start_etcd, .dir = work + "/etcd"}); !s.ok()) {
+      return s;
+    }
+    locks.uri = "etcd://";
+    for (int m = 0; m < o.start_etcd; ++m) {
+      locks.uri += (m ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(locks.etcd.client_port(m));
+    }
+  } else if (locks.uri.empty()) {
+    locks.uri = "sqlite://" + work + "/locks.db";
+  }
+  auto probe = LockClient::Open(locks.uri);  // fail fast, before forking
+  if (!probe.ok()) return probe.status();
+  auto info = (*probe)->Inspect(o.lock);
+  return info.ok() ? Status::Ok() : info.status();
+}
+
+// The user's text quoted in our messages: valid UTF-8, no control characters but newlines.
+std::string Quote(const std::string& text) {
+  std::string out;
+  for (char c : JsonSafeText(text)) {
+    out += (static_cast<unsigned char>(c) < 0x20 && c != '\n') ? '?' : c;
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+std::string OpLine(const RegisterOp& op) {
+  auto value = [](const std::optional<std::string>& v) -> boost::json::value {
+    if (v) return boost::json::value(*v);
+    return nullptr;
+  };
+  boost::json::object o;
+  o["client"] = op.client;
+  o["op"] = op.kind == RegisterOp::Kind::kRead    ? "read"
+            : op.kind == RegisterOp::Kind::kWrite ? "write"
+                                                  : "cas";
+  o["key"] = op.key;
+  if (op.kind == RegisterOp::Kind::kCas) o["from"] = value(op.from);
+  o["value"] = value(op.value);
+  o["start_us"] = op.start_us;
+  o["end_us"] = op.end_us;
+  o["outcome"] = op.outcome == RegisterOp::Outcome::kOk     ? "ok"
+                 : op.outcome == RegisterOp::Outcome::kFail ? "fail"
+                                                            : "unknown";
+  return boost::json::serialize(o);
+}
+
+// Forks the clients of one run, each leading its own process group.
+std::vector<pid_t> ForkClients(const WorkerClientPlan& base, int count, int stop_write_fd) {
+  std::vector<pid_t> clients;
+  for (int c = 0; c < count; ++c) {
+    WorkerClientPlan plan = base;
+    plan.index = c;
+    plan.history_path = base.run_dir + "/client-" + std::to_string(c) + ".history.jsonl";
+    plan.events_path = base.run_dir + "/client-" + std::to_string(c) + ".events.jsonl";
+    plan.log_path = base.run_dir + "/client-" + std::to_string(c) + ".log";
+    pid_t pid = ::fork();
+    if (pid < 0) break;
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      ::close(stop_write_fd);
+      ::_exit(WorkerClientMain(plan));
+    }
+    ::setpgid(pid, pid);  // both sides, so that it is set before a pause relies on it
+    clients.push_back(pid);
+  }
+  return clients;
+}
+
+// Waits for the clients to exit until `deadline`, then kills their groups; in any case kills
+// what their workers left running in their groups.
+void ReapClients(const std::vector<pid_t>& clients, SteadyClock::time_point deadline) {
+  for (pid_t pid : clients) {
+    for (;;) {
+      pid_t r = ::waitpid(pid, nullptr, WNOHANG);
+      if (r == pid || r < 0) break;
+      if (SteadyClock::now() > deadline) {
+        ::kill(-pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    ::kill(-pid, SIGKILL);
+  }
+}
+
+struct RunResult {
+  bool failed = false;
+  std::string why;  // when failed: the violation, in a few lines
+  int expired_leases = 0;
+  int invocations = 0;
+  int worker_failures = 0;
+};
+
+// The check of one run: the user's, or the linearizability of the recorded operations.
+void Judge(const WorkerTestOptions& o, const std::vector<std::pair<std::string, std::string>>& env,
+           const std::string& dir, RunRecord& record, RunResult& result) {
+  // Every client's history (and the setup's, as client -1), merged into dir/history.jsonl.
+  std::vector<std::pair<int, std::string>> files = {{-1, dir + "/setup.history.jsonl"}};
+  for (std::size_t c = 0; c < record.kit.size(); ++c) {
+    files.push_back({static_cast<int>(c), dir + "/client-" + std::to_string(c) + ".history.jsonl"});
+  }
+  std::vector<std::string> bad;
+  for (const auto& [client, path] : files) {
+    auto ops = ReadRegisterHistory(path, client);
+    if (!ops.ok()) {
+      bad.push_back(ops.status().message());
+      continue;
+    }
+    record.ops.insert(record.ops.end(), ops->begin(), ops->end());
+  }
+  std::stable_sort(record.ops.begin(), record.ops.end(),
+                   [](const RegisterOp& a, const RegisterOp& b) { return a.start_us < b.start_us; });
+  {
+    std::ofstream merged(dir + "/history.jsonl");
+    for (const auto& op : record.ops) merged << OpLine(op) << "\n";
+  }
+  if (!bad.empty()) {
+    result.failed = true;
+    result.why = "a worker recorded a malformed history line: " + bad.front();
+    return;
+  }
+  if (!o.check.empty()) {
+    auto check_env = env;
+    check_env.push_back({"FENCEKIT_HISTORY", dir + "/history.jsonl"});
+    auto checked = RunShell(o.check, ShellEnvironment(check_env), o.check_timeout, dir + "/check.log");
+    if (!checked.ok()) {
+      result.failed = true;
+      result.why = "--check could not run: " + checked.status().message();
+    } else if (!checked->ok()) {
+      result.failed = true;
+      result.why = "--check: " + checked->Describe() +
+                   (checked->output.empty() ? "" : ":\n" + Quote(checked->output));
+    }
+    return;
+  }
+  auto report = CheckLinearizable(record.ops, SteadyClock::now() + o.check_timeout);
+  if (report.ok()) return;
+  result.failed = true;
+  result.why = report.message;
+  record.flagged = report.window;
+}
+
+// One seeded run in `dir`.
+Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_uri, int run,
+                          std::uint64_t run_seed, const std::string& dir) {
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"FENCING_LOCK", o.lock},
+      {"FENCEKIT_RUN", std::to_string(run)},
+      {"FENCEKIT_RUN_DIR", dir}};
+  if (!o.setup.empty()) {
+    auto setup_env = env;
+    setup_env.push_back({"FENCEKIT_CLIENT", "setup"});
+    setup_env.push_back({"FENCEKIT_HISTORY", dir + "/setup.history.jsonl"});
+    auto set = RunShell(o.setup, ShellEnvironment(setup_env), o.check_timeout, dir + "/setup.log");
+    if (!set.ok()) return set.status();
+    if (!set->ok()) {
+      return Status::Unavailable("--setup " + set->Describe() + " in run " + std::to_string(run) +
+                                 " (see " + dir + "/setup.log)" +
+                                 (set->output.empty() ? "" : ":\n" + Quote(set->output)));
+    }
+  }
+  RunRecord record{.run = run, .seed = run_seed, .lock = o.lock, .origin_us = NowMicros()};
+  WorkerClientPlan base{.run = run,
+                        .locks_uri = locks_uri,
+                        .lock = o.lock,
+                        .worker = o.worker,
+                        .run_dir = dir,
+                        .ttl = o.ttl,
+                        .worker_timeout = o.worker_timeout,
+                        .kill_grace = o.kill_grace};
+  int stop[2];
+  if (::pipe2(stop, O_CLOEXEC) != 0) return Status::Unavailable("pipe failed");
+  base.stop_fd = stop[0];
+  const std::vector<pid_t> clients = ForkClients(base, o.clients, stop[1]);
+  ::close(stop[0]);
+  std::vector<pid_t> groups;
+  for (pid_t pid : clients) groups.push_back(-pid);  // a pause stops a client's whole group
+  PauseTestOptions schedule{.ttl = o.ttl, .run_length = o.run_length,
+                            .pauses_per_run = o.pauses_per_run};
+  RunServers no_servers;
+  auto played = PlaySchedule(ScheduleOf(schedule, run_seed, static_cast<int>(clients.size())),
+                             o.run_length, groups, no_servers, dir);
+  ::close(stop[1]);  // clients let their worker finish (within kill_grace) and exit
+  ReapClients(clients, SteadyClock::now() + o.worker_timeout + 3 * o.kill_grace +
+                           std::chrono::seconds(5));
+  if (!played.ok()) return played.status();
+  if (static_cast<int>(clients.size()) < o.clients) return Status::Unavailable("fork failed");
+  record.pauses = played->pauses;
+
+  RunResult result;
+  for (int c = 0; c < o.clients; ++c) {
+    record.kit.push_back(ReadKitEvents(dir + "/client-" + std::to_string(c) + ".events.jsonl"));
+    std::map<std::int64_t, std::int64_t> worker_end;  // token: when its invocation ended
+    for (const auto& e : record.kit.back()) {
+      if (e.event == "worker") {
+        result.invocations += 1;
+        result.worker_failures += e.failed;
+        worker_end[e.token] = e.at_us;
+      } else if (e.event == "expired") {
+        auto it = worker_end.find(e.token);
+        // Expired while in use: its worker was still running when the lease ran out.
+        if (it != worker_end.end() && e.at_us < it->second) result.expired_leases += 1;
+      }
+    }
+  }
+  Judge(o, env, dir, record, result);
+  std::ofstream report(dir + "/report.txt");
+  report << "run " << run << " seed " << run_seed << ": "
+         << (result.failed ? "FAILED\n" + result.why : std::string("passed")) << "\n";
+  if (result.failed) {
+    record.verdict = result.why;
+    std::ofstream(dir + "/timeline.html") << RenderRunTimeline(record);
+  }
+  return result;
+}
+
+}  // namespace
+
+std::string WorkerTestSummary::Line() const {
+  return "pause-runs: runs=" + std::to_string(runs) + " failed_runs=" + std::to_string(failed_runs) +
+         " expired_leases=" + std::to_string(expired_leases);
+}
+
+Result<WorkerTestSummary> RunWorkerPauseTests(const WorkerTestOptions& o) {
+  if (Status s = CheckOptions(o); !s.ok()) return s;
+  auto work = MakeWorkDir(o.work_dir);
+  if (!work.ok()) return work.status();
+  WorkerTestSummary summary;
+  summary.work_dir = *work;
+  LockService locks;
+  if (Status s = StartLocks(o, *work, locks); !s.ok()) return s;
+  std::error_code ec;
+  for (int run = 0; run < o.runs; ++run) {
+    const std::uint64_t run_seed = o.seed * 1'000'003ULL + static_cast<std::uint64_t>(run);
+    const std::string dir = *work + "/run-" + std::to_string(run);
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir, ec);
+    if (ec) return Status::Unavailable("cannot create " + dir + ": " + ec.message());
+    auto result = RunOnce(o, locks.uri, run, run_seed, dir);
+    if (!result.ok()) return result.status();
+    summary.runs += 1;
+    summary.failed_runs += result->failed;
+    summary.expired_leases += result->expired_leases;
+    summary.runs_with_expired_leases += result->expired_leases > 0;
+    summary.worker_invocations += result->invocations;
+    summary.worker_failures += result->worker_failures;
+    if (o.on_run) {
+      std::string line = "invocations=" + std::to_string(result->invocations) +
+                         " failed_invocations=" + std::to_string(result->worker_failures) +
+                         " expired_leases=" + std::to_string(result->expired_leases);
+      if (result->failed) {
+        line += "\n  " + result->why + "\n  timeline: " + dir + "/timeline.html";
+      }
+      o.on_run(run, run_seed, result->failed, line);
+    }
+    if (summary.worker_invocations > 0 && summary.worker_failures == summary.worker_invocations) {
+      // Not one invocation so far exited 0: the command is broken, more runs would not say
+      // more. Its folder stays, for its logs.
+      return Status::Unavailable("no worker invocation exited 0 in run " + std::to_string(run) +
+                                 ": the --worker command fails; see " + dir + "/client-*.log");
+    }
+    if (!result->failed && !o.keep_all) fs::remove_all(dir, ec);
+  }
+  if (summary.worker_invocations == 0) {
+    return Status::Unavailable("no client got the lock in " + std::to_string(summary.runs) +
+                               " runs; see the client-*.events.jsonl files in " + *work);
+  }
+  if (!o.keep_all && o.work_dir.empty() && summary.failed_runs == 0) {
+    fs::remove_all(*work, ec);
+    if (!ec) summary.work_dir.clear();
+  }
+  return summary;
+}
+
+}  // namespace fencekit::pausetest

@@ -1,0 +1,189 @@
+// fencectl pause-test --worker: the user's own worker under the kit's pauses, with the real
+// fencectl binary, its embedded SQLite lock service and shell workers.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "support/test_support.h"
+
+namespace fencekit {
+namespace {
+
+using testing::CommandResult;
+using testing::FencectlBinary;
+using testing::RunCommand;
+using testing::TempDir;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class PauseWorkerTest : public ::testing::Test {
+ protected:
+  // fencectl pause-test --worker WORKER ARGS..., files in the test's folder (kept).
+  CommandResult PauseTest(const std::string& worker, std::vector<std::string> args) {
+    std::vector<std::string> argv = {FencectlBinary(), "pause-test", "--worker", worker,
+                                     "--work-dir", dir_.File("work"), "--keep"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+  static std::string LastLine(const std::string& out) {
+    std::string s = out;
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s.substr(s.rfind('\n') == std::string::npos ? 0 : s.rfind('\n') + 1);
+  }
+  std::string Run(int run) const { return dir_.File("work") + "/run-" + std::to_string(run); }
+  TempDir dir_;
+};
+
+// A register that only a holder writes, as a file: read, pause window, write.
+constexpr const char* kFileCounter = R"(
+f="$FENCEKIT_RUN_DIR/counter"; now() { date +%s%6N; }
+start=$(now); v=$(cat "$f" 2>/dev/null || echo null)
+sleep 0.02
+n=$(( ${v#null} + 1 )); echo "$n" > "$f"
+printf '{"op":"cas","key":"c","from":%s,"value":%s,"start_us":%s,"end_us":%s,"outcome":"ok"}\n' \
+  "$v" "$n" "$start" "$(now)" >> "$FENCEKIT_HISTORY"
+)";
+
+TEST_F(PauseWorkerTest, GivesEachInvocationTheLeaseAndTheRunsVariables) {
+  const std::string worker =
+      "env | grep -E '^(FENCING_|FENCEKIT_)' | sort > \"$FENCEKIT_RUN_DIR/env-$FENCEKIT_CLIENT\"";
+  auto r = PauseTest(worker, {"--runs", "1", "--pauses", "0", "--run-length", "300ms",
+                              "--lock", "job-7", "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(LastLine(r.out), "pause-runs: runs=1 failed_runs=0 expired_leases=0");
+  const std::string env = Slurp(Run(0) + "/env-1");
+  EXPECT_NE(env.find("FENCING_LOCK=job-7\n"), std::string::npos) << env;
+  EXPECT_TRUE(std::regex_search(env, std::regex("FENCING_TOKEN=[1-9][0-9]*\n"))) << env;
+  EXPECT_TRUE(std::regex_search(env, std::regex("FENCING_OWNER=[0-9a-f]{32}\n"))) << env;
+  EXPECT_NE(env.find("FENCEKIT_RUN=0\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("FENCEKIT_CLIENT=1\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("FENCEKIT_RUN_DIR=" + Run(0) + "\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("FENCEKIT_HISTORY=" + Run(0) + "/client-1.history.jsonl\n"),
+            std::string::npos)
+      << env;
+}
+
+TEST_F(PauseWorkerTest, PausedWorkersOutliveTheirLeasesAndTheBuiltInCheckCatchesTheLostUpdate) {
+  // No fencing at all: the file counter trusts the lock, so a paused holder's late write loses
+  // an update, which shows as two cas from the same value.
+  auto r = PauseTest(kFileCounter, {"--runs", "3", "--ttl", "100ms", "--run-length", "1500ms",
+                                    "--pauses", "12", "-q"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  std::smatch m;
+  const std::string last = LastLine(r.out);
+  ASSERT_TRUE(std::regex_match(
+      last, m, std::regex("pause-runs: runs=3 failed_runs=([0-9]+) expired_leases=([0-9]+)")))
+      << last;
+  EXPECT_GT(std::stoi(m[1]), 0) << r.err;
+  EXPECT_GT(std::stoi(m[2]), 0) << r.err;
+  // Each failing run names the window and leaves a timeline with the operations circled.
+  int timelines = 0;
+  for (int run = 0; run < 3; ++run) {
+    const std::string report = Slurp(Run(run) + "/report.txt");
+    if (report.find("FAILED") == std::string::npos) continue;
+    const std::string page = Slurp(Run(run) + "/timeline.html");
+    EXPECT_NE(page.find("flagged"), std::string::npos) << "run " << run;
+    EXPECT_NE(page.find("worker 0"), std::string::npos) << "run " << run;
+    EXPECT_NE(page.find("paused"), std::string::npos) << "run " << run;
+    ++timelines;
+  }
+  EXPECT_EQ(timelines, std::stoi(m[1]));
+}
+
+TEST_F(PauseWorkerTest, AGoodCheckPassesEveryRunAndATimelineIsLeftOnlyForFailures) {
+  auto r = PauseTest("true", {"--runs", "2", "--run-length", "300ms", "--check",
+                              "test -s \"$FENCEKIT_RUN_DIR/client-0.events.jsonl\"", "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(LastLine(r.out).substr(0, 36), "pause-runs: runs=2 failed_runs=0 exp");
+  EXPECT_FALSE(std::filesystem::exists(Run(0) + "/timeline.html"));
+}
+
+TEST_F(PauseWorkerTest, ACheckThatCrashesFailsItsRunWithItsSignalAndOutput) {
+  auto r = PauseTest("true", {"--runs", "2", "--run-length", "300ms", "--check",
+                              "echo 'checking <run>'; kill -SEGV $$", "-q"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(LastLine(r.out).substr(0, 36), "pause-runs: runs=2 failed_runs=2 exp");
+  const std::string report = Slurp(Run(0) + "/report.txt");
+  EXPECT_NE(report.find("killed by signal 11"), std::string::npos) << report;
+  EXPECT_NE(report.find("checking <run>"), std::string::npos) << report;
+  const std::string page = Slurp(Run(0) + "/timeline.html");
+  EXPECT_NE(page.find("checking &lt;run&gt;"), std::string::npos);  // quoted, encoded
+}
+
+TEST_F(PauseWorkerTest, AWorkerThatIgnoresSigtermIsKilledAndTheRunEnds) {
+  // Client 0's worker outlives the run and shrugs off SIGTERM; the others work.
+  const std::string worker =
+      "if [ \"$FENCEKIT_CLIENT\" = 0 ]; then trap '' TERM; sleep 30; fi";
+  const auto began = std::chrono::steady_clock::now();
+  auto r = PauseTest(worker, {"--runs", "1", "--pauses", "0", "--run-length", "300ms",
+                              "--kill-grace", "200ms", "--worker-timeout", "10s"});
+  const auto took = std::chrono::steady_clock::now() - began;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(took, std::chrono::seconds(10));  // not the worker's 30 s
+  const std::string events = Slurp(Run(0) + "/client-0.events.jsonl");
+  EXPECT_NE(events.find("killed by signal 9 after SIGKILL (the run was over)"), std::string::npos)
+      << events;
+  EXPECT_NE(r.err.find("failed_invocations=1"), std::string::npos) << r.err;
+}
+
+TEST_F(PauseWorkerTest, AWorkerThatAlwaysCrashesStopsTheCommandNamingItsLog) {
+  auto r = PauseTest("echo 'no such store' >&2; kill -SEGV $$",
+                     {"--runs", "5", "--run-length", "300ms", "-q"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");  // no summary line: the harness could not run the worker
+  EXPECT_NE(r.err.find("no worker invocation exited 0 in run 0"), std::string::npos) << r.err;
+  EXPECT_NE(Slurp(Run(0) + "/client-0.log").find("no such store"), std::string::npos);
+}
+
+TEST_F(PauseWorkerTest, AWorkerThatSometimesCrashesIsCountedAndTheRunsGoOn) {
+  auto r = PauseTest("[ \"$FENCEKIT_CLIENT\" != 1 ] || kill -SEGV $$",
+                     {"--runs", "2", "--run-length", "300ms", "--pauses", "0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("failed_invocations=[1-9]"))) << r.err;
+  EXPECT_NE(Slurp(Run(0) + "/client-1.events.jsonl").find("killed by signal 11"),
+            std::string::npos);
+}
+
+TEST_F(PauseWorkerTest, AMalformedHistoryLineFailsTheRunNamingTheLine) {
+  auto r = PauseTest("echo '{\"op\":\"read\"}' >> \"$FENCEKIT_HISTORY\"",
+                     {"--runs", "1", "--run-length", "200ms", "--pauses", "0", "-q"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::string report = Slurp(Run(0) + "/report.txt");
+  EXPECT_NE(report.find("malformed history line"), std::string::npos) << report;
+  EXPECT_NE(report.find("line 1"), std::string::npos) << report;
+}
+
+TEST_F(PauseWorkerTest, SetupRunsBeforeEachRunAndItsFailureStopsTheCommand) {
+  auto ok = PauseTest("test -f \"$FENCEKIT_RUN_DIR/ready\"",
+                      {"--runs", "2", "--run-length", "200ms", "--pauses", "0", "--setup",
+                       "touch \"$FENCEKIT_RUN_DIR/ready\"", "-q"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  auto bad = PauseTest("true", {"--runs", "2", "--run-length", "200ms", "--setup",
+                                "echo 'database down'; exit 3", "-q"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--setup exit 3 in run 0"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("database down"), std::string::npos) << bad.err;
+}
+
+TEST_F(PauseWorkerTest, OptionsOfTheOtherModeAreUsageErrors) {
+  auto a = RunCommand({FencectlBinary(), "pause-test", "--check", "true"});
+  EXPECT_EQ(a.exit_code, 64);
+  EXPECT_NE(a.err.find("--check needs --worker CMD"), std::string::npos) << a.err;
+  auto b = RunCommand({FencectlBinary(), "pause-test", "--worker", "true", "--no-fencing"});
+  EXPECT_EQ(b.exit_code, 64);
+  EXPECT_NE(b.err.find("--no-fencing is for the built-in workload"), std::string::npos) << b.err;
+  auto c = RunCommand({FencectlBinary(), "pause-test", "--worker", "true", "--clients", "1"});
+  EXPECT_EQ(c.exit_code, 64);
+}
+
+}  // namespace
+}  // namespace fencekit
