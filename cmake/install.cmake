@@ -9,12 +9,13 @@ set_target_properties(fencekit_asio PROPERTIES EXPORT_NAME internal_asio)
 set_target_properties(fencekit_wire PROPERTIES EXPORT_NAME internal_wire)
 set_target_properties(fencekit_prometheus PROPERTIES EXPORT_NAME internal_prometheus)
 set_target_properties(fencekit_httpclient PROPERTIES EXPORT_NAME internal_httpclient)
+set_target_properties(fencekit_timeline PROPERTIES EXPORT_NAME internal_timeline)
 
 install(TARGETS
     fencekit_common fencekit_lockclient fencekit_fencedstore fencekit_storeclient
     fencekit_server fencekit_fencing fencekit_procutil fencekit_pausetest
     fencekit_store_api fencekit_sqlite_util fencekit_asio fencekit_wire fencekit_prometheus
-    fencekit_httpclient
+    fencekit_httpclient fencekit_timeline
   EXPORT fencekitTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

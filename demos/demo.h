@@ -16,7 +16,7 @@
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/procutil/fenced_server.h"
 #include "fencekit/procutil/redis_server.h"
-#include "timeline.h"
+#include "timeline_names.h"
 
 namespace fencekit::demo {
 

@@ -19,7 +19,7 @@
 #include "demo.h"
 #include "fencekit/common/units.h"
 #include "live_page.h"
-#include "timeline.h"
+#include "timeline_names.h"
 
 namespace po = boost::program_options;
 

@@ -12,7 +12,7 @@
 #include "fenced_feed.h"
 #include "fencekit/common/status.h"
 #include "page_server.h"
-#include "timeline.h"
+#include "timeline_names.h"
 #include "visitor_writes.h"
 
 namespace fencekit::demo {

@@ -51,6 +51,8 @@ const char* KindName(Kind k) {
       return "lost";
     case Kind::kRestart:
       return "restart";
+    case Kind::kUnknown:  // the demo makes none; the page knows no such kind
+      return "note";
   }
   return "note";
 }

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "timeline.h"
+#include "timeline_names.h"
 
 namespace fencekit::demo {
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "timeline.h"
+#include "timeline_names.h"
 
 namespace fencekit::demo {
 

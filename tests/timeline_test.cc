@@ -1,10 +1,13 @@
-// The demo's HTML timeline: its time axis is proportional with breaks across long waits, and its
-// labels are stacked so that none overlaps another (demos/timeline.h).
-#include "timeline.h"
+// The timeline: its time axis is proportional with breaks across long waits, and its labels are
+// stacked so that none overlaps another; the demo's four lanes, or any lanes (a pause-test run's
+// workers) (common/timeline/timeline.h).
+#include "timeline/timeline.h"
 
 #include <gtest/gtest.h>
 
-namespace fencekit::demo {
+#include <chrono>
+
+namespace fencekit::timeline {
 namespace {
 
 std::size_t Occurrences(const std::string& text, const std::string& needle) {
@@ -100,5 +103,163 @@ TEST(TimelineHtmlTest, AStoreWithoutFencingIsNotCalledFenced) {
   EXPECT_NE(RenderTerminal(t, false).find("Storage (no fencing)"), std::string::npos);
 }
 
+// A pause-test run's timeline: a lane per worker and the lock service.
+Timeline WorkerTimeline() {
+  Timeline t;
+  t.title = "pause test: run 7 (seed 42)";
+  t.lanes = {{"worker 0", "Worker 0", true},
+             {"worker 1", "Worker 1", true},
+             {"lock service", "Lock service", false}};
+  return t;
+}
+
+TEST(TimelineCustomLanesTest, LanesKeepTheirTitlesAndOrder) {
+  Timeline t = WorkerTimeline();
+  t.events = {{5, "lock service", "grants the lock to worker 1", 3, "", Kind::kGrant},
+              {6, "worker 1", "writes k", 3, "", Kind::kAccepted},
+              {7, "worker 0", "exits (killed)", std::nullopt, "", Kind::kNote}};
+  std::string html = RenderHtml(t);
+  auto w0 = html.find(">Worker 0</text>"), w1 = html.find(">Worker 1</text>"),
+       lock = html.find(">Lock service</text>");
+  ASSERT_NE(w0, std::string::npos) << html;
+  ASSERT_NE(w1, std::string::npos);
+  ASSERT_NE(lock, std::string::npos);
+  EXPECT_LT(w0, w1);
+  EXPECT_LT(w1, lock);
+  EXPECT_EQ(html.find("Storage"), std::string::npos) << "no demo lane";
+  EXPECT_EQ(html.find("Client A"), std::string::npos);
+  // A worker is a client: its write names no token; the lock service's grant does.
+  EXPECT_NE(html.find(">writes k</text>"), std::string::npos);
+  EXPECT_NE(html.find(">grants the lock to worker 1, token 3</text>"), std::string::npos);
+
+  std::string text = RenderTerminal(t, false);
+  auto header = text.substr(0, text.find('\n'));
+  EXPECT_LT(header.find("Worker 0"), header.find("Worker 1")) << text;
+  EXPECT_LT(header.find("Worker 1"), header.find("Lock service")) << text;
+  // The worker 0 column is the first after the time.
+  EXPECT_NE(text.find("7ms     exits (killed)"), std::string::npos) << text;
+
+  std::string json = RenderJson(t);
+  EXPECT_NE(json.find("\"lanes\":[{\"id\":\"worker 0\",\"title\":\"Worker 0\",\"client\":true}"),
+            std::string::npos)
+      << json;
+}
+
+TEST(TimelineCustomLanesTest, EventsOnNoLaneAreLeftOutOfTheDrawings) {
+  Timeline t = WorkerTimeline();
+  t.events = {{5, "worker 0", "reads k", std::nullopt, "", Kind::kRead},
+              {6, "store", "accepts a write", 4, "", Kind::kAccepted}};
+  EXPECT_EQ(RenderHtml(t).find("accepts a write"), std::string::npos);
+  EXPECT_EQ(RenderTerminal(t, false).find("accepts a write"), std::string::npos);
+  EXPECT_NE(RenderJson(t).find("accepts a write"), std::string::npos) << "the data keeps it";
+}
+
+TEST(TimelineCustomLanesTest, AWorkersLeaseBarEndsWhereTheLockServiceExpiresIt) {
+  Timeline t = WorkerTimeline();
+  t.events = {{10, "worker 1", "acquires the lock", 4, "", Kind::kGrant},
+              {20, "worker 1", "paused", std::nullopt, "", Kind::kPause},
+              {30, "lock service", "lease of worker 1 expires", 4, "", Kind::kExpire, "worker 1"},
+              {40, "worker 1", "resumed", std::nullopt, "", Kind::kResume},
+              {45, "worker 1", "writes k", 4, "timed out", Kind::kUnknown}};
+  auto axis = LayOutTime({10, 20, 30, 40, 45}, 190);
+  std::string html = RenderHtml(t);
+  auto at = html.find("<rect class=\"lease\"");
+  ASSERT_NE(at, std::string::npos) << html;
+  EXPECT_EQ(html.find("<rect class=\"lease\"", at + 1), std::string::npos) << "one lease bar";
+  std::string bar = html.substr(at, html.find("</text>", at) - at);
+  EXPECT_NE(bar.find("x=\"" + std::to_string(axis.x[0]) + "\""), std::string::npos) << bar;
+  EXPECT_NE(bar.find("width=\"" + std::to_string(axis.x[2] - axis.x[0]) + "\""), std::string::npos)
+      << bar;
+  EXPECT_NE(bar.find(">lease, token 4"), std::string::npos) << bar;
+  // The bar is on worker 1's lane: above its line, which is the second lane's.
+  auto line_at = [&](int lane) {
+    std::size_t from = 0;
+    for (int i = 0; i <= lane; ++i) from = html.find("<line x1=\"170\" y1=\"", from) + 1;
+    return std::stoi(html.substr(from - 1 + 19));
+  };
+  EXPECT_EQ(bar.find("y=\"" + std::to_string(line_at(1) - 16) + "\""), bar.find("y=\"")) << bar;
+  EXPECT_NE(html.find("class=\"pause\""), std::string::npos);
+  EXPECT_NE(html.find("fill=\"#999\">writes k: timed out</text>"), std::string::npos)
+      << "an unknown outcome is grey and says why";
+}
+
+TEST(TimelineCustomLanesTest, FlaggedEventsAreRingedAndExplained) {
+  Timeline t = WorkerTimeline();
+  t.events = {{10, "worker 0", "writes k=1", 4, "", Kind::kAccepted, "", true},
+              {12, "worker 1", "reads k", std::nullopt, "", Kind::kRead},
+              {14, "worker 1", "writes k=2", 5, "", Kind::kAccepted, "", true}};
+  std::string html = RenderHtml(t);
+  EXPECT_EQ(Occurrences(html, "<g class=\"event flagged\">"), 2u) << html;
+  EXPECT_EQ(Occurrences(html, "class=\"flag-ring\""), 2u);
+  EXPECT_EQ(Occurrences(html, "<g class=\"event\">"), 1u);
+  EXPECT_NE(html.find("font-weight=\"bold\">writes k=1</text>"), std::string::npos) << html;
+  EXPECT_NE(html.find("Circled in red: the operations the check named."), std::string::npos);
+  t.flagged_legend = "circled: the operations the check could not order";
+  EXPECT_NE(RenderHtml(t).find("circled: the operations the check could not order"),
+            std::string::npos);
+  EXPECT_NE(RenderJson(t).find("\"flagged\":true"), std::string::npos);
+
+  for (auto& e : t.events) e.flagged = false;
+  html = RenderHtml(t);
+  EXPECT_EQ(html.find("flag"), std::string::npos) << "no legend without a flagged event";
+  EXPECT_EQ(RenderJson(t).find("flagged"), std::string::npos);
+}
+
+TEST(TimelineHtmlTest, ATitleReplacesTheDemosHeading) {
+  Timeline t = WorkerTimeline();
+  t.title = "pause test <run 7>";
+  std::string html = RenderHtml(t);
+  EXPECT_NE(html.find("<title>pause test &lt;run 7&gt;</title>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<h1>pause test &lt;run 7&gt;</h1>"), std::string::npos);
+  EXPECT_EQ(html.find("fencekit demo"), std::string::npos);
+
+  Timeline demo;
+  demo.scenario = "gc-pause";
+  html = RenderHtml(demo);
+  EXPECT_NE(html.find("<title>fencekit demo: gc-pause</title>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<h1>fencekit demo: gc-pause (fencing on)</h1>"), std::string::npos);
+}
+
+TEST(TimelineHtmlTest, TheDefaultLanesAreTheDemos) {
+  Timeline t;
+  std::vector<Lane> lanes = LanesOf(t);
+  ASSERT_EQ(lanes.size(), 4u);
+  EXPECT_EQ(lanes[0].id, "A");
+  EXPECT_EQ(lanes[0].title, "Client A");
+  EXPECT_TRUE(lanes[0].client);
+  EXPECT_TRUE(lanes[1].client);
+  EXPECT_EQ(lanes[2].title, "Lock service");
+  EXPECT_FALSE(lanes[2].client);
+  EXPECT_EQ(lanes[3].title, "Storage (fenced)");
+  EXPECT_FALSE(lanes[3].client);
+  EXPECT_EQ(RenderJson(t).find("lanes"), std::string::npos) << "the demo's JSON is unchanged";
+}
+
+// A pause-test run: ~1000 events over seconds on eight workers.
+TEST(TimelineHtmlTest, AThousandEventsRenderQuickly) {
+  Timeline t;
+  t.title = "pause test";
+  for (int w = 0; w < 8; ++w) t.lanes.push_back({"worker " + std::to_string(w), "", true});
+  t.lanes.push_back({"lock service", "Lock service", false});
+  for (int i = 0; i < 1000; ++i) {
+    std::string worker = "worker " + std::to_string(i % 8);
+    Kind kind = i % 5 == 0 ? Kind::kGrant : i % 7 == 0 ? Kind::kUnknown : Kind::kAccepted;
+    // Three events at each moment, and a wait of 200 ms after every hundred.
+    t.events.push_back({i / 3 * 4 + i / 100 * 200, worker, "writes key-" + std::to_string(i % 13),
+                        i, "", kind, "", i % 50 == 0});
+    if (i % 10 == 9) {
+      t.events.push_back({t.events.back().time_ms, "lock service",
+                          "lease of " + worker + " expires", i, "", Kind::kExpire, worker});
+    }
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::string html = RenderHtml(t);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::milliseconds(500));
+  EXPECT_EQ(Occurrences(html, "<g class=\"event"), 1100u);
+  EXPECT_EQ(Occurrences(html, "class=\"flag-ring\""), 20u);
+  EXPECT_FALSE(RenderTerminal(t, false).empty());
+}
+
 }  // namespace
-}  // namespace fencekit::demo
+}  // namespace fencekit::timeline

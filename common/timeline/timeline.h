@@ -1,4 +1,5 @@
-// The demo's timeline: what happened, when, to whom; and three ways to show it.
+// A timeline: what happened, when, to whom; and three ways to show it. Drawn by the demo (its
+// four lanes) and by the pause-test kit for a failing run (a lane per worker).
 #pragma once
 
 #include <cstdint>
@@ -6,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace fencekit::demo {
+namespace fencekit::timeline {
 
 // What an event means on the diagram.
 enum class Kind {
@@ -21,46 +22,71 @@ enum class Kind {
   kRead,      // a read
   kLost,      // the client learned its lease is lost
   kRestart,   // the lock service restarted
+  kUnknown,   // a write whose outcome is unknown (timed out, connection lost)
 };
+// A process's exit is a kNote.
 
 struct Event {
   std::int64_t time_ms = 0;
-  std::string actor;  // "A", "B", "lock service", "store"
+  std::string actor;  // a lane's id: "A", "B", "lock service", "store", "worker 0", ...
   std::string event;
   std::optional<std::int64_t> token;
   std::string status;
   Kind kind = Kind::kNote;
-  std::string holder;  // kExpire: whose lease ran out (drawn, not exported)
+  std::string holder;    // kExpire: whose lease ran out, a lane's id (drawn, not exported)
+  bool flagged = false;  // drawn circled in red with a bold label: what a check named
+};
+
+// A lane of the diagram. A client's lane (`client`) carries lease bars (from its kGrant to a
+// kExpire naming it as holder, or its kLost), and its writes' labels name no token (Label).
+struct Lane {
+  std::string id;  // what an Event's actor says
+  std::string title;
+  bool client = false;
 };
 
 struct Timeline {
   std::string scenario;
   bool fencing = true;
-  std::vector<Event> events;
+  std::vector<Event> events;  // in time order
   std::string final_value;
   std::string verdict;
   bool lesson_shown = false;
+  // Empty: the demo's four lanes (Lanes(), titled by LaneTitle). An event whose actor names no
+  // lane is left out of the terminal and the HTML (not of the JSON).
+  std::vector<Lane> lanes;
+  // The HTML page's <title> and <h1>; empty: "fencekit demo: <scenario> (fencing on/OFF)".
+  std::string title;
+  // The HTML note's line when an event is flagged; empty: "Circled in red: the operations the
+  // check named."
+  std::string flagged_legend;
 };
 
-// The lanes, in order: "A", "B", "lock service", "store".
+// The demo's lanes, in order: "A", "B", "lock service", "store".
 const std::vector<std::string>& Lanes();
+// The lanes drawn: `t.lanes`, or the demo's with their titles (A and B are clients).
+std::vector<Lane> LanesOf(const Timeline& t);
 // A lane's title: "Client A", "Lock service", "Storage (fenced)"; a store that does not check
 // tokens (`fencing` false) is "Storage (no fencing)".
 std::string LaneTitle(const std::string& actor, bool fencing);
 // What a reader sees of an event (the terminal, the HTML timeline, the --serve page), said
 // once: "refuses A's write, token 1: it has seen token 2" on the store's lane, and only
 // "writes" on A's, at the same moment. A client's events name no token (the lock service's
-// grant and the client's lease bar do), nor does a read (the value does).
+// grant and the client's lease bar do), nor does a read (the value does). The first form takes
+// the demo's clients, "A" and "B"; the second says whether the event's lane is a client's.
 std::string Label(const Event& e);
+std::string Label(const Event& e, bool client);
 
-// One lane per actor, in colour when `colour`.
+// A column per lane, in colour when `colour`.
 std::string RenderTerminal(const Timeline& t, bool colour);
 // {"scenario","fencing","events":[{"time_ms","actor","event","token","status"}],
-//  "final_value","verdict","lesson_shown"}
+//  "final_value","verdict","lesson_shown"}; an event also has "flagged":true when flagged, and
+// the root "title" and "lanes":[{"id","title","client"}] when they are set.
 std::string RenderJson(const Timeline& t);
 // A standalone page (inline SVG, no network resources) drawing lanes, lease bars, the pause
 // and the writes, like Kleppmann's figure, on a time-proportional axis (LayOutTime) with labels
-// that never overlap (StackLabels).
+// that never overlap (StackLabels). Linear in the events but for labels at one moment on one lane
+// (StackLabels); a long run makes a wide page.
 std::string RenderHtml(const Timeline& t);
 
 // The HTML timeline's time axis. Events at the same time share their x (the store's refusal
@@ -88,4 +114,4 @@ TimeAxis LayOutTime(const std::vector<std::int64_t>& times_ms, int left);
 // lowest row where it starts at least `gap` after the end of every label already there.
 std::vector<int> StackLabels(const std::vector<std::pair<int, int>>& spans, int gap);
 
-}  // namespace fencekit::demo
+}  // namespace fencekit::timeline

@@ -1,20 +1,55 @@
-#include "timeline.h"
+#include "timeline/timeline.h"
 
 #include <algorithm>
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
+#include <cstdarg>
 #include <cstdio>
 #include <map>
+#include <unordered_map>
 
 #include "fencekit/common/text.h"
 
-namespace fencekit::demo {
+namespace fencekit::timeline {
 namespace {
 
 const std::vector<std::string> kLanes = {"A", "B", "lock service", "store"};
 
 bool IsClient(const std::string& actor) { return actor == "A" || actor == "B"; }
+
+// The drawn lanes and each lane's index by id, for the renderers.
+struct LaneIndex {
+  std::vector<Lane> lanes;
+  std::unordered_map<std::string, std::size_t> by_id;
+
+  explicit LaneIndex(const Timeline& t) : lanes(LanesOf(t)) {
+    for (std::size_t i = 0; i < lanes.size(); ++i) by_id.emplace(lanes[i].id, i);
+  }
+  // lanes.size() when `actor` names no lane.
+  std::size_t Of(const std::string& actor) const {
+    auto it = by_id.find(actor);
+    return it == by_id.end() ? lanes.size() : it->second;
+  }
+  bool Has(const std::string& actor) const { return by_id.count(actor) != 0; }
+};
+
+// Appends printf's output, however long (labels are the user's text).
+void Appendf(std::string& out, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list again;
+  va_copy(again, args);
+  int size = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  if (size > 0) {
+    std::size_t at = out.size();
+    out.resize(at + static_cast<std::size_t>(size) + 1);
+    std::vsnprintf(out.data() + at, static_cast<std::size_t>(size) + 1, format, again);
+    out.resize(at + static_cast<std::size_t>(size));
+  }
+  va_end(again);
+}
 
 const char* Colour(Kind k) {
   switch (k) {
@@ -31,6 +66,8 @@ const char* Colour(Kind k) {
     case Kind::kExpire:
     case Kind::kRestart:
       return "\033[36m";
+    case Kind::kUnknown:
+      return "\033[90m";
     default:
       return "";
   }
@@ -68,14 +105,22 @@ std::string Fit(const std::string& s, std::size_t width) {
 
 const std::vector<std::string>& Lanes() { return kLanes; }
 
+std::vector<Lane> LanesOf(const Timeline& t) {
+  if (!t.lanes.empty()) return t.lanes;
+  std::vector<Lane> lanes;
+  for (const auto& id : kLanes) lanes.push_back({id, LaneTitle(id, t.fencing), IsClient(id)});
+  return lanes;
+}
+
 std::string LaneTitle(const std::string& actor, bool fencing) {
   if (IsClient(actor)) return "Client " + actor;
   if (actor == "lock service") return "Lock service";
   return fencing ? "Storage (fenced)" : "Storage (no fencing)";
 }
 
-std::string Label(const Event& e) {
-  const bool client = IsClient(e.actor);
+std::string Label(const Event& e) { return Label(e, IsClient(e.actor)); }
+
+std::string Label(const Event& e, bool client) {
   // A client's write: the store's lane says, at the same moment, with which token and what
   // became of it.
   if (client && (e.kind == Kind::kAccepted || e.kind == Kind::kRefused)) return e.event;
@@ -101,10 +146,11 @@ std::vector<std::string> Wrap(const std::string& text, std::size_t width) {
 
 std::string RenderTerminal(const Timeline& t, bool colour) {
   constexpr std::size_t kWidth = 26;
+  const LaneIndex lanes(t);
   std::string out;
   auto line = [&](const std::string& time, std::size_t lane, const std::string& text, Kind kind) {
     out += Fit(time, 8);
-    for (std::size_t i = 0; i < kLanes.size(); ++i) {
+    for (std::size_t i = 0; i < lanes.lanes.size(); ++i) {
       std::string cell = Fit(i == lane ? text : "", kWidth) + " ";
       if (i == lane && colour && *Colour(kind) != '\0') cell = Colour(kind) + cell + "\033[0m";
       out += cell;
@@ -113,15 +159,15 @@ std::string RenderTerminal(const Timeline& t, bool colour) {
     out += '\n';
   };
   out += Fit("time", 8);
-  for (const auto& l : kLanes) out += Fit(LaneTitle(l, t.fencing), kWidth) + " ";
+  for (const auto& l : lanes.lanes) out += Fit(l.title, kWidth) + " ";
   out += "\n" + Fit("----", 8);
-  for (std::size_t i = 0; i < kLanes.size(); ++i) out += std::string(kWidth, '-') + " ";
+  for (std::size_t i = 0; i < lanes.lanes.size(); ++i) out += std::string(kWidth, '-') + " ";
   out += "\n";
   while (out.find(" \n") != std::string::npos) out.replace(out.find(" \n"), 2, "\n");
   for (const auto& e : t.events) {
-    auto lane =
-        static_cast<std::size_t>(std::find(kLanes.begin(), kLanes.end(), e.actor) - kLanes.begin());
-    auto lines = Wrap(Label(e), kWidth);
+    const std::size_t lane = lanes.Of(e.actor);
+    if (lane == lanes.lanes.size()) continue;
+    auto lines = Wrap(Label(e, lanes.lanes[lane].client), kWidth);
     for (std::size_t i = 0; i < lines.size(); ++i) {
       line(i == 0 ? std::to_string(e.time_ms) + "ms" : "", lane, lines[i], e.kind);
     }
@@ -149,6 +195,7 @@ std::string RenderJson(const Timeline& t) {
       o["token"] = nullptr;
     }
     o["status"] = e.status;
+    if (e.flagged) o["flagged"] = true;
     events.push_back(std::move(o));
   }
   boost::json::object root;
@@ -158,6 +205,14 @@ std::string RenderJson(const Timeline& t) {
   root["final_value"] = JsonSafeText(t.final_value);
   root["verdict"] = t.verdict;
   root["lesson_shown"] = t.lesson_shown;
+  if (!t.title.empty()) root["title"] = t.title;
+  if (!t.lanes.empty()) {
+    boost::json::array lanes;
+    for (const auto& l : t.lanes) {
+      lanes.push_back(boost::json::object{{"id", l.id}, {"title", l.title}, {"client", l.client}});
+    }
+    root["lanes"] = std::move(lanes);
+  }
   return boost::json::serialize(root) + "\n";
 }
 
@@ -228,6 +283,8 @@ const char* Fill(Kind k) {
     case Kind::kResume:
     case Kind::kSend:
       return "#e08000";
+    case Kind::kUnknown:
+      return "#999";
     default:
       return "#555";
   }
@@ -236,36 +293,49 @@ const char* Fill(Kind k) {
 }  // namespace
 
 std::string RenderHtml(const Timeline& t) {
-  const std::size_t n = t.events.size();
+  const LaneIndex lanes(t);
+  const std::size_t lane_count = lanes.lanes.size();
+  // The events drawn: those on a lane.
+  std::vector<const Event*> events;
+  std::vector<std::size_t> lane_of;
+  for (const auto& e : t.events) {
+    std::size_t lane = lanes.Of(e.actor);
+    if (lane == lane_count) continue;
+    events.push_back(&e);
+    lane_of.push_back(lane);
+  }
+  const std::size_t n = events.size();
+  std::vector<std::string> labels;
+  for (std::size_t i = 0; i < n; ++i) {
+    labels.push_back(Label(*events[i], lanes.lanes[lane_of[i]].client));
+  }
   constexpr int kLeft = 170, kTop = 40, kRowHeight = 14;
   std::vector<std::int64_t> times;
-  for (const auto& e : t.events) times.push_back(e.time_ms);
+  for (const Event* e : events) times.push_back(e->time_ms);
   const TimeAxis axis = LayOutTime(times, kLeft + 20);
   const int width = axis.end + 360;
-  auto lane_of = [](const std::string& actor) {
-    return static_cast<std::size_t>(std::find(kLanes.begin(), kLanes.end(), actor) -
-                                    kLanes.begin());
-  };
+  std::vector<std::vector<std::size_t>> lane_members(lane_count);
+  for (std::size_t i = 0; i < n; ++i) lane_members[lane_of[i]].push_back(i);
   // Each lane's labels in rows above its line, and its events' times in rows below it (once
   // per moment: events at the same time share their place); the lane is as tall as its rows
   // need.
   std::vector<int> row(n, 0), time_row(n, 0);
   std::vector<bool> shows_time(n, false);
-  std::vector<int> rows_in_lane(kLanes.size(), 1), time_rows_in_lane(kLanes.size(), 1);
-  for (std::size_t lane = 0; lane < kLanes.size(); ++lane) {
-    std::vector<std::size_t> members, timed;
+  std::vector<int> rows_in_lane(lane_count, 1), time_rows_in_lane(lane_count, 1);
+  for (std::size_t lane = 0; lane < lane_count; ++lane) {
+    const std::vector<std::size_t>& members = lane_members[lane];
+    std::vector<std::size_t> timed;
     std::vector<std::pair<int, int>> spans, time_spans;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (lane_of(t.events[i].actor) != lane) continue;
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      const std::size_t i = members[k];
       int from = axis.x[i] - 4;
-      spans.emplace_back(from, from + LabelWidth(Label(t.events[i])));
-      if (members.empty() || axis.x[members.back()] != axis.x[i]) {
+      spans.emplace_back(from, from + LabelWidth(labels[i]));
+      if (k == 0 || axis.x[members[k - 1]] != axis.x[i]) {
         shows_time[i] = true;
         timed.push_back(i);
-        int half = LabelWidth(Thousands(t.events[i].time_ms) + " ms", 5.6) / 2;
+        int half = LabelWidth(Thousands(events[i]->time_ms) + " ms", 5.6) / 2;
         time_spans.emplace_back(axis.x[i] - half, axis.x[i] + half);
       }
-      members.push_back(i);
     }
     auto rows = StackLabels(spans, 8);
     for (std::size_t k = 0; k < members.size(); ++k) {
@@ -281,9 +351,9 @@ std::string RenderHtml(const Timeline& t) {
   // Per lane: its line's y. Above it the label rows and the lease bar; below it the times, then
   // the pause.
   constexpr int kTimeRowHeight = 11;
-  std::vector<int> line_y(kLanes.size()), pause_y(kLanes.size());
+  std::vector<int> line_y(lane_count), pause_y(lane_count);
   int y = kTop;
-  for (std::size_t lane = 0; lane < kLanes.size(); ++lane) {
+  for (std::size_t lane = 0; lane < lane_count; ++lane) {
     line_y[lane] = y + 22 + rows_in_lane[lane] * kRowHeight;
     pause_y[lane] = line_y[lane] + 14 + time_rows_in_lane[lane] * kTimeRowHeight;
     y = pause_y[lane] + 36;
@@ -291,12 +361,10 @@ std::string RenderHtml(const Timeline& t) {
   const int height = y + 10;
 
   std::string svg;
-  char buf[1024];
-  std::snprintf(buf, sizeof buf,
-                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-                "font-family=\"sans-serif\" font-size=\"11\">\n",
-                width, height);
-  svg += buf;
+  Appendf(svg,
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+          "font-family=\"sans-serif\" font-size=\"11\">\n",
+          width, height);
   svg +=
       "<defs><pattern id=\"hatch\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\" "
       "patternTransform=\"rotate(45)\"><rect width=\"4\" height=\"8\" fill=\"#f0a030\"/>"
@@ -304,48 +372,43 @@ std::string RenderHtml(const Timeline& t) {
   // The axis: a line at the top, broken where a long wait is left out.
   int axis_from = kLeft;
   for (const auto& b : axis.breaks) {
-    std::snprintf(buf, sizeof buf,
-                  "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#bbb\"/>\n"
-                  "<rect class=\"axis-break\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
-                  "fill=\"#f4f4f4\" stroke=\"#ccc\" stroke-dasharray=\"4 3\"/>\n"
-                  "<text class=\"break-label\" x=\"%d\" y=\"%d\" font-size=\"10\" fill=\"#777\" "
-                  "text-anchor=\"middle\">%s ms</text>\n",
-                  axis_from, kTop - 14, b.x, kTop - 14, b.x, kTop - 10, TimeAxis::kBreakWidth,
-                  height - kTop, b.x + TimeAxis::kBreakWidth / 2, kTop - 18,
-                  Thousands(b.ms).c_str());
-    svg += buf;
+    Appendf(svg,
+            "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#bbb\"/>\n"
+            "<rect class=\"axis-break\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
+            "fill=\"#f4f4f4\" stroke=\"#ccc\" stroke-dasharray=\"4 3\"/>\n"
+            "<text class=\"break-label\" x=\"%d\" y=\"%d\" font-size=\"10\" fill=\"#777\" "
+            "text-anchor=\"middle\">%s ms</text>\n",
+            axis_from, kTop - 14, b.x, kTop - 14, b.x, kTop - 10, TimeAxis::kBreakWidth,
+            height - kTop, b.x + TimeAxis::kBreakWidth / 2, kTop - 18, Thousands(b.ms).c_str());
     axis_from = b.x + TimeAxis::kBreakWidth;
   }
-  std::snprintf(buf, sizeof buf,
-                "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#bbb\"/>\n",
-                axis_from, kTop - 14, width - 20, kTop - 14);
-  svg += buf;
-  for (std::size_t lane = 0; lane < kLanes.size(); ++lane) {
-    std::snprintf(buf, sizeof buf,
-                  "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>\n"
-                  "<text class=\"lane-label\" x=\"10\" y=\"%d\" font-weight=\"bold\" "
-                  "font-size=\"12\">%s</text>\n",
-                  kLeft, line_y[lane], width - 20, line_y[lane], line_y[lane] + 4,
-                  Escape(LaneTitle(kLanes[lane], t.fencing)).c_str());
-    svg += buf;
+  Appendf(svg, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#bbb\"/>\n",
+          axis_from, kTop - 14, width - 20, kTop - 14);
+  for (std::size_t lane = 0; lane < lane_count; ++lane) {
+    Appendf(svg,
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>\n"
+            "<text class=\"lane-label\" x=\"10\" y=\"%d\" font-weight=\"bold\" "
+            "font-size=\"12\">%s</text>\n",
+            kLeft, line_y[lane], width - 20, line_y[lane], line_y[lane] + 4,
+            Escape(lanes.lanes[lane].title).c_str());
   }
   auto x_at = [&](std::size_t i) { return i < n ? axis.x[i] : axis.end + 40; };
   auto bar = [&](const std::string& actor, std::size_t from, std::size_t to,
                  const std::string& label) {
-    int ly = line_y[lane_of(actor)];
-    std::snprintf(buf, sizeof buf,
-                  "<rect class=\"lease\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"10\" "
-                  "fill=\"#7fb3e6\"/><text class=\"lease-label\" x=\"%d\" y=\"%d\" "
-                  "font-size=\"9\" fill=\"#124\">%s</text>\n",
-                  x_at(from), ly - 16, std::max(4, x_at(to) - x_at(from)), x_at(from) + 3, ly - 8,
-                  Escape(label).c_str());
-    svg += buf;
+    int ly = line_y[lanes.Of(actor)];
+    Appendf(svg,
+            "<rect class=\"lease\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"10\" "
+            "fill=\"#7fb3e6\"/><text class=\"lease-label\" x=\"%d\" y=\"%d\" "
+            "font-size=\"9\" fill=\"#124\">%s</text>\n",
+            x_at(from), ly - 16, std::max(4, x_at(to) - x_at(from)), x_at(from) + 3, ly - 8,
+            Escape(label).c_str());
   };
+  // Leases start on client lanes only, so a holder always names a lane.
   std::map<std::string, std::pair<std::size_t, std::int64_t>> lease_start;  // actor: (i, token)
   std::map<std::string, std::size_t> pause_start;
   for (std::size_t i = 0; i < n; ++i) {
-    const Event& e = t.events[i];
-    if (e.kind == Kind::kGrant && e.actor != "lock service") {
+    const Event& e = *events[i];
+    if (e.kind == Kind::kGrant && lanes.lanes[lane_of[i]].client) {
       lease_start[e.actor] = {i, e.token.value_or(0)};
     } else if ((e.kind == Kind::kExpire && lease_start.count(e.holder)) ||
                (e.kind == Kind::kLost && lease_start.count(e.actor))) {
@@ -357,56 +420,69 @@ std::string RenderHtml(const Timeline& t) {
       pause_start[e.actor] = i;
     } else if (e.kind == Kind::kResume && pause_start.count(e.actor)) {
       std::size_t from = pause_start[e.actor];
-      std::snprintf(buf, sizeof buf,
-                    "<rect class=\"pause\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"14\" "
-                    "fill=\"url(#hatch)\"/><text class=\"pause-label\" x=\"%d\" y=\"%d\" "
-                    "font-weight=\"bold\" fill=\"#b06000\">paused %s ms (stop-the-world)</text>\n",
-                    x_at(from), pause_y[lane_of(e.actor)], x_at(i) - x_at(from), x_at(from) + 4,
-                    pause_y[lane_of(e.actor)] + 28,
-                    Thousands(e.time_ms - t.events[from].time_ms).c_str());
-      svg += buf;
+      Appendf(svg,
+              "<rect class=\"pause\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"14\" "
+              "fill=\"url(#hatch)\"/><text class=\"pause-label\" x=\"%d\" y=\"%d\" "
+              "font-weight=\"bold\" fill=\"#b06000\">paused %s ms (stop-the-world)</text>\n",
+              x_at(from), pause_y[lane_of[i]], x_at(i) - x_at(from), x_at(from) + 4,
+              pause_y[lane_of[i]] + 28, Thousands(e.time_ms - events[from]->time_ms).c_str());
     }
   }
   for (const auto& [holder, start] : lease_start) {
     bar(holder, start.first, n, "lease, token " + std::to_string(start.second));
   }
+  bool any_flagged = false;
   for (std::size_t i = 0; i < n; ++i) {
-    const Event& e = t.events[i];
-    int ly = line_y[lane_of(e.actor)];
+    const Event& e = *events[i];
+    int ly = line_y[lane_of[i]];
     int label_y = ly - 22 - row[i] * kRowHeight;
-    std::snprintf(buf, sizeof buf,
-                  "<g class=\"event\"><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
-                  "stroke=\"#ccc\"/><circle cx=\"%d\" cy=\"%d\" r=\"6\" fill=\"%s\"/>"
-                  "<text class=\"label\" x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>",
-                  x_at(i), label_y + 3, x_at(i), ly - 6, x_at(i), ly, Fill(e.kind), x_at(i) - 4,
-                  label_y, Fill(e.kind), Escape(Label(e)).c_str());
-    svg += buf;
+    any_flagged = any_flagged || e.flagged;
+    // A flagged event: a red ring around its dot, its label bold.
+    Appendf(svg,
+            "<g class=\"%s\"><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
+            "stroke=\"#ccc\"/><circle cx=\"%d\" cy=\"%d\" r=\"6\" fill=\"%s\"/>",
+            e.flagged ? "event flagged" : "event", x_at(i), label_y + 3, x_at(i), ly - 6, x_at(i),
+            ly, Fill(e.kind));
+    if (e.flagged) {
+      Appendf(svg,
+              "<circle class=\"flag-ring\" cx=\"%d\" cy=\"%d\" r=\"11\" fill=\"none\" "
+              "stroke=\"#d62728\" stroke-width=\"3\"/>",
+              x_at(i), ly);
+    }
+    Appendf(svg, "<text class=\"label\" x=\"%d\" y=\"%d\" fill=\"%s\"%s>%s</text>", x_at(i) - 4,
+            label_y, Fill(e.kind), e.flagged ? " font-weight=\"bold\"" : "",
+            Escape(labels[i]).c_str());
     if (shows_time[i]) {
-      std::snprintf(buf, sizeof buf,
-                    "<text class=\"time\" x=\"%d\" y=\"%d\" font-size=\"9\" fill=\"#888\" "
-                    "text-anchor=\"middle\">%s ms</text>",
-                    x_at(i), ly + 20 + time_row[i] * kTimeRowHeight, Thousands(e.time_ms).c_str());
-      svg += buf;
+      Appendf(svg,
+              "<text class=\"time\" x=\"%d\" y=\"%d\" font-size=\"9\" fill=\"#888\" "
+              "text-anchor=\"middle\">%s ms</text>",
+              x_at(i), ly + 20 + time_row[i] * kTimeRowHeight, Thousands(e.time_ms).c_str());
     }
     svg += "</g>\n";
   }
   svg += "</svg>\n";
 
-  std::string html =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>fencekit demo: " +
-      Escape(t.scenario) +
-      "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
-      ".verdict{font-size:18px;font-weight:bold;color:" +
-      std::string(t.lesson_shown && t.fencing ? "#2a7d2a" : "#c0392b") +
-      "}.note{color:#666;font-size:13px}</style></head>\n<body>\n<h1>fencekit demo: " +
-      Escape(t.scenario) + (t.fencing ? " (fencing on)" : " (fencing OFF)") +
-      "</h1>\n<p class=\"verdict\">" + Escape(t.verdict) +
-      "</p>\n<p class=\"note\">Time runs left to right, in proportion; a wait longer than " +
-      std::to_string(TimeAxis::kBreakMs) +
-      " ms is drawn as a grey break labelled with its length.</p>\n" + svg +
-      "<p>Final value: <code>" + Escape(JsonSafeText(t.final_value)) +
-      "</code></p>\n</body></html>\n";
+  const std::string title = t.title.empty() ? "fencekit demo: " + t.scenario : t.title;
+  const std::string heading =
+      t.title.empty() ? title + (t.fencing ? " (fencing on)" : " (fencing OFF)") : t.title;
+  std::string note = "Time runs left to right, in proportion; a wait longer than " +
+                     std::to_string(TimeAxis::kBreakMs) +
+                     " ms is drawn as a grey break labelled with its length.";
+  if (any_flagged) {
+    note += "<br>\n" + Escape(t.flagged_legend.empty()
+                                  ? "Circled in red: the operations the check named."
+                                  : t.flagged_legend);
+  }
+  std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
+                     Escape(title) +
+                     "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
+                     ".verdict{font-size:18px;font-weight:bold;color:" +
+                     std::string(t.lesson_shown && t.fencing ? "#2a7d2a" : "#c0392b") +
+                     "}.note{color:#666;font-size:13px}</style></head>\n<body>\n<h1>" +
+                     Escape(heading) + "</h1>\n<p class=\"verdict\">" + Escape(t.verdict) +
+                     "</p>\n<p class=\"note\">" + note + "</p>\n" + svg + "<p>Final value: <code>" +
+                     Escape(JsonSafeText(t.final_value)) + "</code></p>\n</body></html>\n";
   return html;
 }
 
-}  // namespace fencekit::demo
+}  // namespace fencekit::timeline
