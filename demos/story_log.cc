@@ -51,7 +51,8 @@ const char* KindName(Kind k) {
       return "lost";
     case Kind::kRestart:
       return "restart";
-    case Kind::kUnknown:  // the demo makes none; the page knows no such kind
+    case Kind::kUnknown:  // the demo makes none of these; the page knows no such kinds
+    case Kind::kRelease:
       return "note";
   }
   return "note";

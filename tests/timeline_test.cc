@@ -183,6 +183,23 @@ TEST(TimelineCustomLanesTest, AWorkersLeaseBarEndsWhereTheLockServiceExpiresIt) 
       << "an unknown outcome is grey and says why";
 }
 
+TEST(TimelineCustomLanesTest, AReleaseEndsTheLeaseBarAndTheNextGrantStartsAnother) {
+  Timeline t = WorkerTimeline();
+  t.events = {{10, "worker 0", "acquires", 4, "", Kind::kGrant},
+              {20, "worker 0", "releases", std::nullopt, "", Kind::kRelease},
+              {30, "worker 0", "acquires", 6, "", Kind::kGrant},
+              {40, "worker 0", "releases", std::nullopt, "", Kind::kRelease}};
+  auto axis = LayOutTime({10, 20, 30, 40}, 190);
+  std::string html = RenderHtml(t);
+  auto first = html.find("<rect class=\"lease\"");
+  ASSERT_NE(first, std::string::npos) << html;
+  auto second = html.find("<rect class=\"lease\"", first + 1);
+  ASSERT_NE(second, std::string::npos) << "two bars, not one from the first grant" << html;
+  EXPECT_NE(html.find("width=\"" + std::to_string(axis.x[1] - axis.x[0]) + "\"", first),
+            std::string::npos);
+  EXPECT_NE(html.find(">lease, token 6", second), std::string::npos);
+}
+
 TEST(TimelineCustomLanesTest, FlaggedEventsAreRingedAndExplained) {
   Timeline t = WorkerTimeline();
   t.events = {{10, "worker 0", "writes k=1", 4, "", Kind::kAccepted, "", true},

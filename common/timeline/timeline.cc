@@ -65,6 +65,7 @@ const char* Colour(Kind k) {
     case Kind::kGrant:
     case Kind::kExpire:
     case Kind::kRestart:
+    case Kind::kRelease:
       return "\033[36m";
     case Kind::kUnknown:
       return "\033[90m";
@@ -278,6 +279,7 @@ const char* Fill(Kind k) {
     case Kind::kGrant:
     case Kind::kExpire:
     case Kind::kRestart:
+    case Kind::kRelease:
       return "#1f77b4";
     case Kind::kPause:
     case Kind::kResume:
@@ -411,8 +413,9 @@ std::string RenderHtml(const Timeline& t) {
     if (e.kind == Kind::kGrant && lanes.lanes[lane_of[i]].client) {
       lease_start[e.actor] = {i, e.token.value_or(0)};
     } else if ((e.kind == Kind::kExpire && lease_start.count(e.holder)) ||
-               (e.kind == Kind::kLost && lease_start.count(e.actor))) {
-      std::string holder = e.kind == Kind::kLost ? e.actor : e.holder;
+               ((e.kind == Kind::kLost || e.kind == Kind::kRelease) &&
+                lease_start.count(e.actor))) {
+      std::string holder = e.kind == Kind::kExpire ? e.holder : e.actor;
       auto [from, token] = lease_start[holder];
       bar(holder, from, i, "lease, token " + std::to_string(token));
       lease_start.erase(holder);

@@ -23,6 +23,7 @@ enum class Kind {
   kLost,      // the client learned its lease is lost
   kRestart,   // the lock service restarted
   kUnknown,   // a write whose outcome is unknown (timed out, connection lost)
+  kRelease,   // the client released its lease (ends its lease bar)
 };
 // A process's exit is a kNote.
 
@@ -38,7 +39,7 @@ struct Event {
 };
 
 // A lane of the diagram. A client's lane (`client`) carries lease bars (from its kGrant to a
-// kExpire naming it as holder, or its kLost), and its writes' labels name no token (Label).
+// kExpire naming it as holder, or its kLost or kRelease), and its writes' labels name no token (Label).
 struct Lane {
   std::string id;  // what an Event's actor says
   std::string title;

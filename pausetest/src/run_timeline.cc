@@ -38,11 +38,12 @@ std::string RenderRunTimeline(const RunRecord& r) {
   t.title = "fencekit pause-test: run " + std::to_string(r.run) + " (seed " +
             std::to_string(r.seed) + ") failed";
   t.verdict = r.verdict;
+  t.flagged_legend = "Circled in red: the operations the check could not order.";
   const bool setup = std::any_of(r.ops.begin(), r.ops.end(),
                                  [](const RegisterOp& op) { return op.client < 0; });
   if (setup) t.lanes.push_back({"setup", "Setup", false});
   for (std::size_t c = 0; c < r.kit.size(); ++c) {
-    t.lanes.push_back({Lane(static_cast<int>(c)), "Worker " + std::to_string(c), false});
+    t.lanes.push_back({Lane(static_cast<int>(c)), "Worker " + std::to_string(c), true});
   }
   t.lanes.push_back({"lock service", "Lock service (" + r.lock + ")", false});
   auto ms = [&](std::int64_t us) { return (us - r.origin_us) / 1000; };
