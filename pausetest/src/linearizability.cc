@@ -410,8 +410,8 @@ LinearizabilityReport CheckLinearizable(const std::vector<RegisterOp>& ops,
                        ":";
       AppendOps(ops, w->ops, origin, 50, &report.message);
       report.message +=
-          "\nNo order of them within their intervals, from absent or any value written before "
-          "them";
+          "\nNo order of them, each taking effect within its interval, starting from absent or "
+          "from any value written before them";
       if (!w->extras.empty()) {
         report.message += ", with or without the " + std::to_string(w->extras.size()) +
                           " writes concurrent with them,";
