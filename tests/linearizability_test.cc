@@ -1,0 +1,521 @@
+// The pause-test kit's register-history checker: the history line format users' workers write,
+// and the linearizability check (cas-register) against hand-made and simulated histories.
+#include "fencekit/pausetest/linearizability.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fencekit/common/clock.h"
+#include "fencekit/pausetest/register_history.h"
+#include "support/test_support.h"
+
+namespace fencekit::pausetest {
+namespace {
+
+using namespace std::chrono_literals;
+using Kind = RegisterOp::Kind;
+using Outcome = RegisterOp::Outcome;
+using Verdict = LinearizabilityReport::Verdict;
+
+// ---- parsing ----
+
+TEST(RegisterHistoryParseTest, ParsesARead) {
+  auto op = ParseRegisterOp(
+      R"({"op":"read","key":"counter","value":"5","start_us":10,"end_us":20,"outcome":"ok"})", 3);
+  ASSERT_TRUE(op.ok()) << op.status().ToString();
+  EXPECT_EQ(op->kind, Kind::kRead);
+  EXPECT_EQ(op->client, 3);
+  EXPECT_EQ(op->key, "counter");
+  EXPECT_EQ(op->value, "5");
+  EXPECT_EQ(op->start_us, 10);
+  EXPECT_EQ(op->end_us, 20);
+  EXPECT_EQ(op->outcome, Outcome::kOk);
+}
+
+TEST(RegisterHistoryParseTest, ParsesAWriteWithItsOwnClient) {
+  auto op = ParseRegisterOp(
+      R"({"op":"write","key":"k","value":6,"start_us":1,"end_us":1,"outcome":"unknown",)"
+      R"("client":7,"extra":[1,2]})",
+      3);
+  ASSERT_TRUE(op.ok()) << op.status().ToString();
+  EXPECT_EQ(op->kind, Kind::kWrite);
+  EXPECT_EQ(op->client, 7);
+  EXPECT_EQ(op->value, "6");
+  EXPECT_EQ(op->outcome, Outcome::kUnknown);
+}
+
+TEST(RegisterHistoryParseTest, ParsesACas) {
+  auto op = ParseRegisterOp(
+      R"({"op":"cas","key":"k","from":5,"value":"6","start_us":1,"end_us":2,"outcome":"fail"})", 0);
+  ASSERT_TRUE(op.ok()) << op.status().ToString();
+  EXPECT_EQ(op->kind, Kind::kCas);
+  EXPECT_EQ(op->from, "5");
+  EXPECT_EQ(op->value, "6");
+  EXPECT_EQ(op->outcome, Outcome::kFail);
+}
+
+TEST(RegisterHistoryParseTest, NumbersAndStringsAreEqualAsText) {
+  auto a = ParseRegisterOp(
+      R"({"op":"read","key":"k","value":-42,"start_us":1,"end_us":2,"outcome":"ok"})", 0);
+  auto b = ParseRegisterOp(
+      R"({"op":"read","key":"k","value":"-42","start_us":1,"end_us":2,"outcome":"ok"})", 0);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->value, b->value);
+}
+
+TEST(RegisterHistoryParseTest, NullIsAbsent) {
+  auto op = ParseRegisterOp(
+      R"({"op":"cas","key":"k","from":null,"value":1,"start_us":1,"end_us":2,"outcome":"ok"})", 0);
+  ASSERT_TRUE(op.ok()) << op.status().ToString();
+  EXPECT_EQ(op->from, std::nullopt);
+  EXPECT_EQ(op->value, "1");
+}
+
+TEST(RegisterHistoryParseTest, RefusesMissingAndInvalidFields) {
+  const std::string good_times = R"("start_us":1,"end_us":2,"outcome":"ok")";
+  struct Case {
+    std::string line;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"not json", "not a JSON object"},
+      {"[1,2]", "not a JSON object"},
+      {R"({"key":"k","value":1,)" + good_times + "}", "\"op\" is missing"},
+      {R"({"op":"delete","key":"k","value":1,)" + good_times + "}", "\"op\" must be"},
+      {R"({"op":"read","value":1,)" + good_times + "}", "\"key\" is missing"},
+      {R"({"op":"read","key":"","value":1,)" + good_times + "}", "\"key\" is empty"},
+      {R"({"op":"read","key":"k",)" + good_times + "}", "\"value\" is missing"},
+      {R"({"op":"read","key":"k","value":1.5,)" + good_times + "}", "not a float"},
+      {R"({"op":"write","key":"k","value":true,)" + good_times + "}", "not a boolean"},
+      {R"({"op":"write","key":"k","value":{},)" + good_times + "}", "not an object"},
+      {R"({"op":"write","key":"k","value":[],)" + good_times + "}", "not an array"},
+      {R"({"op":"cas","key":"k","value":1,)" + good_times + "}", "\"from\" is missing"},
+      {R"({"op":"read","key":"k","value":1,"start_us":"1","end_us":2,"outcome":"ok"})",
+       "\"start_us\" must be an integer"},
+      {R"({"op":"read","key":"k","value":1,"start_us":1,"outcome":"ok"})", "\"end_us\" is missing"},
+      {R"({"op":"read","key":"k","value":1,"start_us":1,"end_us":2,"outcome":"maybe"})",
+       "\"outcome\" must be"},
+      {R"({"op":"read","key":"k","value":1,"client":"x",)" + good_times + "}",
+       "\"client\" must be an integer"},
+  };
+  for (const Case& c : cases) {
+    auto op = ParseRegisterOp(c.line, 0);
+    ASSERT_FALSE(op.ok()) << c.line;
+    EXPECT_TRUE(op.status().IsInvalidArgument()) << c.line;
+    EXPECT_NE(op.status().message().find(c.says), std::string::npos)
+        << c.line << " gave: " << op.status().message();
+  }
+}
+
+TEST(RegisterHistoryParseTest, RefusesStartAfterEnd) {
+  auto op = ParseRegisterOp(
+      R"({"op":"read","key":"k","value":1,"start_us":5,"end_us":4,"outcome":"ok"})", 0);
+  ASSERT_FALSE(op.ok());
+  EXPECT_NE(op.status().message().find("start_us 5 is after end_us 4"), std::string::npos)
+      << op.status().message();
+}
+
+TEST(RegisterHistoryParseTest, LongGarbageIsNotEchoedWhole) {
+  std::string garbage(10000, 'x');
+  garbage[3] = '\x1b';
+  garbage[5] = '\x07';
+  auto op = ParseRegisterOp(garbage, 0);
+  ASSERT_FALSE(op.ok());
+  const std::string m = op.status().message();  // status() is a copy
+  EXPECT_LT(m.size(), 200u) << m;
+  EXPECT_NE(m.find("\\x1b"), std::string::npos) << m;
+  EXPECT_TRUE(std::none_of(m.begin(), m.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20;
+  })) << m;
+}
+
+class RegisterHistoryFileTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& text) {
+    std::string path = dir_.File("history.jsonl");
+    std::ofstream(path) << text;
+    return path;
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(RegisterHistoryFileTest, AMissingFileIsAnEmptyHistory) {
+  auto ops = ReadRegisterHistory(dir_.File("never-written.jsonl"), 1);
+  ASSERT_TRUE(ops.ok()) << ops.status().ToString();
+  EXPECT_TRUE(ops->empty());
+}
+
+TEST_F(RegisterHistoryFileTest, ReadsLinesSkippingBlankOnesAndRemembersLineNumbers) {
+  std::string path =
+      Write(R"({"op":"write","key":"k","value":1,"start_us":1,"end_us":2,"outcome":"ok"})"
+            "\n\n   \n"
+            R"({"op":"read","key":"k","value":1,"start_us":3,"end_us":4,"outcome":"ok","client":9})"
+            "\n");
+  auto ops = ReadRegisterHistory(path, 4);
+  ASSERT_TRUE(ops.ok()) << ops.status().ToString();
+  ASSERT_EQ(ops->size(), 2u);
+  EXPECT_EQ((*ops)[0].line, 1);
+  EXPECT_EQ((*ops)[0].client, 4);
+  EXPECT_EQ((*ops)[1].line, 4);
+  EXPECT_EQ((*ops)[1].client, 9);
+}
+
+TEST_F(RegisterHistoryFileTest, AMalformedLineIsNamedWithTheFile) {
+  std::string path =
+      Write(R"({"op":"write","key":"k","value":1,"start_us":1,"end_us":2,"outcome":"ok"})"
+            "\n\n"
+            R"({"op":"read","value":1,"start_us":3,"end_us":4,"outcome":"ok"})"
+            "\n");
+  auto ops = ReadRegisterHistory(path, 0);
+  ASSERT_FALSE(ops.ok());
+  EXPECT_TRUE(ops.status().IsInvalidArgument());
+  EXPECT_NE(ops.status().message().find(path + " line 3: field \"key\" is missing"),
+            std::string::npos)
+      << ops.status().message();
+}
+
+TEST_F(RegisterHistoryFileTest, MoreThanMaxOpsIsRefused) {
+  std::string text;
+  for (int i = 0; i < 5; ++i) {
+    text += R"({"op":"write","key":"k","value":1,"start_us":1,"end_us":2,"outcome":"ok"})"
+            "\n";
+  }
+  std::string path = Write(text);
+  EXPECT_TRUE(ReadRegisterHistory(path, 0, 5).ok());
+  auto ops = ReadRegisterHistory(path, 0, 4);
+  ASSERT_FALSE(ops.ok());
+  EXPECT_NE(ops.status().message().find("line 5: more than 4 operations"), std::string::npos)
+      << ops.status().message();
+}
+
+TEST(RegisterHistoryDescribeTest, IsOneLineWithTimesSinceTheOrigin) {
+  RegisterOp op;
+  op.client = 2;
+  op.kind = Kind::kCas;
+  op.key = "counter";
+  op.from = "5";
+  op.value = "6";
+  op.start_us = 1'012'345'678;
+  op.end_us = 1'012'601'000;
+  op.line = 7;
+  EXPECT_EQ(Describe(op, 1'000'000'000),
+            "client 2 cas counter 5 -> 6 (ok) 12.345-12.601 s [line 7]");
+  op.kind = Kind::kRead;
+  op.value = std::nullopt;
+  op.outcome = Outcome::kUnknown;
+  op.line = 0;
+  EXPECT_EQ(Describe(op, 1'000'000'000), "client 2 read counter -> null (unknown) 12.345-12.601 s");
+}
+
+// ---- the check ----
+
+std::optional<std::string> V(int v) { return std::to_string(v); }
+constexpr std::nullopt_t kAbsent = std::nullopt;
+
+RegisterOp Read(int client, std::optional<std::string> value, std::int64_t start, std::int64_t end,
+                Outcome outcome = Outcome::kOk, std::string key = "x") {
+  RegisterOp op;
+  op.client = client;
+  op.kind = Kind::kRead;
+  op.key = std::move(key);
+  op.value = std::move(value);
+  op.start_us = start;
+  op.end_us = end;
+  op.outcome = outcome;
+  return op;
+}
+
+RegisterOp Write(int client, std::optional<std::string> value, std::int64_t start, std::int64_t end,
+                 Outcome outcome = Outcome::kOk, std::string key = "x") {
+  RegisterOp op = Read(client, std::move(value), start, end, outcome, std::move(key));
+  op.kind = Kind::kWrite;
+  return op;
+}
+
+RegisterOp Cas(int client, std::optional<std::string> from, std::optional<std::string> value,
+               std::int64_t start, std::int64_t end, Outcome outcome = Outcome::kOk,
+               std::string key = "x") {
+  RegisterOp op = Read(client, std::move(value), start, end, outcome, std::move(key));
+  op.kind = Kind::kCas;
+  op.from = std::move(from);
+  return op;
+}
+
+LinearizabilityReport Check(const std::vector<RegisterOp>& ops,
+                            std::chrono::steady_clock::duration bound = 10s) {
+  return CheckLinearizable(ops, std::chrono::steady_clock::now() + bound);
+}
+
+TEST(LinearizabilityTest, AnEmptyHistoryIsLinearizable) { EXPECT_TRUE(Check({}).ok()); }
+
+TEST(LinearizabilityTest, ASequentialHistoryIsLinearizable) {
+  auto r = Check({Read(1, kAbsent, 0, 1), Write(1, V(1), 2, 3), Read(2, V(1), 4, 5),
+                  Cas(2, V(1), V(2), 6, 7), Cas(1, kAbsent, V(9), 8, 9, Outcome::kFail),
+                  Read(1, V(2), 10, 11), Write(2, kAbsent, 12, 13), Cas(1, kAbsent, V(3), 14, 15),
+                  Read(2, V(3), 16, 17)});
+  EXPECT_EQ(r.verdict, Verdict::kLinearizable) << r.message;
+}
+
+TEST(LinearizabilityTest, NumbersAndStringsAreEqualAsText) {
+  auto r = Check({Write(1, "5", 0, 1), Read(2, V(5), 2, 3), Cas(1, "5", V(6), 4, 5)});
+  EXPECT_TRUE(r.ok()) << r.message;
+}
+
+TEST(LinearizabilityTest, AReadOverlappingAWriteMaySeeEitherValue) {
+  for (int seen : {1, 2}) {
+    auto r = Check({Write(1, V(1), 0, 10), Write(1, V(2), 20, 40), Read(2, V(seen), 25, 30),
+                    Read(3, V(2), 41, 42)});
+    EXPECT_TRUE(r.ok()) << seen << ": " << r.message;
+  }
+  // Ops that touch at an instant may take effect in either order.
+  EXPECT_TRUE(Check({Write(1, V(1), 0, 10), Read(2, V(1), 10, 10)}).ok());
+}
+
+TEST(LinearizabilityTest, AReadOfAValueNeverWrittenIsNot) {
+  std::vector<RegisterOp> ops = {Write(1, V(1), 0, 10), Read(2, V(1), 11, 12),
+                                 Read(2, V(7), 13, 14), Write(1, V(3), 15, 16)};
+  auto r = Check(ops);
+  ASSERT_EQ(r.verdict, Verdict::kNotLinearizable) << r.message;
+  EXPECT_EQ(r.key, "x");
+  EXPECT_EQ(r.window, std::vector<std::size_t>{2});
+  EXPECT_NE(r.message.find(Describe(ops[2], 0)), std::string::npos) << r.message;
+}
+
+TEST(LinearizabilityTest, AStaleReadAfterACompletedWriteIsNot) {
+  std::vector<RegisterOp> ops = {Write(1, V(1), 0, 10'000), Write(2, V(2), 20'000, 30'000),
+                                 Read(3, V(1), 40'000, 50'000)};
+  auto r = Check(ops);
+  ASSERT_EQ(r.verdict, Verdict::kNotLinearizable) << r.message;
+  EXPECT_EQ(r.window, (std::vector<std::size_t>{1, 2})) << r.message;
+  EXPECT_NE(r.message.find("client 2 write x 2 (ok) 0.020-0.030 s"), std::string::npos)
+      << r.message;
+  EXPECT_NE(r.message.find("client 3 read x -> 1 (ok) 0.040-0.050 s"), std::string::npos)
+      << r.message;
+}
+
+TEST(LinearizabilityTest, TwoCasFromTheSameValueBothOkIsALostUpdate) {
+  std::vector<RegisterOp> ops = {Write(1, V(5), 0, 10), Cas(2, V(5), V(6), 20, 40),
+                                 Cas(3, V(5), V(6), 30, 50)};
+  auto r = Check(ops);
+  ASSERT_EQ(r.verdict, Verdict::kNotLinearizable) << r.message;
+  EXPECT_EQ(r.window, (std::vector<std::size_t>{1, 2})) << r.message;
+  // One of them failing is what a register does.
+  ops[2].outcome = Outcome::kFail;
+  EXPECT_TRUE(Check(ops).ok());
+}
+
+TEST(LinearizabilityTest, AnUnknownWriteMayHaveHappenedToExplainALaterRead) {
+  // The write timed out; the read, long after, sees its value.
+  auto r = Check({Write(1, V(1), 0, 10), Write(2, V(2), 20, 30, Outcome::kUnknown),
+                  Read(1, V(1), 40, 50), Read(3, V(2), 1000, 1010)});
+  EXPECT_TRUE(r.ok()) << r.message;
+}
+
+TEST(LinearizabilityTest, AnUnknownWriteMayNeverHaveHappened) {
+  auto r = Check({Write(1, V(1), 0, 10), Write(2, V(2), 20, 30, Outcome::kUnknown),
+                  Read(1, V(1), 40, 50), Cas(2, V(3), V(4), 60, 70, Outcome::kUnknown),
+                  Read(3, V(1), 1000, 1010)});
+  EXPECT_TRUE(r.ok()) << r.message;
+}
+
+TEST(LinearizabilityTest, AnUnknownWriteOfAValueReadElsewhereMayNeverHaveHappened) {
+  // 2 is read (before the unknown write), so the search itself must leave the write out.
+  auto r = Check({Write(1, V(2), 0, 10), Read(2, V(2), 11, 12), Write(1, V(1), 13, 14),
+                  Write(2, V(2), 15, 16, Outcome::kUnknown), Read(3, V(1), 100, 110),
+                  Cas(3, V(1), V(3), 120, 130)});
+  EXPECT_TRUE(r.ok()) << r.message;
+}
+
+TEST(LinearizabilityTest, AnUnknownWriteCannotTakeEffectBeforeItStarted) {
+  auto r = Check({Read(1, V(2), 0, 10), Write(2, V(2), 20, 30, Outcome::kUnknown)});
+  EXPECT_EQ(r.verdict, Verdict::kNotLinearizable) << r.message;
+}
+
+TEST(LinearizabilityTest, FailedOpsAndUnknownReadsAreLeftOut) {
+  auto r = Check({Write(1, V(1), 0, 10), Write(2, V(9), 20, 30, Outcome::kFail),
+                  Cas(3, V(1), V(8), 20, 30, Outcome::kFail),
+                  Read(1, V(7), 40, 50, Outcome::kUnknown), Read(1, V(1), 60, 70)});
+  EXPECT_TRUE(r.ok()) << r.message;
+}
+
+TEST(LinearizabilityTest, KeysAreCheckedIndependently) {
+  std::vector<RegisterOp> ops = {
+      Write(1, V(1), 0, 10, Outcome::kOk, "a"),  Write(1, V(1), 0, 10, Outcome::kOk, "b"),
+      Write(2, V(2), 20, 30, Outcome::kOk, "b"), Read(2, V(2), 40, 50, Outcome::kOk, "a"),
+      Read(3, V(2), 40, 50, Outcome::kOk, "b"),  Read(3, V(1), 60, 70, Outcome::kOk, "c"),
+  };
+  // "a" reads 2, written only to "b"; "c" reads 1 that only "a" and "b" had.
+  auto r = Check(ops);
+  ASSERT_EQ(r.verdict, Verdict::kNotLinearizable) << r.message;
+  EXPECT_EQ(r.key, "a");
+  EXPECT_EQ(r.window, std::vector<std::size_t>{3});
+  EXPECT_EQ(r.message.find("\"b\""), std::string::npos) << r.message;
+  ops[3].value = V(1);
+  r = Check(ops);
+  ASSERT_EQ(r.verdict, Verdict::kNotLinearizable) << r.message;
+  EXPECT_EQ(r.key, "c");
+  ops.pop_back();
+  EXPECT_TRUE(Check(ops).ok());
+}
+
+TEST(LinearizabilityTest, TheReportedWindowIsTheViolationNotTheHistory) {
+  // 1000 increments by cas from three clients, one after another; in the middle two of them
+  // both succeed from 500.
+  std::vector<RegisterOp> ops = {Write(0, V(0), 0, 5)};
+  for (int i = 0; i < 999; ++i) {
+    ops.push_back(Cas(i % 3, V(i), V(i + 1), 10 * (i + 1), 10 * (i + 1) + 5));
+  }
+  ASSERT_TRUE(Check(ops).ok());
+  // ops[501] is cas 500 -> 501 at 5010-5015; a second one overlaps it, and the next cas starts
+  // from 501 as both wrote.
+  ops.push_back(Cas(7, V(500), V(501), 5012, 5018));
+  auto r = Check(ops);
+  ASSERT_EQ(r.verdict, Verdict::kNotLinearizable) << r.message;
+  EXPECT_EQ(r.window, (std::vector<std::size_t>{501, 1000})) << r.message;
+
+  // And a stale read in the middle of a good history.
+  ops.pop_back();
+  ops.push_back(Read(8, V(300), 5020, 5021));
+  r = Check(ops);
+  ASSERT_EQ(r.verdict, Verdict::kNotLinearizable) << r.message;
+  EXPECT_LE(r.window.size(), 3u) << r.message;
+  EXPECT_NE(std::find(r.window.begin(), r.window.end(), 1000u), r.window.end()) << r.message;
+}
+
+// A seeded simulation of a real register: `clients` clients each do one op at a time, which
+// takes effect at a random instant within its interval; reads see what it holds then, cas from
+// a value read earlier succeeds only when it still holds, and some writes and cas time out
+// (outcome unknown) having taken effect or not.
+std::vector<RegisterOp> SimulatedHistory(std::uint64_t seed, int clients, int count,
+                                         const std::vector<std::string>& keys) {
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](std::uint64_t n) { return static_cast<std::int64_t>(rng() % n); };
+  struct Planned {
+    RegisterOp op;
+    std::int64_t at;
+    bool takes_effect_if_unknown;
+  };
+  std::vector<Planned> planned;
+  std::vector<std::int64_t> cursor(clients, 1'764'140'000'000'000);
+  for (int n = 0; n < count; ++n) {
+    int c = static_cast<int>(std::min_element(cursor.begin(), cursor.end()) - cursor.begin());
+    Planned p;
+    p.op.client = c;
+    p.op.key = keys[uniform(keys.size())];
+    p.op.start_us = cursor[c] + uniform(30);
+    p.op.end_us = p.op.start_us + 1 + uniform(300);
+    p.at = p.op.start_us + uniform(p.op.end_us - p.op.start_us + 1);
+    std::int64_t dice = uniform(100);
+    p.op.kind = dice < 40 ? Kind::kRead : dice < 60 ? Kind::kWrite : Kind::kCas;
+    if (p.op.kind != Kind::kRead && uniform(200) == 0) p.op.outcome = Outcome::kUnknown;
+    p.takes_effect_if_unknown = uniform(2) == 0;
+    cursor[c] = p.op.end_us;
+    planned.push_back(std::move(p));
+  }
+  std::stable_sort(planned.begin(), planned.end(),
+                   [](const Planned& a, const Planned& b) { return a.at < b.at; });
+  std::map<std::string, std::optional<std::string>> state;
+  std::vector<RegisterOp> ops;
+  int written = 0;
+  for (Planned& p : planned) {
+    RegisterOp& op = p.op;
+    std::optional<std::string>& s = state[op.key];
+    bool effect = op.outcome == Outcome::kOk || p.takes_effect_if_unknown;
+    switch (op.kind) {
+      case Kind::kRead:
+        op.value = s;
+        break;
+      case Kind::kWrite:
+        op.value = "w" + std::to_string(++written);
+        if (effect) s = op.value;
+        break;
+      case Kind::kCas:
+        // Mostly from the current value (a fresh read), sometimes from a stale guess.
+        op.from = uniform(4) != 0 ? s : V(static_cast<int>(uniform(3)));
+        op.value = "c" + std::to_string(++written);
+        if (op.from == s) {
+          if (effect) s = op.value;
+        } else if (op.outcome == Outcome::kOk) {
+          op.outcome = Outcome::kFail;
+        }
+        break;
+    }
+    ops.push_back(std::move(op));
+  }
+  // The order the workers appended them in: by end.
+  std::stable_sort(ops.begin(), ops.end(),
+                   [](const RegisterOp& a, const RegisterOp& b) { return a.end_us < b.end_us; });
+  return ops;
+}
+
+TEST(LinearizabilityTest, ALargeConcurrentHistoryIsDecidedWithinItsBound) {
+  for (std::uint64_t seed : {1u, 2u}) {
+    std::vector<RegisterOp> ops = SimulatedHistory(seed, 5, 10'000, {"counter"});
+    auto start = std::chrono::steady_clock::now();
+    auto r = Check(ops, 5s);
+    auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(r.verdict, Verdict::kLinearizable) << "seed " << seed << ": " << r.message;
+    std::printf("seed %d: 10000 ops on one key checked in %.3f s\n", static_cast<int>(seed),
+                std::chrono::duration<double>(took).count());
+  }
+}
+
+TEST(LinearizabilityTest, ASimulatedHistoryWithOneStaleReadIsNot) {
+  std::vector<RegisterOp> ops = SimulatedHistory(3, 5, 2'000, {"a", "b", "c"});
+  ASSERT_TRUE(Check(ops).ok());
+  // A read long after everything that sees the first value written to "b".
+  const RegisterOp* first = nullptr;
+  for (const RegisterOp& op : ops) {
+    if (op.key == "b" && op.kind == Kind::kWrite && op.outcome == Outcome::kOk &&
+        (first == nullptr || op.start_us < first->start_us)) {
+      first = &op;
+    }
+  }
+  ASSERT_NE(first, nullptr);
+  std::int64_t last = 0;
+  for (const RegisterOp& op : ops) last = std::max(last, op.end_us);
+  ops.push_back(Read(9, first->value, last + 1000, last + 2000, Outcome::kOk, "b"));
+  auto r = Check(ops);
+  ASSERT_EQ(r.verdict, Verdict::kNotLinearizable) << r.message;
+  EXPECT_EQ(r.key, "b");
+  EXPECT_LE(r.window.size(), 3u) << r.message;
+  EXPECT_EQ(r.window.back(), ops.size() - 1) << r.message;
+}
+
+// 40 concurrent writes of distinct values, then a read of a value none wrote: every order of
+// the writes is a state to explore.
+std::vector<RegisterOp> PathologicalHistory() {
+  std::vector<RegisterOp> ops;
+  for (int i = 0; i < 40; ++i) ops.push_back(Write(i, V(i), i, 1000));
+  for (int i = 0; i < 40; ++i) ops.push_back(Read(i, V(i), 500 + i, 1000 + i));
+  ops.push_back(Read(99, V(-1), 2000, 2001));
+  return ops;
+}
+
+TEST(LinearizabilityTest, APathologicalHistoryPastItsDeadlineIsUndecided) {
+  auto start = std::chrono::steady_clock::now();
+  auto r = Check(PathologicalHistory(), 50ms);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.verdict, Verdict::kUndecided) << r.message;
+  EXPECT_EQ(r.key, "x");
+  EXPECT_NE(r.message.find("ran out of time"), std::string::npos) << r.message;
+  EXPECT_LT(took, 2s);
+}
+
+TEST(LinearizabilityTest, TheDeadlineIsReadFromTheGivenClock) {
+  FakeClock clock;
+  auto r = CheckLinearizable(PathologicalHistory(), clock.Now() - 1s, &clock);
+  EXPECT_EQ(r.verdict, Verdict::kUndecided) << r.message;
+}
+
+}  // namespace
+}  // namespace fencekit::pausetest
