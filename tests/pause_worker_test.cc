@@ -44,14 +44,14 @@ class PauseWorkerTest : public ::testing::Test {
 };
 
 // A register that only a holder writes, as a file: read, pause window, write.
-constexpr const char* kFileCounter = R"(
+constexpr const char* kFileCounter = R"sh(
 f="$FENCEKIT_RUN_DIR/counter"; now() { date +%s%6N; }
-start=$(now); v=$(cat "$f" 2>/dev/null || echo null)
+start=$(now); v=$(cat "$f" 2>/dev/null); [ -n "$v" ] || v=null
 sleep 0.02
 n=$(( ${v#null} + 1 )); echo "$n" > "$f"
 printf '{"op":"cas","key":"c","from":%s,"value":%s,"start_us":%s,"end_us":%s,"outcome":"ok"}\n' \
   "$v" "$n" "$start" "$(now)" >> "$FENCEKIT_HISTORY"
-)";
+)sh";
 
 TEST_F(PauseWorkerTest, GivesEachInvocationTheLeaseAndTheRunsVariables) {
   const std::string worker =

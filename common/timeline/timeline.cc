@@ -479,12 +479,16 @@ std::string RenderHtml(const Timeline& t) {
   std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
                      Escape(title) +
                      "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
-                     ".verdict{font-size:18px;font-weight:bold;color:" +
+                     ".verdict{font-size:18px;font-weight:bold;white-space:pre-line;color:" +
                      std::string(t.lesson_shown && t.fencing ? "#2a7d2a" : "#c0392b") +
                      "}.note{color:#666;font-size:13px}</style></head>\n<body>\n<h1>" +
                      Escape(heading) + "</h1>\n<p class=\"verdict\">" + Escape(t.verdict) +
-                     "</p>\n<p class=\"note\">" + note + "</p>\n" + svg + "<p>Final value: <code>" +
-                     Escape(JsonSafeText(t.final_value)) + "</code></p>\n</body></html>\n";
+                     "</p>\n<p class=\"note\">" + note + "</p>\n" + svg;
+  // The demo always says its final value; a timeline of other lanes only when it has one.
+  if (t.lanes.empty() || !t.final_value.empty()) {
+    html += "<p>Final value: <code>" + Escape(JsonSafeText(t.final_value)) + "</code></p>\n";
+  }
+  html += "</body></html>\n";
   return html;
 }
 
