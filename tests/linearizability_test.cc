@@ -396,7 +396,8 @@ TEST(LinearizabilityTest, TheReportedWindowIsTheViolationNotTheHistory) {
 // a value read earlier succeeds only when it still holds, and some writes and cas time out
 // (outcome unknown) having taken effect or not.
 std::vector<RegisterOp> SimulatedHistory(std::uint64_t seed, int clients, int count,
-                                         const std::vector<std::string>& keys) {
+                                         const std::vector<std::string>& keys,
+                                         int unknown_per_mille = 5) {
   std::mt19937_64 rng(seed);
   auto uniform = [&](std::uint64_t n) { return static_cast<std::int64_t>(rng() % n); };
   struct Planned {
@@ -416,7 +417,8 @@ std::vector<RegisterOp> SimulatedHistory(std::uint64_t seed, int clients, int co
     p.at = p.op.start_us + uniform(p.op.end_us - p.op.start_us + 1);
     std::int64_t dice = uniform(100);
     p.op.kind = dice < 40 ? Kind::kRead : dice < 60 ? Kind::kWrite : Kind::kCas;
-    if (p.op.kind != Kind::kRead && uniform(200) == 0) p.op.outcome = Outcome::kUnknown;
+    if (p.op.kind != Kind::kRead && uniform(1000) < unknown_per_mille)
+      p.op.outcome = Outcome::kUnknown;
     p.takes_effect_if_unknown = uniform(2) == 0;
     cursor[c] = p.op.end_us;
     planned.push_back(std::move(p));
@@ -457,16 +459,56 @@ std::vector<RegisterOp> SimulatedHistory(std::uint64_t seed, int clients, int co
   return ops;
 }
 
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 TEST(LinearizabilityTest, ALargeConcurrentHistoryIsDecidedWithinItsBound) {
   for (std::uint64_t seed : {1u, 2u}) {
     std::vector<RegisterOp> ops = SimulatedHistory(seed, 5, 10'000, {"counter"});
+    // It is the history meant: concurrent, with unknown outcomes.
+    std::vector<RegisterOp> by_start = ops;
+    std::sort(by_start.begin(), by_start.end(),
+              [](const RegisterOp& a, const RegisterOp& b) { return a.start_us < b.start_us; });
+    int overlapping = 0;
+    for (std::size_t i = 1; i < by_start.size(); ++i) {
+      overlapping += by_start[i].start_us <= by_start[i - 1].end_us ? 1 : 0;
+    }
+    EXPECT_GT(overlapping, 5'000);
+    EXPECT_GT(std::count_if(ops.begin(), ops.end(),
+                            [](const RegisterOp& op) { return op.outcome == Outcome::kUnknown; }),
+              10);
+
     auto start = std::chrono::steady_clock::now();
     auto r = Check(ops, 5s);
-    auto took = std::chrono::steady_clock::now() - start;
+    double took = SecondsSince(start);
     EXPECT_EQ(r.verdict, Verdict::kLinearizable) << "seed " << seed << ": " << r.message;
-    std::printf("seed %d: 10000 ops on one key checked in %.3f s\n", static_cast<int>(seed),
-                std::chrono::duration<double>(took).count());
+    std::printf("seed %d: 10000 ops on one key checked in %.3f s\n", static_cast<int>(seed), took);
   }
+}
+
+TEST(LinearizabilityTest, ALostUpdateInALargeHistoryIsFoundWithItsSmallWindow) {
+  std::vector<RegisterOp> ops = SimulatedHistory(4, 5, 10'000, {"counter"});
+  // A second ok cas from the same value as one in the middle, at the same time: values are
+  // written once each, so both cannot have succeeded.
+  std::size_t middle = ops.size() / 2;
+  while (ops[middle].kind != Kind::kCas || ops[middle].outcome != Outcome::kOk ||
+         !ops[middle].from.has_value()) {
+    ++middle;
+  }
+  RegisterOp twin = ops[middle];
+  twin.client = 9;
+  ops.push_back(twin);
+  auto start = std::chrono::steady_clock::now();
+  auto r = Check(ops, 5s);
+  double took = SecondsSince(start);
+  ASSERT_EQ(r.verdict, Verdict::kNotLinearizable) << r.message;
+  EXPECT_LE(r.window.size(), 3u) << r.message;
+  EXPECT_NE(std::find(r.window.begin(), r.window.end(), middle), r.window.end()) << r.message;
+  EXPECT_NE(std::find(r.window.begin(), r.window.end(), ops.size() - 1), r.window.end())
+      << r.message;
+  std::printf("10001 ops with a lost update: window of %d found in %.3f s\n",
+              static_cast<int>(r.window.size()), took);
 }
 
 TEST(LinearizabilityTest, ASimulatedHistoryWithOneStaleReadIsNot) {
