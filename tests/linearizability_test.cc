@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -531,6 +532,85 @@ TEST(LinearizabilityTest, ASimulatedHistoryWithOneStaleReadIsNot) {
   EXPECT_EQ(r.key, "b");
   EXPECT_LE(r.window.size(), 3u) << r.message;
   EXPECT_EQ(r.window.back(), ops.size() - 1) << r.message;
+}
+
+// The definition, by brute force: some order of the ops that must take effect and any of the
+// optional ones, in which an op that ended before another started comes first, is what a
+// register does.
+bool LinearizableByBruteForce(const std::vector<RegisterOp>& all) {
+  std::vector<RegisterOp> ops;
+  for (const RegisterOp& op : all) {
+    if (op.outcome == Outcome::kFail) continue;
+    if (op.outcome == Outcome::kUnknown && op.kind == Kind::kRead) continue;
+    ops.push_back(op);
+  }
+  std::vector<char> placed(ops.size(), 0);
+  std::function<bool(const std::optional<std::string>&)> search =
+      [&](const std::optional<std::string>& state) {
+        bool done = true;
+        for (std::size_t i = 0; i < ops.size(); ++i) {
+          if (placed[i] == 0 && ops[i].outcome == Outcome::kOk) done = false;
+        }
+        if (done) return true;
+        for (std::size_t c = 0; c < ops.size(); ++c) {
+          if (placed[c] != 0) continue;
+          bool ready = true;
+          for (std::size_t r = 0; r < ops.size(); ++r) {
+            if (placed[r] == 0 && r != c && ops[r].outcome == Outcome::kOk &&
+                ops[r].end_us < ops[c].start_us) {
+              ready = false;
+            }
+          }
+          if (!ready) continue;
+          const RegisterOp& op = ops[c];
+          std::optional<std::string> after = state;
+          if (op.kind == Kind::kRead && op.value != state) continue;
+          if (op.kind == Kind::kCas && op.from != state) continue;
+          if (op.kind != Kind::kRead) after = op.value;
+          placed[c] = 1;
+          bool found = search(after);
+          placed[c] = 0;
+          if (found) return true;
+        }
+        return false;
+      };
+  return search(std::nullopt);
+}
+
+TEST(LinearizabilityTest, AgreesWithBruteForceOnSmallRandomHistories) {
+  std::mt19937_64 rng(31);
+  auto uniform = [&](std::uint64_t n) { return static_cast<int>(rng() % n); };
+  auto value = [&]() -> std::optional<std::string> {
+    int v = uniform(3);
+    return v == 0 ? std::nullopt : V(v);
+  };
+  int not_linearizable = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::vector<RegisterOp> ops;
+    int n = 1 + uniform(7);
+    for (int i = 0; i < n; ++i) {
+      std::int64_t start = uniform(20);
+      std::int64_t end = start + uniform(8);
+      int kind = uniform(3);
+      int outcome = uniform(10);
+      Outcome o = outcome < 7 ? Outcome::kOk : outcome < 9 ? Outcome::kUnknown : Outcome::kFail;
+      if (kind == 0) ops.push_back(Read(i, value(), start, end, o));
+      if (kind == 1) ops.push_back(Write(i, value(), start, end, o));
+      if (kind == 2) ops.push_back(Cas(i, value(), value(), start, end, o));
+    }
+    bool expected = LinearizableByBruteForce(ops);
+    auto r = Check(ops);
+    ASSERT_NE(r.verdict, Verdict::kUndecided) << r.message;
+    std::string shown;
+    for (const RegisterOp& op : ops) shown += Describe(op) + "\n";
+    ASSERT_EQ(r.ok(), expected) << "round " << round << ":\n" << shown << r.message;
+    if (!r.ok()) {
+      ++not_linearizable;
+      ASSERT_FALSE(r.window.empty()) << r.message;
+      for (std::size_t i : r.window) ASSERT_LT(i, ops.size());
+    }
+  }
+  EXPECT_GT(not_linearizable, 300);
 }
 
 // 40 concurrent writes of distinct values, then a read of a value none wrote: every order of
