@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -396,7 +397,8 @@ TEST(LinearizabilityTest, TheReportedWindowIsTheViolationNotTheHistory) {
 // a value read earlier succeeds only when it still holds, and some writes and cas time out
 // (outcome unknown) having taken effect or not.
 std::vector<RegisterOp> SimulatedHistory(std::uint64_t seed, int clients, int count,
-                                         const std::vector<std::string>& keys) {
+                                         const std::vector<std::string>& keys,
+                                         int unknown_per_mille = 5) {
   std::mt19937_64 rng(seed);
   auto uniform = [&](std::uint64_t n) { return static_cast<std::int64_t>(rng() % n); };
   struct Planned {
@@ -416,7 +418,8 @@ std::vector<RegisterOp> SimulatedHistory(std::uint64_t seed, int clients, int co
     p.at = p.op.start_us + uniform(p.op.end_us - p.op.start_us + 1);
     std::int64_t dice = uniform(100);
     p.op.kind = dice < 40 ? Kind::kRead : dice < 60 ? Kind::kWrite : Kind::kCas;
-    if (p.op.kind != Kind::kRead && uniform(200) == 0) p.op.outcome = Outcome::kUnknown;
+    if (p.op.kind != Kind::kRead && uniform(1000) < unknown_per_mille)
+      p.op.outcome = Outcome::kUnknown;
     p.takes_effect_if_unknown = uniform(2) == 0;
     cursor[c] = p.op.end_us;
     planned.push_back(std::move(p));
@@ -457,16 +460,56 @@ std::vector<RegisterOp> SimulatedHistory(std::uint64_t seed, int clients, int co
   return ops;
 }
 
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 TEST(LinearizabilityTest, ALargeConcurrentHistoryIsDecidedWithinItsBound) {
   for (std::uint64_t seed : {1u, 2u}) {
     std::vector<RegisterOp> ops = SimulatedHistory(seed, 5, 10'000, {"counter"});
+    // It is the history meant: concurrent, with unknown outcomes.
+    std::vector<RegisterOp> by_start = ops;
+    std::sort(by_start.begin(), by_start.end(),
+              [](const RegisterOp& a, const RegisterOp& b) { return a.start_us < b.start_us; });
+    int overlapping = 0;
+    for (std::size_t i = 1; i < by_start.size(); ++i) {
+      overlapping += by_start[i].start_us <= by_start[i - 1].end_us ? 1 : 0;
+    }
+    EXPECT_GT(overlapping, 5'000);
+    EXPECT_GT(std::count_if(ops.begin(), ops.end(),
+                            [](const RegisterOp& op) { return op.outcome == Outcome::kUnknown; }),
+              10);
+
     auto start = std::chrono::steady_clock::now();
     auto r = Check(ops, 5s);
-    auto took = std::chrono::steady_clock::now() - start;
+    double took = SecondsSince(start);
     EXPECT_EQ(r.verdict, Verdict::kLinearizable) << "seed " << seed << ": " << r.message;
-    std::printf("seed %d: 10000 ops on one key checked in %.3f s\n", static_cast<int>(seed),
-                std::chrono::duration<double>(took).count());
+    std::printf("seed %d: 10000 ops on one key checked in %.3f s\n", static_cast<int>(seed), took);
   }
+}
+
+TEST(LinearizabilityTest, ALostUpdateInALargeHistoryIsFoundWithItsSmallWindow) {
+  std::vector<RegisterOp> ops = SimulatedHistory(4, 5, 10'000, {"counter"});
+  // A second ok cas from the same value as one in the middle, at the same time: values are
+  // written once each, so both cannot have succeeded.
+  std::size_t middle = ops.size() / 2;
+  while (ops[middle].kind != Kind::kCas || ops[middle].outcome != Outcome::kOk ||
+         !ops[middle].from.has_value()) {
+    ++middle;
+  }
+  RegisterOp twin = ops[middle];
+  twin.client = 9;
+  ops.push_back(twin);
+  auto start = std::chrono::steady_clock::now();
+  auto r = Check(ops, 5s);
+  double took = SecondsSince(start);
+  ASSERT_EQ(r.verdict, Verdict::kNotLinearizable) << r.message;
+  EXPECT_LE(r.window.size(), 3u) << r.message;
+  EXPECT_NE(std::find(r.window.begin(), r.window.end(), middle), r.window.end()) << r.message;
+  EXPECT_NE(std::find(r.window.begin(), r.window.end(), ops.size() - 1), r.window.end())
+      << r.message;
+  std::printf("10001 ops with a lost update: window of %d found in %.3f s\n",
+              static_cast<int>(r.window.size()), took);
 }
 
 TEST(LinearizabilityTest, ASimulatedHistoryWithOneStaleReadIsNot) {
@@ -489,6 +532,85 @@ TEST(LinearizabilityTest, ASimulatedHistoryWithOneStaleReadIsNot) {
   EXPECT_EQ(r.key, "b");
   EXPECT_LE(r.window.size(), 3u) << r.message;
   EXPECT_EQ(r.window.back(), ops.size() - 1) << r.message;
+}
+
+// The definition, by brute force: some order of the ops that must take effect and any of the
+// optional ones, in which an op that ended before another started comes first, is what a
+// register does.
+bool LinearizableByBruteForce(const std::vector<RegisterOp>& all) {
+  std::vector<RegisterOp> ops;
+  for (const RegisterOp& op : all) {
+    if (op.outcome == Outcome::kFail) continue;
+    if (op.outcome == Outcome::kUnknown && op.kind == Kind::kRead) continue;
+    ops.push_back(op);
+  }
+  std::vector<char> placed(ops.size(), 0);
+  std::function<bool(const std::optional<std::string>&)> search =
+      [&](const std::optional<std::string>& state) {
+        bool done = true;
+        for (std::size_t i = 0; i < ops.size(); ++i) {
+          if (placed[i] == 0 && ops[i].outcome == Outcome::kOk) done = false;
+        }
+        if (done) return true;
+        for (std::size_t c = 0; c < ops.size(); ++c) {
+          if (placed[c] != 0) continue;
+          bool ready = true;
+          for (std::size_t r = 0; r < ops.size(); ++r) {
+            if (placed[r] == 0 && r != c && ops[r].outcome == Outcome::kOk &&
+                ops[r].end_us < ops[c].start_us) {
+              ready = false;
+            }
+          }
+          if (!ready) continue;
+          const RegisterOp& op = ops[c];
+          std::optional<std::string> after = state;
+          if (op.kind == Kind::kRead && op.value != state) continue;
+          if (op.kind == Kind::kCas && op.from != state) continue;
+          if (op.kind != Kind::kRead) after = op.value;
+          placed[c] = 1;
+          bool found = search(after);
+          placed[c] = 0;
+          if (found) return true;
+        }
+        return false;
+      };
+  return search(std::nullopt);
+}
+
+TEST(LinearizabilityTest, AgreesWithBruteForceOnSmallRandomHistories) {
+  std::mt19937_64 rng(31);
+  auto uniform = [&](std::uint64_t n) { return static_cast<int>(rng() % n); };
+  auto value = [&]() -> std::optional<std::string> {
+    int v = uniform(3);
+    return v == 0 ? std::nullopt : V(v);
+  };
+  int not_linearizable = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::vector<RegisterOp> ops;
+    int n = 1 + uniform(7);
+    for (int i = 0; i < n; ++i) {
+      std::int64_t start = uniform(20);
+      std::int64_t end = start + uniform(8);
+      int kind = uniform(3);
+      int outcome = uniform(10);
+      Outcome o = outcome < 7 ? Outcome::kOk : outcome < 9 ? Outcome::kUnknown : Outcome::kFail;
+      if (kind == 0) ops.push_back(Read(i, value(), start, end, o));
+      if (kind == 1) ops.push_back(Write(i, value(), start, end, o));
+      if (kind == 2) ops.push_back(Cas(i, value(), value(), start, end, o));
+    }
+    bool expected = LinearizableByBruteForce(ops);
+    auto r = Check(ops);
+    ASSERT_NE(r.verdict, Verdict::kUndecided) << r.message;
+    std::string shown;
+    for (const RegisterOp& op : ops) shown += Describe(op) + "\n";
+    ASSERT_EQ(r.ok(), expected) << "round " << round << ":\n" << shown << r.message;
+    if (!r.ok()) {
+      ++not_linearizable;
+      ASSERT_FALSE(r.window.empty()) << r.message;
+      for (std::size_t i : r.window) ASSERT_LT(i, ops.size());
+    }
+  }
+  EXPECT_GT(not_linearizable, 300);
 }
 
 // 40 concurrent writes of distinct values, then a read of a value none wrote: every order of

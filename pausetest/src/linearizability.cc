@@ -21,7 +21,7 @@ using Outcome = RegisterOp::Outcome;
 
 constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 constexpr int kAbsent = 0;  // interned values: 0 is absent, 1.. the key's distinct texts
-constexpr int kAny = -1;    // a window's initial state, not yet observed (WindowSearch)
+constexpr int kAny = -1;    // a window's initial state, not yet observed (SmallestWindow)
 constexpr std::uint64_t kCheckClockEvery = 4096;
 // The cache's bound, in 64-bit words of linearized-op sets: 256 MB.
 constexpr std::size_t kMaxCacheWords = std::size_t{32} << 20;
@@ -36,6 +36,12 @@ struct KeyOp {
   std::int64_t end = 0;  // kNever for an optional op
   // May take effect at any instant after start, or never: an "unknown" write or cas.
   bool optional = false;
+};
+
+// The values a kAny state may be: absent, or one an op started writing before `written_before`.
+struct InitialValues {
+  const std::vector<std::int64_t>* first_write_at = nullptr;  // per value
+  std::int64_t written_before = 0;
 };
 
 enum class SearchResult { kYes, kNo, kOutOfTime, kOutOfMemory };
@@ -73,9 +79,9 @@ std::uint64_t Mix(std::uint64_t x) {  // splitmix64's finalizer
 // The register's step: the state after `op` from `state`, or nullopt when op cannot take effect
 // there. From kAny, the first op that observes the state fixes it to any value `initial` allows
 // (choosing the initial value lazily is the same as trying each: nothing changed it before).
-std::optional<int> Step(int state, const KeyOp& op, const std::vector<char>& initial) {
+std::optional<int> Step(int state, const KeyOp& op, const InitialValues& initial) {
   auto allowed = [&](int v) {
-    return v >= 0 && static_cast<std::size_t>(v) < initial.size() && initial[v] != 0;
+    return v == kAbsent || (*initial.first_write_at)[v] < initial.written_before;
   };
   switch (op.kind) {
     case Kind::kRead:
@@ -93,7 +99,7 @@ std::optional<int> Step(int state, const KeyOp& op, const std::vector<char>& ini
 // Whether `ops` (one key's) linearize from `initial_state` (kAbsent, or kAny with `initial`
 // saying which values it may be).
 SearchResult Linearize(const std::vector<KeyOp>& ops, int initial_state,
-                       const std::vector<char>& initial, Budget& budget) {
+                       const InitialValues& initial, Budget& budget) {
   const int n = static_cast<int>(ops.size());
   // Entries: the call of op i, then the return of each op that is not optional (an optional op
   // need not take effect, so nothing forces it into the linearization).
@@ -114,6 +120,14 @@ SearchResult Linearize(const std::vector<KeyOp>& ops, int initial_state,
     if (a.is_return != b.is_return) return !a.is_return;
     return a.op < b.op;
   });
+  // Within each run of calls between two returns, optional ops last: every call in a run can be
+  // linearized at the same moments, so the search stays complete, and it tries the ops that
+  // must take effect before those that may never.
+  for (auto run = events.begin(); run != events.end();) {
+    auto end = std::find_if(run, events.end(), [](const Event& e) { return e.is_return; });
+    std::stable_partition(run, end, [&](const Event& e) { return !ops[e.op].optional; });
+    run = end == events.end() ? end : end + 1;
+  }
   const int count = static_cast<int>(events.size());
   const int head = count, tail = count + 1;
   std::vector<int> next(count + 2), prev(count + 2), match(count, -1);
@@ -274,24 +288,24 @@ struct Window {
 };
 
 // The smallest window of consecutive ops (by start) that cannot be ordered, searched by growing
-// size. A window W starting at T0 (its first start) and ending at T1 (its last end) is checked
-// with a relaxation of the full history:
+// size. A window W starting at T0 (its first start) and ending at T1 (the last end of its ops
+// that are not optional) is checked with a relaxation of the full history:
 //  - the state just before T0 may be absent or any value written by an op that started before
 //    T0 (kAny over those values);
 //  - every other write or cas whose interval meets [T0, T1] is added as optional.
 // It is sound: take a linearization of the full history with each op at an instant in its
 // interval. The state just before T0 is absent or written by an op taking effect before T0,
-// which started before T0. From T0 on, W's ops take effect within [T0, T1], and the only ops
-// that change the state in between are writes and cas taking effect within [T0, T1], so
-// meeting it: all in W or among the optional extras (reads outside W change nothing, and extras
-// taking effect before T0 or after T1 are left out, which an optional op may be). So that order
+// which started before T0. From T0 on, W's ops that must take effect do so within [T0, T1], and
+// the only ops that change the state in between are writes and cas taking effect within
+// [T0, T1], so meeting it: all in W or among the optional extras (reads outside W change
+// nothing; optional ops taking effect before T0 or after T1, in W or not, are left out, which an
+// optional op may be, and which nothing in the window observes). So that order
 // restricted to W and the extras, from that initial state, is a linearization of the relaxed
 // window; when no relaxed window linearizes, the full history does not either. The window of all
 // ops from the first has no extras and only absent before it: it is the full check itself.
 std::optional<Window> SmallestWindow(const KeyHistory& h, Budget& budget, bool* out_of_time) {
   const std::size_t n = h.ops.size();
   std::vector<KeyOp> sub;
-  std::vector<char> initial;
   for (std::size_t size = 1; size <= n; ++size) {
     // The writes before the window that are still running at its start, kept as i advances.
     std::vector<std::size_t> running;
@@ -304,7 +318,9 @@ std::optional<Window> SmallestWindow(const KeyHistory& h, Budget& budget, bool* 
       if (i > 0 && Writes(h.ops[i - 1])) running.push_back(i - 1);
       std::erase_if(running, [&](std::size_t j) { return h.ops[j].end < t0; });
       std::int64_t t1 = t0;
-      for (std::size_t j = i; j < i + size; ++j) t1 = std::max(t1, h.ops[j].end);
+      for (std::size_t j = i; j < i + size; ++j) {
+        if (!h.ops[j].optional) t1 = std::max(t1, h.ops[j].end);
+      }
 
       Window w;
       sub.assign(h.ops.begin() + static_cast<std::ptrdiff_t>(i),
@@ -321,11 +337,7 @@ std::optional<Window> SmallestWindow(const KeyHistory& h, Budget& budget, bool* 
       for (std::size_t j = i + size; j < n && h.ops[j].start <= t1; ++j) {
         if (Writes(h.ops[j])) add_extra(h.ops[j]);
       }
-      initial.assign(h.values, 0);
-      initial[kAbsent] = 1;
-      for (int v = 1; v < h.values; ++v) initial[v] = h.first_write_at[v] < t0 ? 1 : 0;
-
-      switch (Linearize(sub, kAny, initial, budget)) {
+      switch (Linearize(sub, kAny, {&h.first_write_at, t0}, budget)) {
         case SearchResult::kYes:
           break;
         case SearchResult::kNo:
@@ -378,7 +390,7 @@ LinearizabilityReport CheckLinearizable(const std::vector<RegisterOp>& ops,
     for (std::size_t i : indices) origin = std::min(origin, ops[i].start_us);
     const std::string times = " (times in s since the key's first operation)";
 
-    SearchResult full = Linearize(h.ops, kAbsent, {1}, budget);
+    SearchResult full = Linearize(h.ops, kAbsent, {}, budget);
     if (full == SearchResult::kYes) continue;
     if (full != SearchResult::kNo) {
       if (!any_undecided) {

@@ -33,7 +33,9 @@ struct LinearizabilityReport {
 
 // Checks `ops` key by key. After `deadline` on `clock` (nullptr: the real clock) the search gives
 // up: kUndecided when no key was found not linearizable; the clock is read every few thousand
-// steps, so the check overruns the deadline by a few milliseconds at most.
+// steps, so the check overruns the deadline by a few milliseconds at most. Its memory is bounded
+// too (about 256 MB of explored states, then kUndecided). Safe to call from several threads at
+// once.
 LinearizabilityReport CheckLinearizable(const std::vector<RegisterOp>& ops,
                                         std::chrono::steady_clock::time_point deadline,
                                         Clock* clock = nullptr);

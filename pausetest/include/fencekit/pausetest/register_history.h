@@ -5,10 +5,10 @@
 //   {"op":"write","key":"counter","value":6,"start_us":...,"end_us":...,"outcome":"unknown"}
 //   {"op":"cas","key":"counter","from":5,"value":6,"start_us":...,"end_us":...,"outcome":"fail"}
 //
-// "value" (and a cas's "from") is a JSON string, an integer or null (the key is absent); values
-// compare as text, so 5 and "5" are equal. Times are wall-clock microseconds since the epoch.
-// "outcome" is "ok" (took effect once, between start and end), "fail" (took no effect) or
-// "unknown" (a write or cas that may have taken effect at any moment after its start, or never).
+// "value" (and a cas's "from") is required: a JSON string, an integer or null (the key is
+// absent); values compare as text, so 5 and "5" are equal. Times are wall-clock microseconds since
+// the epoch. "outcome" is "ok" (took effect once, between start and end), "fail" (took no effect)
+// or "unknown" (a write or cas that may have taken effect at any moment after its start, or never).
 // An optional integer "client" overrides the caller's; other fields are ignored.
 #pragma once
 
