@@ -314,6 +314,18 @@ TEST(LinearizabilityTest, TwoCasFromTheSameValueBothOkIsALostUpdate) {
   EXPECT_TRUE(Check(ops).ok());
 }
 
+TEST(LinearizabilityTest, TheMessagesTimesAreSinceTheGivenOrigin) {
+  std::vector<RegisterOp> ops = {Write(1, V(5), 2'000'000, 2'000'010),
+                                 Cas(2, V(5), V(6), 2'500'000, 2'600'000),
+                                 Cas(3, V(5), V(6), 2'550'000, 2'650'000)};
+  auto r = CheckLinearizable(ops, std::chrono::steady_clock::now() + std::chrono::seconds(5),
+                             nullptr, 1'000'000);
+  ASSERT_EQ(r.verdict, Verdict::kNotLinearizable) << r.message;
+  EXPECT_NE(r.message.find("since the start"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("1.500-1.600 s"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("with or without the write concurrent"), std::string::npos) << r.message;
+}
+
 TEST(LinearizabilityTest, AnUnknownWriteMayHaveHappenedToExplainALaterRead) {
   // The write timed out; the read, long after, sees its value.
   auto r = Check({Write(1, V(1), 0, 10), Write(2, V(2), 20, 30, Outcome::kUnknown),

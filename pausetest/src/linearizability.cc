@@ -377,7 +377,7 @@ void AppendOps(const std::vector<RegisterOp>& all, std::vector<std::size_t> indi
 
 LinearizabilityReport CheckLinearizable(const std::vector<RegisterOp>& ops,
                                         std::chrono::steady_clock::time_point deadline,
-                                        Clock* clock) {
+                                        Clock* clock, std::int64_t origin_us) {
   Budget budget(clock != nullptr ? clock : Clock::Real(), deadline);
   std::map<std::string, std::vector<std::size_t>> by_key;  // keys in name order: a stable report
   for (std::size_t i = 0; i < ops.size(); ++i) by_key[ops[i].key].push_back(i);
@@ -386,9 +386,13 @@ LinearizabilityReport CheckLinearizable(const std::vector<RegisterOp>& ops,
   bool any_undecided = false;
   for (const auto& [key, indices] : by_key) {
     KeyHistory h = Prepare(key, ops, indices);
-    std::int64_t origin = ops[indices.front()].start_us;
-    for (std::size_t i : indices) origin = std::min(origin, ops[i].start_us);
-    const std::string times = " (times in s since the key's first operation)";
+    std::int64_t origin = origin_us;
+    if (origin == 0) {
+      origin = ops[indices.front()].start_us;
+      for (std::size_t i : indices) origin = std::min(origin, ops[i].start_us);
+    }
+    const std::string times = origin_us != 0 ? " (times in s since the start)"
+                                             : " (times in s since the key's first operation)";
 
     SearchResult full = Linearize(h.ops, kAbsent, {}, budget);
     if (full == SearchResult::kYes) continue;
@@ -425,8 +429,10 @@ LinearizabilityReport CheckLinearizable(const std::vector<RegisterOp>& ops,
           "\nNo order of them, each taking effect within its interval, starting from absent or "
           "from any value written before them";
       if (!w->extras.empty()) {
-        report.message += ", with or without the " + std::to_string(w->extras.size()) +
-                          " writes concurrent with them,";
+        report.message += w->extras.size() == 1
+                              ? ", with or without the write concurrent with them,"
+                              : ", with or without the " + std::to_string(w->extras.size()) +
+                                    " writes concurrent with them,";
       }
       report.message += " is what one register would do.";
       if (!w->extras.empty()) {

@@ -231,7 +231,8 @@ void Judge(const WorkerTestOptions& o, const std::vector<std::pair<std::string, 
     }
     return;
   }
-  auto report = CheckLinearizable(record.ops, SteadyClock::now() + o.check_timeout);
+  auto report = CheckLinearizable(record.ops, SteadyClock::now() + o.check_timeout, nullptr,
+                                  record.origin_us);
   if (report.ok()) return;
   result.failed = true;
   result.why = report.message;

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,13 +32,14 @@ struct LinearizabilityReport {
   bool ok() const { return verdict == Verdict::kLinearizable; }
 };
 
-// Checks `ops` key by key. After `deadline` on `clock` (nullptr: the real clock) the search gives
-// up: kUndecided when no key was found not linearizable; the clock is read every few thousand
-// steps, so the check overruns the deadline by a few milliseconds at most. Its memory is bounded
-// too (about 256 MB of explored states, then kUndecided). Safe to call from several threads at
-// once.
+// Checks `ops` key by key. The message's times are seconds since `origin_us` (wall-clock
+// microseconds, e.g. a run's start); with 0, since the reported key's first operation. After
+// `deadline` on `clock` (nullptr: the real clock) the search gives up: kUndecided when no key was
+// found not linearizable; the clock is read every few thousand steps, so the check overruns the
+// deadline by a few milliseconds at most. Its memory is bounded too (about 256 MB of explored
+// states, then kUndecided). Safe to call from several threads at once.
 LinearizabilityReport CheckLinearizable(const std::vector<RegisterOp>& ops,
                                         std::chrono::steady_clock::time_point deadline,
-                                        Clock* clock = nullptr);
+                                        Clock* clock = nullptr, std::int64_t origin_us = 0);
 
 }  // namespace fencekit::pausetest
