@@ -14,6 +14,7 @@
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "run_schedule.h"
+#include "work_dir.h"
 
 namespace fencekit::pausetest {
 namespace {
@@ -105,23 +106,6 @@ procutil::FencedOptions FencedFor(const std::string& binary, const std::string& 
                             .args = {"--history", "1000000"}};
   if (!fencing) o.args.push_back("--no-fencing");
   return o;
-}
-
-// The run's folder, else a new one under $TMPDIR.
-Result<std::string> MakeWorkDir(const std::string& given) {
-  std::string work = given;
-  if (work.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/fencekit-pause-test-XXXXXX";
-    if (::mkdtemp(templ.data()) == nullptr) {
-      return Status::Unavailable("cannot create a work directory under " + templ);
-    }
-    work = templ;
-  }
-  std::error_code ec;
-  fs::create_directories(work, ec);
-  if (ec) return Status::Unavailable("cannot create " + work + ": " + ec.message());
-  return work;
 }
 
 // Starts the servers `options` asks for, in the run's folder `dir`.

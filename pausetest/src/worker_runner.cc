@@ -21,6 +21,7 @@
 #include "fencekit/procutil/etcd_cluster.h"
 #include "fencekit/procutil/redis_server.h"
 #include "run_schedule.h"
+#include "work_dir.h"
 #include "run_timeline.h"
 #include "shell_command.h"
 #include "worker_client.h"
@@ -63,22 +64,6 @@ Status CheckOptions(const WorkerTestOptions& o) {
     if (d <= milliseconds(0)) return Status::InvalidArgument(std::string(name) + " must be > 0");
   }
   return Status::Ok();
-}
-
-Result<std::string> MakeWorkDir(const std::string& given) {
-  std::string work = given;
-  if (work.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/fencekit-pause-test-XXXXXX";
-    if (::mkdtemp(templ.data()) == nullptr) {
-      return Status::Unavailable("cannot create a work directory under " + templ);
-    }
-    work = templ;
-  }
-  std::error_code ec;
-  fs::create_directories(work, ec);
-  if (ec) return Status::Unavailable("cannot create " + work + ": " + ec.message());
-  return fs::absolute(work).string();
 }
 
 // The lock service of the whole command.
