@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "support/etcd_server.h"
@@ -146,6 +147,26 @@ TEST(PauseRunsSoak, SqliteWithStoreKillsAndSlowWritesStaysSafe) {
 TEST(PauseRunsSoak, RedisRestartedEmptyMidRunStaysSafe) {
   ExpectSafeAcrossRestarts(
       RunSeeded(testing::SoakLength(3, 10), 16, {"--start-redis", "--restart-locks"}));
+}
+
+// A Redis restarted empty counts again from the clients' highest seen token, so a client that
+// did not see the last grant before the restart can be granted the same token as its holder.
+// The clients send the lease's service id, and the store, bound to the old id, refuses the new
+// service's tokens (the runs once lost an update through two clients holding token 110).
+TEST(PauseRunsTest, AfterARedisRestartedEmptyTheStoreRefusesTheNewServicesTokens) {
+  testing::TempDir tmp;
+  auto r = testing::RunCommand({testing::FencectlBinary(), "pause-test", "--quiet", "--runs", "1",
+                                "--seed", "16", "--start-redis", "--restart-locks", "--keep",
+                                "--work-dir", tmp.File("runs"), "--fenced",
+                                testing::FencedBinary()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream history(tmp.File("runs/run-0/history.jsonl"));
+  int refused = 0;
+  for (std::string line; std::getline(history, line);) {
+    refused += line.find("\"outcome\":\"stale\"") != std::string::npos &&
+               line.find("wrong_service") != std::string::npos;
+  }
+  EXPECT_GT(refused, 0) << "no write refused as from another lock service";
 }
 
 TEST(PauseRunsTest, RestartLocksWithoutAnOwnedServiceIsRefused) {

@@ -56,7 +56,9 @@ int ClientMain(const ClientPlan& plan) {
     auto record = [&](HistoryOp& o, const Status& s) {
       o.end_us = NowMicros();
       o.token = token.value();
-      o.outcome = s.ok() ? "ok" : s.IsStaleToken() ? "stale" : "error";
+      // Refused for its token: stale, or granted by another lock service (one that lost its
+      // state and counts again from an older token).
+      o.outcome = s.ok() ? "ok" : s.IsStaleToken() || s.IsWrongService() ? "stale" : "error";
       if (!s.ok()) o.detail = s.ToString();
       o.lease_expired = SteadyClock::now() > lease->valid_until;
       (void)history->Append(o);
@@ -69,7 +71,9 @@ int ClientMain(const ClientPlan& plan) {
     claim.start_us = NowMicros();
     done = !record(
         claim,
-        (*store)->Put(plan.lock, token, plan.claim_key, std::to_string(plan.index)).status());
+        (*store)
+            ->Put(plan.lock, token, plan.claim_key, std::to_string(plan.index), lease->service)
+            .status());
     std::int64_t value = 0;
     if (!done) {
       HistoryOp read{plan.index, "read", plan.lock, 0, plan.key};
@@ -91,7 +95,9 @@ int ClientMain(const ClientPlan& plan) {
     if (!done) {
       HistoryOp write{plan.index, "write", plan.lock, 0, plan.key, value + 1};
       write.start_us = NowMicros();
-      Status s = (*store)->Put(plan.lock, token, plan.key, std::to_string(value + 1)).status();
+      Status s =
+          (*store)->Put(plan.lock, token, plan.key, std::to_string(value + 1), lease->service)
+              .status();
       record(write, s);
       if (s.IsStaleToken()) {
         // Told by the store: this lease is lost. Release anyway, to record what the service says.

@@ -28,7 +28,8 @@ struct HistoryOp {
   std::int64_t value = 0;  // read: the value read; write: the value written
   std::int64_t start_us = 0;
   std::int64_t end_us = 0;
-  // "ok"; "stale" (the store refused the token); "timeout" (acquire); "not_held" (release:
+  // "ok"; "stale" (the store refused the token: below its fence, or granted by another lock
+  // service, e.g. a Redis that lost its data); "timeout" (acquire); "not_held" (release:
   // the lease had expired); "error" (no answer: the outcome is unknown).
   std::string outcome;
   // The lease's validity had run out when the operation ended (the client was paused or slow).

@@ -26,7 +26,8 @@ struct PauseTestOptions {
   std::string locks_uri;
   bool start_redis = false;
   // SIGKILL the lock service once per run and restart it empty (needs start_redis): the
-  // counter is lost, so only the clients' memory of tokens and the store's fence remain.
+  // counter and the service id are lost, so the store, bound to the old id, refuses the new
+  // tokens (docs/testing-with-pauses.md).
   bool restart_locks = false;
   // > 0: each run starts an etcd cluster of this many members (loopback, data in the run's
   // folder) as the lock service; the clients' URI lists every member, from a seeded one on.
