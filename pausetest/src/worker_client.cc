@@ -78,7 +78,7 @@ void KillOthersInGroup() {
 // Runs the worker (forked, in this process's group, so that a pause stops it with the
 // renewer) and waits for it: at most plan.worker_timeout, and plan.kill_grace once the run is
 // over; then SIGTERM to the group (this process ignores it), then SIGKILL after kill_grace.
-// Returns how it ended; `failed` when it did not exit 0.
+// Returns how it ended; `failed` when it did not exit 0 (unless stopped at the run's end).
 std::string RunWorker(const WorkerClientPlan& plan, const ShellEnvironment& env, int log_fd,
                       bool& failed) {
   const pid_t pid = ::fork();
@@ -91,6 +91,7 @@ std::string RunWorker(const WorkerClientPlan& plan, const ShellEnvironment& env,
   auto deadline = SteadyClock::now() + plan.worker_timeout;
   int stage = 0;  // 0 running, 1 sent SIGTERM, 2 sent SIGKILL
   bool stop_seen = false;
+  bool at_run_end = false;  // SIGTERM because the run was over, not for its timeout
   std::string why;
   int status = 0;
   bool reaped = false;
@@ -98,6 +99,7 @@ std::string RunWorker(const WorkerClientPlan& plan, const ShellEnvironment& env,
     const auto now = SteadyClock::now();
     if (now >= deadline) {
       if (stage == 0) {
+        at_run_end = stop_seen;
         why = stop_seen ? "the run was over" : "it outran --worker-timeout";
         ::kill(-::getpgrp(), SIGTERM);
         stage = 1;
@@ -128,7 +130,8 @@ std::string RunWorker(const WorkerClientPlan& plan, const ShellEnvironment& env,
   }
   if (pidfd >= 0) ::close(pidfd);
   if (!reaped) ::waitpid(pid, &status, 0);
-  failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // Stopped because the run was over is the kit's doing, not a failure of the worker.
+  failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !at_run_end;
   std::string how = DescribeWaitStatus(status);
   if (stage > 0) how += std::string(stage == 1 ? " after SIGTERM" : " after SIGKILL") + " (" + why + ")";
   return how;

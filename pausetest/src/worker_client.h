@@ -40,7 +40,7 @@ struct KitEvent {
   std::int64_t start_us = 0;
   std::int64_t at_us = 0;
   std::string detail;
-  bool failed = false;  // "worker": it did not exit 0
+  bool failed = false;  // "worker": it did not exit 0 (and was not stopped at the run's end)
 };
 
 // Reads a client's events file (a missing one is empty); malformed lines are skipped.
