@@ -36,6 +36,7 @@ now_us() { date +%s%6N; }
 
 # put KEY VALUE: a fenced write; prints "<http status>\n<body>", status 000 when no answer.
 put() {
+  : > "$body_file"
   curl -sS --max-time "$max_time" -X PUT -o "$body_file" -w '%{http_code}' \
     -H "Fencing-Token: $FENCING_TOKEN" -H "Fencing-Lock: $FENCING_LOCK" \
     ${FENCING_SERVICE:+-H "Fencing-Service: $FENCING_SERVICE"} \
