@@ -15,6 +15,9 @@ Environment:
   FENCEKIT_HISTORY  the JSON-lines file this worker appends its one `cas` line to
   FENCING=off       the control arm: the same worker without the token check (both
                     fencekit_advance calls are skipped)
+  WORK_SECONDS      how long the worker "works" between its read and its write (default 0):
+                    the test's control arm sets 0.2, so that more pauses land inside the
+                    read-modify-write
   PSQL_TIMEOUT      seconds a psql call may take (default 10); PGCONNECT_TIMEOUT (default 5
                     here) bounds its connection
 
@@ -103,6 +106,8 @@ def main():
     else:
         print(f"counter-postgres.py: unexpected read {read!r}", file=sys.stderr)
         return 1
+
+    time.sleep(float(os.environ.get("WORK_SECONDS", "0")))  # what a real worker does meanwhile
 
     # Transaction 2: the token check again, then the write of the value computed here.
     code, out, err = psql(
