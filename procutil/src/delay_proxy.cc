@@ -148,12 +148,17 @@ bool DelayProxy::WaitForCuts(int n, std::chrono::milliseconds timeout) {
 }
 
 void DelayProxy::Retarget(std::uint16_t target) {
-  {
-    MutexLock lock(mu_);
-    target_ = target;
-    ++retargets_;
-  }
+  MutexLock lock(mu_);
+  target_ = target;
+  const std::uint64_t mine = ++retargets_;
+  lock.Unlock();
   Wake();
+  // Returns once the serving thread has closed the old connections, so that nothing the caller
+  // sends afterwards still flows through one of them (bounded: the thread serves in a loop).
+  lock.Lock();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (retargets_applied_ < mine && !stopping_ && cv_.WaitUntil(mu_, deadline)) {
+  }
 }
 
 void DelayProxy::Serve() {
@@ -198,6 +203,8 @@ void DelayProxy::Serve() {
         lock.Unlock();
         for (Conn& c : conns) close(c);
         lock.Lock();
+        retargets_applied_ = retargets_seen;
+        cv_.NotifyAll();
       }
       if (releases_ != releases_seen) {
         releases_seen = releases_;

@@ -22,7 +22,8 @@ namespace fencekit::procutil {
 //   CutReplyWhen(needle) the next connection whose client sends `needle` has its request
 //                        forwarded, and is closed, both ways, when the server's reply comes,
 //                        instead of passing it on: the request ran, its answer was lost.
-//   Retarget(port)       closes every open connection; new ones go to `port`.
+//   Retarget(port)       closes every open connection (before it returns); new ones go to
+//                        `port`.
 // What a held connection's client sent waits in the proxy, as a read from the client's socket
 // at a time (reading stops while it is held, so the kernel's buffers bound it). One thread
 // serves every connection. Thread safety: safe for concurrent use.
@@ -70,6 +71,7 @@ class DelayProxy {
   // Control, set by callers and read by the serving thread.
   std::uint16_t target_ FENCEKIT_GUARDED_BY(mu_);
   std::uint64_t retargets_ FENCEKIT_GUARDED_BY(mu_) = 0;
+  std::uint64_t retargets_applied_ FENCEKIT_GUARDED_BY(mu_) = 0;  // by the serving thread
   bool hold_armed_ FENCEKIT_GUARDED_BY(mu_) = false;
   std::string hold_needle_ FENCEKIT_GUARDED_BY(mu_);
   std::uint64_t releases_ FENCEKIT_GUARDED_BY(mu_) = 0;
