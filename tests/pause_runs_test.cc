@@ -155,10 +155,10 @@ TEST(PauseRunsSoak, RedisRestartedEmptyMidRunStaysSafe) {
 // service's tokens (the runs once lost an update through two clients holding token 110).
 TEST(PauseRunsTest, AfterARedisRestartedEmptyTheStoreRefusesTheNewServicesTokens) {
   testing::TempDir tmp;
-  auto r = testing::RunCommand({testing::FencectlBinary(), "pause-test", "--quiet", "--runs", "1",
-                                "--seed", "16", "--start-redis", "--restart-locks", "--keep",
-                                "--work-dir", tmp.File("runs"), "--fenced",
-                                testing::FencedBinary()});
+  auto r =
+      testing::RunCommand({testing::FencectlBinary(), "pause-test", "--quiet", "--runs", "1",
+                           "--seed", "16", "--start-redis", "--restart-locks", "--keep",
+                           "--work-dir", tmp.File("runs"), "--fenced", testing::FencedBinary()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream history(tmp.File("runs/run-0/history.jsonl"));
   int refused = 0;

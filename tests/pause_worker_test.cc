@@ -2,6 +2,7 @@
 // fencectl binary, its embedded SQLite lock service and shell workers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -29,8 +30,8 @@ class PauseWorkerTest : public ::testing::Test {
  protected:
   // fencectl pause-test --worker WORKER ARGS..., files in the test's folder (kept).
   CommandResult PauseTest(const std::string& worker, std::vector<std::string> args) {
-    std::vector<std::string> argv = {FencectlBinary(), "pause-test", "--worker", worker,
-                                     "--work-dir", dir_.File("work"), "--keep"};
+    std::vector<std::string> argv = {FencectlBinary(), "pause-test",      "--worker", worker,
+                                     "--work-dir",     dir_.File("work"), "--keep"};
     argv.insert(argv.end(), args.begin(), args.end());
     return RunCommand(argv);
   }
@@ -56,8 +57,8 @@ printf '{"op":"cas","key":"c","from":%s,"value":%s,"start_us":%s,"end_us":%s,"ou
 TEST_F(PauseWorkerTest, GivesEachInvocationTheLeaseAndTheRunsVariables) {
   const std::string worker =
       "env | grep -E '^(FENCING_|FENCEKIT_)' | sort > \"$FENCEKIT_RUN_DIR/env-$FENCEKIT_CLIENT\"";
-  auto r = PauseTest(worker, {"--runs", "1", "--pauses", "0", "--run-length", "300ms",
-                              "--lock", "job-7", "-q"});
+  auto r = PauseTest(
+      worker, {"--runs", "1", "--pauses", "0", "--run-length", "300ms", "--lock", "job-7", "-q"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(LastLine(r.out), "pause-runs: runs=1 failed_runs=0 expired_leases=0");
   const std::string env = Slurp(Run(0) + "/env-1");
@@ -67,9 +68,28 @@ TEST_F(PauseWorkerTest, GivesEachInvocationTheLeaseAndTheRunsVariables) {
   EXPECT_NE(env.find("FENCEKIT_RUN=0\n"), std::string::npos) << env;
   EXPECT_NE(env.find("FENCEKIT_CLIENT=1\n"), std::string::npos) << env;
   EXPECT_NE(env.find("FENCEKIT_RUN_DIR=" + Run(0) + "\n"), std::string::npos) << env;
-  EXPECT_NE(env.find("FENCEKIT_HISTORY=" + Run(0) + "/client-1.history.jsonl\n"),
-            std::string::npos)
+  EXPECT_NE(env.find("FENCEKIT_HISTORY=" + Run(0) + "/client-1.history.jsonl\n"), std::string::npos)
       << env;
+}
+
+// One lock service for the whole command (here a redis-server it starts): a store that keeps
+// its fences across runs never sees a token go back.
+TEST_F(PauseWorkerTest, TokensOnlyGrowAcrossRuns) {
+  auto r =
+      PauseTest("echo \"$FENCING_TOKEN\" >> \"$FENCEKIT_RUN_DIR/tokens\"",
+                {"--runs", "2", "--pauses", "0", "--run-length", "300ms", "--start-redis", "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto tokens = [&](int run) {
+    std::vector<long long> t;
+    std::istringstream in(Slurp(Run(run) + "/tokens"));
+    for (long long v; in >> v;) t.push_back(v);
+    return t;
+  };
+  const auto first = tokens(0), second = tokens(1);
+  ASSERT_FALSE(first.empty());
+  ASSERT_FALSE(second.empty());
+  EXPECT_LT(*std::max_element(first.begin(), first.end()),
+            *std::min_element(second.begin(), second.end()));
 }
 
 TEST_F(PauseWorkerTest, PausedWorkersOutliveTheirLeasesAndTheBuiltInCheckCatchesTheLostUpdate) {
@@ -121,8 +141,7 @@ TEST_F(PauseWorkerTest, ACheckThatCrashesFailsItsRunWithItsSignalAndOutput) {
 
 TEST_F(PauseWorkerTest, AWorkerThatIgnoresSigtermIsKilledAndTheRunEnds) {
   // Client 0's worker outlives the run and shrugs off SIGTERM; the others work.
-  const std::string worker =
-      "if [ \"$FENCEKIT_CLIENT\" = 0 ]; then trap '' TERM; sleep 30; fi";
+  const std::string worker = "if [ \"$FENCEKIT_CLIENT\" = 0 ]; then trap '' TERM; sleep 30; fi";
   const auto began = std::chrono::steady_clock::now();
   auto r = PauseTest(worker, {"--runs", "1", "--pauses", "0", "--run-length", "300ms",
                               "--kill-grace", "200ms", "--worker-timeout", "10s"});

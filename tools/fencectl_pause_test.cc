@@ -10,9 +10,9 @@ namespace fencekit::fencectl {
 namespace {
 
 // The options only the built-in workload takes, and those only --worker takes.
-constexpr const char* kBuiltInOnly[] = {"no-fencing", "kill-store",       "restart-locks",
-                                        "kill-etcd-leader", "max-delay", "fenced"};
-constexpr const char* kWorkerOnly[] = {"check",      "setup",      "lock",
+constexpr const char* kBuiltInOnly[] = {"no-fencing",       "kill-store", "restart-locks",
+                                        "kill-etcd-leader", "max-delay",  "fenced"};
+constexpr const char* kWorkerOnly[] = {"check",          "setup",      "lock",
                                        "worker-timeout", "kill-grace", "check-timeout"};
 
 // fencectl pause-test --worker CMD: the user's own worker under the kit's pauses.

@@ -39,7 +39,8 @@ struct Event {
 };
 
 // A lane of the diagram. A client's lane (`client`) carries lease bars (from its kGrant to a
-// kExpire naming it as holder, or its kLost or kRelease), and its writes' labels name no token (Label).
+// kExpire naming it as holder, or its kLost or kRelease), and its writes' labels name no token
+// (Label).
 struct Lane {
   std::string id;  // what an Event's actor says
   std::string title;

@@ -69,11 +69,10 @@ int ClientMain(const ClientPlan& plan) {
     // holder that read before this one cannot land afterwards.
     HistoryOp claim{plan.index, "claim", plan.lock, 0, plan.claim_key, plan.index};
     claim.start_us = NowMicros();
-    done = !record(
-        claim,
-        (*store)
-            ->Put(plan.lock, token, plan.claim_key, std::to_string(plan.index), lease->service)
-            .status());
+    done = !record(claim, (*store)
+                              ->Put(plan.lock, token, plan.claim_key, std::to_string(plan.index),
+                                    lease->service)
+                              .status());
     std::int64_t value = 0;
     if (!done) {
       HistoryOp read{plan.index, "read", plan.lock, 0, plan.key};
@@ -95,9 +94,9 @@ int ClientMain(const ClientPlan& plan) {
     if (!done) {
       HistoryOp write{plan.index, "write", plan.lock, 0, plan.key, value + 1};
       write.start_us = NowMicros();
-      Status s =
-          (*store)->Put(plan.lock, token, plan.key, std::to_string(value + 1), lease->service)
-              .status();
+      Status s = (*store)
+                     ->Put(plan.lock, token, plan.key, std::to_string(value + 1), lease->service)
+                     .status();
       record(write, s);
       if (s.IsStaleToken()) {
         // Told by the store: this lease is lost. Release anyway, to record what the service says.

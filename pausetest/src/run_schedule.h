@@ -53,9 +53,9 @@ struct Played {
   std::vector<Pause> pauses;
 };
 
-// Plays `events` up to `run_length` on `clients` (pids; -pgid stops a whole process group) and `servers`, then resumes every
-// client still paused. A fault that could not be made (no etcd leader, a restart that failed)
-// is the error; the run's folder `dir` names where its logs are.
+// Plays `events` up to `run_length` on `clients` (pids; -pgid stops a whole process group) and
+// `servers`, then resumes every client still paused. A fault that could not be made (no etcd
+// leader, a restart that failed) is the error; the run's folder `dir` names where its logs are.
 Result<Played> PlaySchedule(const std::vector<Event>& events, std::chrono::milliseconds run_length,
                             const std::vector<pid_t>& clients, RunServers& servers,
                             const std::string& dir);

@@ -39,8 +39,8 @@ std::string RenderRunTimeline(const RunRecord& r) {
             std::to_string(r.seed) + ") failed";
   t.verdict = r.verdict;
   t.flagged_legend = "Circled in red: the operations the check could not order.";
-  const bool setup = std::any_of(r.ops.begin(), r.ops.end(),
-                                 [](const RegisterOp& op) { return op.client < 0; });
+  const bool setup =
+      std::any_of(r.ops.begin(), r.ops.end(), [](const RegisterOp& op) { return op.client < 0; });
   if (setup) t.lanes.push_back({"setup", "Setup", false});
   for (std::size_t c = 0; c < r.kit.size(); ++c) {
     t.lanes.push_back({Lane(static_cast<int>(c)), "Worker " + std::to_string(c), true});
@@ -71,12 +71,11 @@ std::string RenderRunTimeline(const RunRecord& r) {
       } else if (e.event == "worker" && e.failed) {
         add(e.at_us, lane, "worker: " + e.detail, Kind::kLost);
       } else if (e.event == "expired") {
-        std::size_t i = add(e.at_us, "lock service", "lease of " + lane + " expires",
-                            Kind::kExpire, e.token);
+        std::size_t i =
+            add(e.at_us, "lock service", "lease of " + lane + " expires", Kind::kExpire, e.token);
         t.events[i].holder = lane;
       } else if (e.event == "release") {
-        add(e.at_us, lane, e.detail == "ok" ? "releases" : "release: " + e.detail,
-            Kind::kRelease);
+        add(e.at_us, lane, e.detail == "ok" ? "releases" : "release: " + e.detail, Kind::kRelease);
       } else if (e.event == "error") {
         add(e.at_us, lane, "lock service: " + e.detail, Kind::kNote);
       }
@@ -98,10 +97,9 @@ std::string RenderRunTimeline(const RunRecord& r) {
                          OpLabel(op) + " (" + outcome + ")", kind);
     t.events[at].flagged = flagged[i];
   }
-  std::stable_sort(t.events.begin(), t.events.end(),
-                   [](const timeline::Event& a, const timeline::Event& b) {
-                     return a.time_ms < b.time_ms;
-                   });
+  std::stable_sort(
+      t.events.begin(), t.events.end(),
+      [](const timeline::Event& a, const timeline::Event& b) { return a.time_ms < b.time_ms; });
   return timeline::RenderHtml(t);
 }
 

@@ -35,8 +35,8 @@ class EventLog {
   }
   bool ok() const { return fd_ >= 0; }
   void Append(const KitEvent& e) {
-    boost::json::object o{{"event", e.event}, {"token", e.token}, {"start_us", e.start_us},
-                          {"at_us", e.at_us},  {"detail", e.detail}, {"failed", e.failed}};
+    boost::json::object o{{"event", e.event}, {"token", e.token},   {"start_us", e.start_us},
+                          {"at_us", e.at_us}, {"detail", e.detail}, {"failed", e.failed}};
     std::string line = boost::json::serialize(o) + "\n";
     (void)!::write(fd_, line.data(), line.size());
   }
@@ -133,7 +133,8 @@ std::string RunWorker(const WorkerClientPlan& plan, const ShellEnvironment& env,
   // Stopped because the run was over is the kit's doing, not a failure of the worker.
   failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !at_run_end;
   std::string how = DescribeWaitStatus(status);
-  if (stage > 0) how += std::string(stage == 1 ? " after SIGTERM" : " after SIGKILL") + " (" + why + ")";
+  if (stage > 0)
+    how += std::string(stage == 1 ? " after SIGTERM" : " after SIGKILL") + " (" + why + ")";
   return how;
 }
 
@@ -182,8 +183,8 @@ int WorkerClientMain(const WorkerClientPlan& plan) {
                                 {"FENCEKIT_CLIENT", std::to_string(plan.index)},
                                 {"FENCEKIT_RUN_DIR", plan.run_dir},
                                 {"FENCEKIT_HISTORY", plan.history_path}});
-    const std::string header = "--- client " + std::to_string(plan.index) + ", token " +
-                               std::to_string(token) + "\n";
+    const std::string header =
+        "--- client " + std::to_string(plan.index) + ", token " + std::to_string(token) + "\n";
     (void)!::write(log_fd, header.data(), header.size());
     const std::int64_t start_us = NowMicros();
     bool failed = false;
@@ -203,7 +204,7 @@ int WorkerClientMain(const WorkerClientPlan& plan) {
     events.Append({.event = "release",
                    .token = token,
                    .at_us = NowMicros(),
-                   .detail = released.ok()           ? "ok"
+                   .detail = released.ok()          ? "ok"
                              : released.IsNotHeld() ? "not held"
                                                     : released.ToString()});
   }

@@ -21,9 +21,9 @@
 #include "fencekit/procutil/etcd_cluster.h"
 #include "fencekit/procutil/redis_server.h"
 #include "run_schedule.h"
-#include "work_dir.h"
 #include "run_timeline.h"
 #include "shell_command.h"
+#include "work_dir.h"
 #include "worker_client.h"
 
 namespace fencekit::pausetest {
@@ -58,9 +58,9 @@ Status CheckOptions(const WorkerTestOptions& o) {
         "--locks, --start-redis and --start-etcd each name the lock service; give one");
   }
   if (o.start_etcd < 0) return Status::InvalidArgument("--start-etcd must be >= 0");
-  for (auto [name, d] : {std::pair{"--worker-timeout", o.worker_timeout},
-                         std::pair{"--kill-grace", o.kill_grace},
-                         std::pair{"--check-timeout", o.check_timeout}}) {
+  for (auto [name, d] :
+       {std::pair{"--worker-timeout", o.worker_timeout}, std::pair{"--kill-grace", o.kill_grace},
+        std::pair{"--check-timeout", o.check_timeout}}) {
     if (d <= milliseconds(0)) return Status::InvalidArgument(std::string(name) + " must be > 0");
   }
   return Status::Ok();
@@ -191,8 +191,9 @@ void Judge(const WorkerTestOptions& o, const std::vector<std::pair<std::string, 
     }
     record.ops.insert(record.ops.end(), ops->begin(), ops->end());
   }
-  std::stable_sort(record.ops.begin(), record.ops.end(),
-                   [](const RegisterOp& a, const RegisterOp& b) { return a.start_us < b.start_us; });
+  std::stable_sort(
+      record.ops.begin(), record.ops.end(),
+      [](const RegisterOp& a, const RegisterOp& b) { return a.start_us < b.start_us; });
   {
     std::ofstream merged(dir + "/history.jsonl");
     for (const auto& op : record.ops) merged << OpLine(op) << "\n";
@@ -205,7 +206,8 @@ void Judge(const WorkerTestOptions& o, const std::vector<std::pair<std::string, 
   if (!o.check.empty()) {
     auto check_env = env;
     check_env.push_back({"FENCEKIT_HISTORY", dir + "/history.jsonl"});
-    auto checked = RunShell(o.check, ShellEnvironment(check_env), o.check_timeout, dir + "/check.log");
+    auto checked =
+        RunShell(o.check, ShellEnvironment(check_env), o.check_timeout, dir + "/check.log");
     if (!checked.ok()) {
       result.failed = true;
       result.why = "--check could not run: " + checked.status().message();
@@ -228,9 +230,7 @@ void Judge(const WorkerTestOptions& o, const std::vector<std::pair<std::string, 
 Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_uri, int run,
                           std::uint64_t run_seed, const std::string& dir) {
   const std::vector<std::pair<std::string, std::string>> env = {
-      {"FENCING_LOCK", o.lock},
-      {"FENCEKIT_RUN", std::to_string(run)},
-      {"FENCEKIT_RUN_DIR", dir}};
+      {"FENCING_LOCK", o.lock}, {"FENCEKIT_RUN", std::to_string(run)}, {"FENCEKIT_RUN_DIR", dir}};
   if (!o.setup.empty()) {
     auto setup_env = env;
     setup_env.push_back({"FENCEKIT_CLIENT", "setup"});
@@ -259,14 +259,14 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_u
   ::close(stop[0]);
   std::vector<pid_t> groups;
   for (pid_t pid : clients) groups.push_back(-pid);  // a pause stops a client's whole group
-  PauseTestOptions schedule{.ttl = o.ttl, .run_length = o.run_length,
-                            .pauses_per_run = o.pauses_per_run};
+  PauseTestOptions schedule{
+      .ttl = o.ttl, .run_length = o.run_length, .pauses_per_run = o.pauses_per_run};
   RunServers no_servers;
   auto played = PlaySchedule(ScheduleOf(schedule, run_seed, static_cast<int>(clients.size())),
                              o.run_length, groups, no_servers, dir);
   ::close(stop[1]);  // clients let their worker finish (within kill_grace) and exit
-  ReapClients(clients, SteadyClock::now() + o.worker_timeout + 3 * o.kill_grace +
-                           std::chrono::seconds(5));
+  ReapClients(clients,
+              SteadyClock::now() + o.worker_timeout + 3 * o.kill_grace + std::chrono::seconds(5));
   if (!played.ok()) return played.status();
   if (static_cast<int>(clients.size()) < o.clients) return Status::Unavailable("fork failed");
   record.pauses = played->pauses;
@@ -301,7 +301,8 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_u
 }  // namespace
 
 std::string WorkerTestSummary::Line() const {
-  return "pause-runs: runs=" + std::to_string(runs) + " failed_runs=" + std::to_string(failed_runs) +
+  return "pause-runs: runs=" + std::to_string(runs) +
+         " failed_runs=" + std::to_string(failed_runs) +
          " expired_leases=" + std::to_string(expired_leases);
 }
 

@@ -2,7 +2,8 @@
 // storage: `fencectl pause-test --worker CMD` (docs/testing-with-pauses.md, "Your own workers").
 //
 // One run: `setup` (if any) resets the user's storage; `clients` client processes each loop
-//   acquire `lock` -> run `worker` through `sh -c` (FENCING_LOCK, FENCING_TOKEN, ... set) -> release
+//   acquire `lock` -> run `worker` through `sh -c` (FENCING_LOCK, FENCING_TOKEN, ... set) ->
+//   release
 // with the lease renewed meanwhile, while this process stops and continues whole clients (the
 // renewer and the worker's process group) on a seeded schedule, so that leases run out while a
 // worker still believes it holds one; then `check` (or the built-in linearizability check of
@@ -44,7 +45,7 @@ struct WorkerTestOptions {
   // Bounds `setup` and `check` (then SIGKILL: a setup that times out stops the command, a check
   // that times out fails its run) and the built-in check's search (undecided fails the run).
   std::chrono::milliseconds check_timeout{60'000};
-  std::string work_dir;  // empty: a new directory under $TMPDIR (or /tmp)
+  std::string work_dir;   // empty: a new directory under $TMPDIR (or /tmp)
   bool keep_all = false;  // keep every run's folder, not only failing runs'
   // Called after each run: its number, seed, whether it failed, and a one-line account.
   std::function<void(int run, std::uint64_t seed, bool failed, const std::string& line)> on_run;
