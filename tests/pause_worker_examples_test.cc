@@ -3,13 +3,15 @@
 // arm: the curl worker against a fenced with fencing (no run fails, a lease expired while in use)
 // and against a `fenced --no-fencing` (a run fails: the checker sees the lost update); the
 // Python worker on the shared PostgreSQL with the guard, and with FENCING=off (the same worker
-// without the token check).
+// without the token check); the sh worker on a redis-server of its own with the guard's function
+// library, and with FENCING=off (plain GET and SET).
 #include <gtest/gtest.h>
 
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "support/redis_server.h"
 #include "support/store_engines.h"
 #include "support/test_support.h"
 
@@ -81,6 +83,10 @@ const std::vector<std::string> kPostgresRuns = {"--runs", "3", "--seed", "31", "
 const std::vector<std::string> kPostgresControlRuns = {"--runs", "6", "--seed", "31", "--ttl",
                                                        "300ms", "--run-length", "3s"};
 
+// The Redis worker is three redis-cli processes and the same 0.2 s of work: the Python one's.
+const std::vector<std::string> kRedisRuns = kPostgresRuns;
+const std::vector<std::string> kRedisControlRuns = kPostgresControlRuns;
+
 TEST(PauseWorkerExamplesTest, CurlWorkerWithFencingFailsNoRun) {
   TempDir dir;
   FencedProcess fenced(dir.File("store.db"));
@@ -136,6 +142,44 @@ TEST_F(PostgresWorkerTest, WithTheGuardFailsNoRun) {
 
 TEST_F(PostgresWorkerTest, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kPostgresControlRuns, false);
+  EXPECT_EQ(s.exit_code, 1);
+  EXPECT_EQ(s.runs, 6);
+  EXPECT_GT(s.failed_runs, 0);
+}
+
+// A redis-server per test: its fences start empty, like the test's new lock service's tokens.
+class RedisWorkerTest : public ::testing::Test {
+ protected:
+  Summary Run(const std::vector<std::string>& runs, bool fencing) {
+    std::vector<std::string> extra = {"--setup", Example("counter-redis.sh") + " --setup"};
+    extra.insert(extra.end(), runs.begin(), runs.end());
+    std::vector<std::string> env = {
+        "REDIS_URL=" + redis_.uri(), "WORK_SECONDS=0.2",
+        std::string("FENCEKIT_GUARD_LUA=") + GUARD_LUA_DIR + "/fencekit.lua"};
+    if (!fencing) env.push_back("FENCING=off");
+    return RunWorker(dir_, Example("counter-redis.sh"), extra, env);
+  }
+
+  TempDir dir_;
+  testing::RedisServer redis_;
+};
+
+TEST_F(RedisWorkerTest, WithTheGuardFailsNoRun) {
+  Summary s = Run(kRedisRuns, true);
+  EXPECT_EQ(s.exit_code, 0);
+  EXPECT_EQ(s.runs, 3);
+  EXPECT_EQ(s.failed_runs, 0);
+  EXPECT_GT(s.expired, 0);
+  // The workers did write: every run's counter is there.
+  for (int run = 0; run < 3; ++run) {
+    std::string value =
+        redis_.Text({"GET", "{pause-test}pause-counter/run-" + std::to_string(run)});
+    EXPECT_FALSE(value.empty()) << "run " << run;
+  }
+}
+
+TEST_F(RedisWorkerTest, WithoutTheTokenCheckIsCaught) {
+  Summary s = Run(kRedisControlRuns, false);
   EXPECT_EQ(s.exit_code, 1);
   EXPECT_EQ(s.runs, 6);
   EXPECT_GT(s.failed_runs, 0);
