@@ -1,6 +1,7 @@
 # cmake --install: headers, the libraries (with the internal archives they need), fenced,
-# fencectl and fencekit-demo, the guard as SQL (share/fencekit/sql/), a fencekitConfig.cmake
-# exporting the fencekit:: targets, and fencekit.pc for pkg-config.
+# fencectl and fencekit-demo, the guard as SQL (share/fencekit/sql/) and as a Redis function
+# library (share/fencekit/lua/), a fencekitConfig.cmake exporting the fencekit:: targets, and
+# fencekit.pc for pkg-config.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -23,6 +24,8 @@ install(TARGETS fenced fencectl fencekit-demo RUNTIME DESTINATION ${CMAKE_INSTAL
 # The guard in your own database (docs/guard-in-your-database.md).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/fencedstore/sql/
         DESTINATION ${CMAKE_INSTALL_DATADIR}/fencekit/sql)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/fencedstore/lua/
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/fencekit/lua)
 foreach(module common lockclient fencedstore fencedstore/api httpapi fencing procutil pausetest)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/include/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

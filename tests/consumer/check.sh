@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What a user does with fencekit, checked end to end:
-#  1. cmake --install the build into a temporary prefix: the guard SQL comes along
-#     (share/fencekit/sql/), and a Release build's libraries carry no debug info;
+#  1. cmake --install the build into a temporary prefix: the guard SQL and the Redis function
+#     library come along (share/fencekit/sql/, share/fencekit/lua/), and a Release build's
+#     libraries carry no debug info;
 #  2. build tests/consumer (which names no C++ standard: the targets require C++20 themselves)
 #     against it with find_package(fencekit CONFIG REQUIRED), and run it;
 #  3. run it on the default lock service, which the installed fencectl then sees;
@@ -25,7 +26,9 @@ for sql in postgresql-guard.sql sqlite-guard.sql; do
   cmp -s "$source_dir/fencedstore/sql/$sql" "$work/prefix/share/fencekit/sql/$sql" ||
     fail "cmake --install did not install fencedstore/sql/$sql as share/fencekit/sql/$sql"
 done
-echo "cmake --install: share/fencekit/sql/ holds the guard SQL"
+cmp -s "$source_dir/fencedstore/lua/fencekit.lua" "$work/prefix/share/fencekit/lua/fencekit.lua" ||
+  fail "cmake --install did not install fencedstore/lua/fencekit.lua as share/fencekit/lua/"
+echo "cmake --install: share/fencekit/sql/ holds the guard SQL, share/fencekit/lua/ the Redis library"
 build_type="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")"
 if [ "$build_type" = Release ]; then
   for lib in "$work"/prefix/lib/libfencekit_*.a; do
