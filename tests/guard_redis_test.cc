@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <fstream>
-#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -255,7 +254,7 @@ TEST_F(RedisGuardTest, ConcurrentFirstAdvancesEndAtTheHighest) {
     EXPECT_EQ(Get("{race-" + std::to_string(round) + "}f"), highest);
     EXPECT_EQ(Get("{race-" + std::to_string(round) + "}d"), highest);  // the last write won
   }
-  std::cout << "refusals: " << refused.load() << " of " << kThreads * kRounds << "\n";
+  EXPECT_GT(refused.load(), 0);  // the connections did race
 }
 
 TEST_F(RedisGuardTest, LoadingAgainIsHarmless) {
