@@ -281,6 +281,8 @@ TEST(RedisGuardPersistenceTest, FenceAndLibrarySurviveARestart) {
   server.RestartKeepingData();
   Conn c(server.port());
   ASSERT_TRUE(c.ok());
+  // It answers LOADING until it has read its append-only file.
+  ASSERT_TRUE(testing::WaitFor([&] { return c.Run({"PING"}).ok; }));
   EXPECT_EQ(c.Run({"FCALL", "fencekit_set", "2", "{p}f", "{p}d", "5", "w"}).error,
             "FENCE stale token 5 for fence key \"{p}f\": the highest is 6");
   EXPECT_EQ(c.Run({"GET", "{p}d"}).text, "v");
