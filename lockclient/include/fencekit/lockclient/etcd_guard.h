@@ -1,0 +1,37 @@
+// The guard for data kept in etcd (docs/guard-in-your-database.md, "etcd"): one transaction
+// that writes a key only when the fencing token is >= the highest one its fence key holds.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "fencekit/common/status.h"
+
+namespace fencekit::lockclient {
+
+// The fence key's value for `token`: 20 decimal digits, zero-padded, so that etcd's byte-wise
+// comparison of values is the tokens' numeric order.
+std::string EtcdFenceValue(std::int64_t token);
+
+// Guarded writes through etcd's v3 JSON gateway. Thread safety: safe for concurrent use.
+class EtcdGuard {
+ public:
+  // `uri`: etcd[s]://[user:password@]host:port[,...][?cacert=F&cert=F&key=F], as for the lock
+  // service (its prefix= is not used). kInvalidArgument for a bad URI or TLS files.
+  static Result<std::unique_ptr<EtcdGuard>> Open(
+      std::string_view uri, std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  virtual ~EtcdGuard() = default;
+
+  // In one transaction: when `fence_key` is absent or holds a token <= `token`, sets it to
+  // EtcdFenceValue(token) and `data_key` to `value`; OK. Otherwise writes nothing and returns
+  // kStaleToken "stale token T for fence key "K": the highest is H". kInvalidArgument for a
+  // token < 1, empty keys or the same key twice; kUnavailable (and the like) when etcd did not
+  // answer: the write may or may not have happened.
+  virtual Status Put(std::string_view fence_key, std::string_view data_key, std::string_view value,
+                     std::int64_t token) = 0;
+};
+
+}  // namespace fencekit::lockclient

@@ -1,0 +1,101 @@
+#include "fencekit/lockclient/etcd_guard.h"
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <cstdio>
+
+#include "etcd_gateway.h"
+#include "etcd_tls.h"
+#include "etcd_uri.h"
+#include "fencekit/common/text.h"
+
+namespace fencekit::lockclient {
+namespace {
+
+namespace json = boost::json;
+
+class GatewayGuard final : public EtcdGuard {
+ public:
+  GatewayGuard(EtcdUri uri, etcd::GatewayAccess access, std::chrono::milliseconds timeout)
+      : gateway_(std::move(uri.endpoints), timeout, 2, std::move(access)) {}
+
+  Status Put(std::string_view fence_key, std::string_view data_key, std::string_view value,
+             std::int64_t token) override {
+    if (token < 1) return Status::InvalidArgument("the fencing token must be >= 1");
+    if (fence_key.empty() || data_key.empty() || fence_key == data_key) {
+      return Status::InvalidArgument("the fence key and the data key must be two non-empty keys");
+    }
+    const std::string fence = Base64Encode(fence_key);
+    const std::string padded = Base64Encode(EtcdFenceValue(token));
+    // The compare is the stale case: a value compare on a missing key is false, so a new fence
+    // takes the writing (failure) branch too.
+    json::object body{
+        {"compare",
+         json::array{json::object{
+             {"key", fence}, {"target", "VALUE"}, {"result", "GREATER"}, {"value", padded}}}},
+        {"success", json::array{json::object{{"request_range", json::object{{"key", fence}}}}}},
+        {"failure",
+         json::array{json::object{{"request_put", json::object{{"key", fence}, {"value", padded}}}},
+                     json::object{{"request_put", json::object{{"key", Base64Encode(data_key)},
+                                                               {"value", Base64Encode(value)}}}}}}};
+    auto reply = gateway_.Call("/v3/kv/txn", body, nullptr);
+    if (!reply.ok()) return reply.status();
+    const auto* succeeded = reply->if_contains("succeeded");
+    if (succeeded == nullptr || !succeeded->is_bool() || !succeeded->as_bool()) {
+      return Status::Ok();
+    }
+    return Status::StaleToken("stale token " + std::to_string(token) + " for fence key \"" +
+                              std::string(fence_key) + "\": the highest is " + Highest(*reply));
+  }
+
+ private:
+  // The fence's value in a refusal's range response, without its zero padding.
+  static std::string Highest(const json::object& reply) {
+    const auto* responses = reply.if_contains("responses");
+    if (responses == nullptr || !responses->is_array() || responses->as_array().empty()) {
+      return "?";
+    }
+    const auto& first = responses->as_array()[0];
+    if (!first.is_object()) return "?";
+    const json::object* range = etcd::Object(first.as_object(), "response_range");
+    if (range == nullptr) return "?";
+    const auto* kvs = range->if_contains("kvs");
+    if (kvs == nullptr || !kvs->is_array() || kvs->as_array().empty() ||
+        !kvs->as_array()[0].is_object()) {
+      return "?";
+    }
+    auto decoded = Base64Decode(etcd::String(kvs->as_array()[0].as_object(), "value"));
+    if (!decoded.has_value()) return "?";
+    std::string digits = *decoded;
+    auto first_digit = digits.find_first_not_of('0');
+    return first_digit == std::string::npos ? "0" : digits.substr(first_digit);
+  }
+
+  etcd::Gateway gateway_;
+};
+
+}  // namespace
+
+std::string EtcdFenceValue(std::int64_t token) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%020lld", static_cast<long long>(token));
+  return buf;
+}
+
+Result<std::unique_ptr<EtcdGuard>> EtcdGuard::Open(std::string_view uri,
+                                                   std::chrono::milliseconds timeout) {
+  auto parsed = ParseEtcdUri(uri);
+  if (!parsed.ok()) return parsed.status();
+  etcd::GatewayAccess access{.user = parsed->user, .password = parsed->password};
+  if (parsed->tls) {
+    auto tls = etcd::MakeTlsContext(parsed->ca_file, parsed->cert_file, parsed->key_file);
+    if (!tls.ok()) {
+      return Status::InvalidArgument("etcd " + parsed->shown + ": " + tls.status().message());
+    }
+    access.tls = std::move(tls).value();
+  }
+  return std::unique_ptr<EtcdGuard>(
+      std::make_unique<GatewayGuard>(std::move(parsed).value(), std::move(access), timeout));
+}
+
+}  // namespace fencekit::lockclient

@@ -1,0 +1,114 @@
+// The etcd guard (fencekit/lockclient/etcd_guard.h) on a real etcd: one transaction writes the
+// data and raises the fence when the token is >= the fence, and writes nothing when it is lower.
+#include "fencekit/lockclient/etcd_guard.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fencekit/common/text.h"
+#include "support/etcd_server.h"
+#include "support/test_support.h"
+
+namespace fencekit {
+namespace {
+
+using lockclient::EtcdFenceValue;
+using lockclient::EtcdGuard;
+using testing::RawConnection;
+using testing::Request;
+
+// The range reply's body for `key` through the gateway at `port`.
+std::string Range(std::uint16_t port, const std::string& key) {
+  RawConnection conn(port);
+  conn.Send(Request("POST", "/v3/kv/range", {{"Content-Type", "application/json"}},
+                    R"({"key":")" + Base64Encode(key) + R"("})"));
+  return conn.Read().body;
+}
+
+// Whether `key` holds exactly `value`.
+bool Holds(std::uint16_t port, const std::string& key, const std::string& value) {
+  return Range(port, key).find(R"("value":")" + Base64Encode(value) + R"(")") != std::string::npos;
+}
+
+TEST(EtcdFenceValueTest, TwentyDigitsZeroPadded) {
+  EXPECT_EQ(EtcdFenceValue(34), "00000000000000000034");
+  EXPECT_EQ(EtcdFenceValue(9223372036854775807), "09223372036854775807");
+}
+
+class EtcdGuardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto guard = EtcdGuard::Open(etcd_.uri());
+    ASSERT_TRUE(guard.ok()) << guard.status().ToString();
+    guard_ = std::move(guard).value();
+  }
+  std::uint16_t port() const { return etcd_.client_port(0); }
+
+  testing::EtcdCluster etcd_;
+  std::unique_ptr<EtcdGuard> guard_;
+};
+
+TEST_F(EtcdGuardTest, LowerTokenRefusedAndNothingWritten) {
+  ASSERT_TRUE(guard_->Put("o1/fence", "o1/data", "v34", 34).ok());
+  EXPECT_TRUE(Holds(port(), "o1/fence", EtcdFenceValue(34)));
+  Status s = guard_->Put("o1/fence", "o1/data", "v33", 33);
+  EXPECT_EQ(s.code(), StatusCode::kStaleToken);
+  EXPECT_EQ(s.message(), "stale token 33 for fence key \"o1/fence\": the highest is 34");
+  EXPECT_TRUE(Holds(port(), "o1/data", "v34"));
+  EXPECT_TRUE(Holds(port(), "o1/fence", EtcdFenceValue(34)));
+}
+
+TEST_F(EtcdGuardTest, EqualAndHigherTokensAccepted) {
+  ASSERT_TRUE(guard_->Put("o2/fence", "o2/data", "a", 9).ok());
+  EXPECT_TRUE(guard_->Put("o2/fence", "o2/data", "b", 9).ok());
+  EXPECT_TRUE(Holds(port(), "o2/data", "b"));
+  // 10 > 9 although "10" < "9" as unpadded strings.
+  EXPECT_TRUE(guard_->Put("o2/fence", "o2/data", "c", 10).ok());
+  EXPECT_TRUE(Holds(port(), "o2/data", "c"));
+  EXPECT_EQ(guard_->Put("o2/fence", "o2/data", "d", 9).code(), StatusCode::kStaleToken);
+  EXPECT_TRUE(guard_->Put("o2/fence", "o2/data", "e", 9223372036854775807).ok());
+  EXPECT_EQ(guard_->Put("o2/fence", "o2/data", "f", 9223372036854775806).code(),
+            StatusCode::kStaleToken);
+  EXPECT_TRUE(Holds(port(), "o2/data", "e"));
+}
+
+TEST_F(EtcdGuardTest, BadArgumentsRefused) {
+  EXPECT_EQ(guard_->Put("o3/fence", "o3/data", "v", 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(guard_->Put("o3/fence", "o3/data", "v", -5).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(guard_->Put("o3/fence", "o3/fence", "v", 5).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(guard_->Put("", "o3/data", "v", 5).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Range(port(), "o3/data").find("kvs"), std::string::npos);
+}
+
+// Several threads race on new fences: each ends at the highest token with its write.
+TEST_F(EtcdGuardTest, ConcurrentFirstPutsEndAtTheHighest) {
+  constexpr int kThreads = 4, kRounds = 20;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round) {
+        std::string r = std::to_string(round);
+        std::int64_t token = 100 * round + t + 1;
+        Status s = guard_->Put("race/" + r + "/fence", "race/" + r + "/data", std::to_string(token),
+                               token);
+        if (!s.ok() && s.code() != StatusCode::kStaleToken) ++bad;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  for (int round = 0; round < kRounds; ++round) {
+    std::string r = std::to_string(round);
+    std::int64_t highest = 100 * round + kThreads;
+    EXPECT_TRUE(Holds(port(), "race/" + r + "/fence", EtcdFenceValue(highest))) << round;
+    EXPECT_TRUE(Holds(port(), "race/" + r + "/data", std::to_string(highest))) << round;
+  }
+}
+
+}  // namespace
+}  // namespace fencekit
