@@ -53,7 +53,7 @@ run() {
   awk -F'"' -v n="$name" -v u="$usec" 'NR==2 {print n, $4, u}' "$work/out" >>"$work/results"
 }
 : >"$work/results"
-for round in $(seq "$rounds"); do
+for _ in $(seq "$rounds"); do
   run set set SET '{l}d' v
   run fcall fcall FCALL fencekit_set 2 '{l}f' '{l}d' 5 v
 done
