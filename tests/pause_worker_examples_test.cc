@@ -76,16 +76,21 @@ const std::vector<std::string> kCurlRuns = {"--runs", "3", "--seed", "31", "--ru
                                             "1500ms"};
 const std::vector<std::string> kCurlControlRuns = {"--runs", "6", "--seed", "31", "--run-length",
                                                    "1500ms"};
-// A Python worker's increment is two psql processes (a few hundred ms on a busy machine): a
-// longer ttl makes the pauses (0.5-3x the ttl) long enough for another holder to read meanwhile.
+// A Python worker's increment is two psql processes (a few hundred ms each on a busy machine):
+// a longer ttl makes the pauses (0.5-3x the ttl) long enough for another holder to read
+// meanwhile, and 0.3 s of work between read and write (WORK_SECONDS) puts more pauses inside
+// the read-modify-write. With a 300 ms ttl and 0.2 s the control arm caught 7 runs of 8 on a
+// quiet machine but none of 6 under ctest -j2 beside other builds.
 const std::vector<std::string> kPostgresRuns = {"--runs", "3", "--seed", "31", "--ttl",
-                                                "300ms", "--run-length", "3s"};
+                                                "500ms", "--run-length", "4s"};
 const std::vector<std::string> kPostgresControlRuns = {"--runs", "6", "--seed", "31", "--ttl",
-                                                       "300ms", "--run-length", "3s"};
+                                                       "500ms", "--run-length", "4s"};
 
-// The Redis worker is three redis-cli processes and the same 0.2 s of work: the Python one's.
-const std::vector<std::string> kRedisRuns = kPostgresRuns;
-const std::vector<std::string> kRedisControlRuns = kPostgresControlRuns;
+// The Redis worker is three redis-cli processes and 0.2 s of work.
+const std::vector<std::string> kRedisRuns = {"--runs", "3", "--seed", "31", "--ttl", "300ms",
+                                             "--run-length", "3s"};
+const std::vector<std::string> kRedisControlRuns = {"--runs", "6", "--seed", "31", "--ttl",
+                                                    "300ms", "--run-length", "3s"};
 
 TEST(PauseWorkerExamplesTest, CurlWorkerWithFencingFailsNoRun) {
   TempDir dir;
@@ -118,7 +123,7 @@ class PostgresWorkerTest : public ::testing::Test {
     std::vector<std::string> extra = {"--setup", Example("postgres-setup.sh")};
     extra.insert(extra.end(), runs.begin(), runs.end());
     std::vector<std::string> env = {
-        "DATABASE_URL=" + database_, "WORK_SECONDS=0.2",
+        "DATABASE_URL=" + database_, "WORK_SECONDS=0.3",
         std::string("FENCEKIT_GUARD_SQL=") + GUARD_SQL_DIR + "/postgresql-guard.sql"};
     if (!fencing) env.push_back("FENCING=off");
     return RunWorker(dir_, Example("counter-postgres.py"), extra, env);
