@@ -1,6 +1,8 @@
 // The guard as SQL for MariaDB (fencedstore/sql/mariadb-guard.sql) on a real server of the
 // suite's own, through the `mariadb` command-line client: a stale token's call fails with
-// SQLSTATE 45000 and changes nothing, also when holders' transactions interleave.
+// SQLSTATE 45000 and changes nothing, also when holders' transactions interleave. Then the
+// example worker pausetest/examples/counter-mariadb.py under `fencectl pause-test`, with the
+// guard and without (its control arm).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -288,6 +290,111 @@ TEST_F(MariadbGuardTest, LoadingTheSqlAgainKeepsTheFences) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(c->Value("SELECT highest FROM fencekit_fences WHERE lock_name = 'kept';"), "12");
   EXPECT_EQ(c->Exec("CALL fencekit_advance('kept', 11);"), "45000");
+}
+
+// counter-mariadb.py (pausetest/examples/) run by `fencectl pause-test --worker`, with the guard
+// and with FENCING=off, its control arm (tests/pause_worker_examples_test.cc does the same for
+// counter-postgres.py). Each test has a database of its own: a new lock service starts again
+// from token 1.
+class MariadbWorkerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    server_ = new MariadbServer();
+    Status s = server_->Start({.data_dir = dir_->File("mariadb")});
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  struct Summary {
+    int exit_code = -1;
+    int runs = -1, failed_runs = -1, expired = -1;
+  };
+
+  Summary Run(const std::vector<std::string>& runs, bool fencing) {
+    const std::string database =
+        std::string("pt_") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::vector<std::string> create = server_->ClientArgv();
+    create.insert(create.end(), {"-e", "CREATE DATABASE " + database});
+    auto created = testing::RunCommand(create);
+    EXPECT_EQ(created.exit_code, 0) << created.err;
+    std::vector<std::string> argv = {testing::FencectlBinary(),
+                                     "pause-test",
+                                     "--worker",
+                                     std::string(PAUSE_EXAMPLES_DIR) + "/counter-mariadb.py",
+                                     "--setup",
+                                     std::string(PAUSE_EXAMPLES_DIR) + "/mariadb-setup.sh",
+                                     "--locks",
+                                     "sqlite://" + dir_->File(database + "-locks.db"),
+                                     "--work-dir",
+                                     dir_->File(database + "-runs"),
+                                     "-q"};
+    argv.insert(argv.end(), runs.begin(), runs.end());
+    std::vector<std::string> env = {"MARIADB_HOST=127.0.0.1",
+                                    "MARIADB_PORT=" + std::to_string(server_->port()),
+                                    std::string("MARIADB_USER=") + MariadbServer::kUser,
+                                    "MARIADB_DATABASE=" + database,
+                                    "WORK_SECONDS=0.2",
+                                    "FENCEKIT_GUARD_SQL=" + GuardSql()};
+    if (!fencing) env.push_back("FENCING=off");
+    auto r = testing::RunCommand(argv, env);
+    Summary s;
+    s.exit_code = r.exit_code;
+    std::smatch m;
+    std::regex line(R"(pause-runs: runs=(\d+) failed_runs=(\d+) expired_leases=(\d+)\n$)");
+    EXPECT_TRUE(std::regex_search(r.out, m, line)) << "stdout: " << r.out << "\nstderr: " << r.err;
+    if (!m.empty()) {
+      s.runs = std::stoi(m[1]);
+      s.failed_runs = std::stoi(m[2]);
+      s.expired = std::stoi(m[3]);
+    }
+    EXPECT_EQ(s.exit_code, s.failed_runs > 0 ? 1 : 0) << r.err;
+    rows_written_ = Value(database, "SELECT count(*) FROM pause_counter WHERE value > 0");
+    return s;
+  }
+
+  static std::string Value(const std::string& database, const std::string& sql) {
+    std::vector<std::string> argv = server_->ClientArgv(database);
+    argv.insert(argv.end(), {"--batch", "--skip-column-names", "-e", sql});
+    auto r = testing::RunCommand(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out.empty() ? "" : r.out.substr(0, r.out.find('\n'));
+  }
+
+  std::string rows_written_;
+  static TempDir* dir_;
+  static MariadbServer* server_;
+};
+TempDir* MariadbWorkerTest::dir_ = nullptr;
+MariadbServer* MariadbWorkerTest::server_ = nullptr;
+
+// As for counter-postgres.py: a longer ttl, so that the pauses (0.5-3x the ttl) outlast an
+// increment of two client processes, and 0.2 s of work between the read and the write.
+// CONTROL_RATE_PLACEHOLDER
+const std::vector<std::string> kMariadbRuns = {"--runs", "3",     "--seed",       "31",
+                                               "--ttl",  "300ms", "--run-length", "3s"};
+const std::vector<std::string> kMariadbControlRuns = {"--runs", "6",     "--seed",       "31",
+                                                      "--ttl",  "300ms", "--run-length", "3s"};
+
+TEST_F(MariadbWorkerTest, WithTheGuardFailsNoRun) {
+  Summary s = Run(kMariadbRuns, true);
+  EXPECT_EQ(s.exit_code, 0);
+  EXPECT_EQ(s.runs, 3);
+  EXPECT_EQ(s.failed_runs, 0);
+  EXPECT_GT(s.expired, 0);        // the pauses really outlived leases
+  EXPECT_EQ(rows_written_, "3");  // the workers did write: every run's row is there
+}
+
+TEST_F(MariadbWorkerTest, WithoutTheTokenCheckIsCaught) {
+  Summary s = Run(kMariadbControlRuns, false);
+  EXPECT_EQ(s.exit_code, 1);
+  EXPECT_EQ(s.runs, 6);
+  EXPECT_GT(s.failed_runs, 0);
 }
 
 }  // namespace
