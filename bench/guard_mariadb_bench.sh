@@ -11,6 +11,8 @@
 # keys cycling over 1,000 rows. Loopback only; the server is stopped on exit, also on failure.
 #
 # Usage: bench/guard_mariadb_bench.sh [N writes per arm and round, default 2000] [rounds, default 3]
+#   FLUSH_AT_COMMIT=2   innodb_flush_log_at_trx_commit (default 1, durable): 2 takes the fsync
+#                       out of each commit, leaving the statements' own cost
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/lib.sh"  # median, free_port
@@ -58,7 +60,7 @@ for attempt in 1 2 3 4 5; do
   : >"$work/server.log"
   as_mysql /usr/sbin/mariadbd --no-defaults --datadir="$data" --port="$port" \
     --bind-address=127.0.0.1 --socket="$data/mariadbd.sock" --skip-name-resolve \
-    --init-file="$work/init.sql" --innodb-flush-log-at-trx-commit=1 >>"$work/server.log" 2>&1 &
+    --init-file="$work/init.sql" --innodb-flush-log-at-trx-commit="${FLUSH_AT_COMMIT:-1}" >>"$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 600); do
     kill -0 "$server_pid" 2>/dev/null || break
@@ -120,7 +122,7 @@ highest="$("${client[@]}" -N bench -e "SELECT highest FROM fencekit_fences WHERE
 [ "$highest" -eq "$expected" ] || { echo "guard_mariadb_bench: the fence is $highest, expected $expected" >&2; exit 1; }
 g="$(median <"$work/guarded.rates")"
 u="$(median <"$work/unguarded.rates")"
-echo "mariadb $(/usr/sbin/mariadbd --version | awk '{print $3}'), $n writes x $rounds rounds per arm, medians:"
+echo "mariadb $(/usr/sbin/mariadbd --version | awk '{print $3}'), innodb_flush_log_at_trx_commit=${FLUSH_AT_COMMIT:-1}, $n writes x $rounds rounds per arm, medians:"
 echo "  unguarded (UPDATE, COMMIT):                       $u writes/s"
 echo "  guarded (CALL fencekit_advance, UPDATE, COMMIT):  $g writes/s"
 awk -v g="$g" -v u="$u" 'BEGIN { printf "  guarded time / unguarded time: %.2f\n", u / g }'
