@@ -58,7 +58,11 @@ chmod 0644 "$work/init.sql"
 for attempt in 1 2 3 4 5; do
   port="$(free_port)"
   : >"$work/server.log"
-  as_mysql /usr/sbin/mariadbd --no-defaults --datadir="$data" --port="$port" \
+  # Not through as_mysql: a function in the background is a subshell, whose pid is not the
+  # server's; setpriv execs in place, so $! is the server's own.
+  server=(/usr/sbin/mariadbd)
+  [ "$(id -u)" -eq 0 ] && server=(setpriv --reuid=mysql --regid=mysql --init-groups -- /usr/sbin/mariadbd)
+  "${server[@]}" --no-defaults --datadir="$data" --port="$port" \
     --bind-address=127.0.0.1 --socket="$data/mariadbd.sock" --skip-name-resolve \
     --init-file="$work/init.sql" --innodb-flush-log-at-trx-commit="${FLUSH_AT_COMMIT:-1}" >>"$work/server.log" 2>&1 &
   server_pid=$!

@@ -1,4 +1,4 @@
--- fencekit's guard for MariaDB (10.2 or later; MySQL 8 too), to install in your own database:
+-- fencekit's guard for MariaDB (10.2 or later; tested on 10.11), to install in your own database:
 --   mariadb -h HOST -u USER DATABASE < mariadb-guard.sql
 -- (DELIMITER below is the command-line client's; another loader sends the CREATE PROCEDURE
 -- statement as one statement without it.) Running it again is harmless.
