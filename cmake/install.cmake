@@ -21,7 +21,8 @@ install(TARGETS
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS fenced fencectl fencekit-demo RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# The guard in your own database (docs/guard-in-your-database.md).
+# The guard in your own database (docs/guard-in-your-database.md): every file of
+# fencedstore/sql/ (postgresql-guard.sql, mariadb-guard.sql, sqlite-guard.sql).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/fencedstore/sql/
         DESTINATION ${CMAKE_INSTALL_DATADIR}/fencekit/sql)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/fencedstore/lua/

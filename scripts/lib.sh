@@ -13,6 +13,7 @@ FENCEKIT_PACKAGES=(
   curl sqlite3 zlib1g-dev
   libssl-dev openssl  # TLS (fenced --tls-cert, https:// clients) and SHA-256 of bearer tokens
   postgresql-15 libpq-dev  # the guard as SQL, tested on a real PostgreSQL server
+  mariadb-server mariadb-client  # the MariaDB guard, tested on a real server
   chromium  # headless: the /ui page (driven over its DevTools pipe) and the demo's HTML timeline
   python3 python3-yaml  # tests/openapi_check.py reads docs/openapi.yaml
   prometheus  # promtool checks fenced's /metrics in the suite

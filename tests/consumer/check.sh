@@ -22,7 +22,7 @@ fail() {
 }
 
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
-for sql in postgresql-guard.sql sqlite-guard.sql; do
+for sql in postgresql-guard.sql mariadb-guard.sql sqlite-guard.sql; do
   cmp -s "$source_dir/fencedstore/sql/$sql" "$work/prefix/share/fencekit/sql/$sql" ||
     fail "cmake --install did not install fencedstore/sql/$sql as share/fencekit/sql/$sql"
 done
