@@ -134,12 +134,30 @@ class MariadbGuardTest : public ::testing::Test {
 
   // True once the connection `id` waits for a row lock (seen from another session).
   bool WaitsForALock(Session& observer, const std::string& id) {
+    // InnoDB does not always list a wait on another transaction's uncommitted insert as
+    // LOCK WAIT; a session inside its upsert of the fence row, which that row's lock holds
+    // up until the other commits, is waiting as well.
     return WaitFor([&] {
       return observer.Value(
-                 "SELECT count(*) FROM information_schema.innodb_trx WHERE "
+                 "SELECT (SELECT count(*) FROM information_schema.innodb_trx WHERE "
                  "trx_mysql_thread_id = " +
-                 id + " AND trx_state = 'LOCK WAIT';") == "1";
+                 id +
+                 " AND trx_state = 'LOCK WAIT') + (SELECT count(*) FROM "
+                 "information_schema.processlist WHERE ID = " +
+                 id + " AND INFO LIKE 'INSERT INTO fencekit_fences%');") != "0";
     });
+  }
+
+  // What every session is doing, for a failure's message.
+  static std::string Processes(Session& observer) {
+    std::vector<std::string> rows;
+    observer.Exec(
+        "SELECT CONCAT(ID, ' ', COALESCE(STATE, ''), ' | ', COALESCE(INFO, '')) FROM "
+        "information_schema.processlist;",
+        &rows);
+    std::string out;
+    for (const auto& r : rows) out += r + "\n";
+    return out;
   }
 
   static TempDir* dir_;
@@ -230,7 +248,7 @@ TEST_F(MariadbGuardTest, InterleavedTransactionsAreJudgedInCommitOrder) {
       const std::string t = std::to_string(later);
       b->Send("CALL fencekit_advance('order-2', " + t + "); UPDATE orders SET status = 'by " + t +
               "', by_token = " + t + " WHERE id = 2;");
-      ASSERT_TRUE(WaitsForALock(*observer, b_id));
+      ASSERT_TRUE(WaitsForALock(*observer, b_id)) << Processes(*observer);
       ASSERT_EQ(a->Exec("COMMIT;"), "");
       std::string state = b->Finish();
       EXPECT_EQ(state, expect) << b->last_error_;
@@ -368,6 +386,18 @@ class MariadbWorkerTest : public ::testing::Test {
   }
 
   std::string rows_written_;
+  // What every session is doing, for a failure's message.
+  static std::string Processes(Session& observer) {
+    std::vector<std::string> rows;
+    observer.Exec(
+        "SELECT CONCAT(ID, ' ', COALESCE(STATE, ''), ' | ', COALESCE(INFO, '')) FROM "
+        "information_schema.processlist;",
+        &rows);
+    std::string out;
+    for (const auto& r : rows) out += r + "\n";
+    return out;
+  }
+
   static TempDir* dir_;
   static MariadbServer* server_;
 };

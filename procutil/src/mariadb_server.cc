@@ -80,6 +80,11 @@ Status MariadbServer::Start(MariadbOptions options) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Status::Unavailable("cannot make " + dir.string() + ": " + ec.message());
+  // Its own temporary folder, beside the data folder: servers (and mariadb-install-db runs)
+  // started at once must not share /tmp's temporary tables.
+  tmp_dir_ = dir.string() + ".tmp";
+  fs::create_directories(tmp_dir_, ec);
+  if (ec) return Status::Unavailable("cannot make " + tmp_dir_ + ": " + ec.message());
   // Beside the data folder: the server runs it at every start, before accepting connections.
   init_file_ = dir.string() + ".init.sql";
   {
@@ -105,6 +110,8 @@ Status MariadbServer::Start(MariadbOptions options) {
     }
     ::chmod(dir.c_str(), 0700);
     if (Status s = Chown(dir, pw->pw_uid, pw->pw_gid); !s.ok()) return s;
+    ::chmod(tmp_dir_.c_str(), 0700);
+    if (Status s = Chown(tmp_dir_, pw->pw_uid, pw->pw_gid); !s.ok()) return s;
   }
   if (!fs::exists(dir / "mysql")) {
     if (Status s = InstallDb(); !s.ok()) return s;
@@ -115,7 +122,7 @@ Status MariadbServer::Start(MariadbOptions options) {
 Status MariadbServer::InstallDb() {
   std::vector<std::string> argv = AsServerUser(options_.install_db_binary);
   for (std::string arg :
-       {std::string("--no-defaults"), "--datadir=" + options_.data_dir,
+       {std::string("--no-defaults"), "--datadir=" + options_.data_dir, "--tmpdir=" + tmp_dir_,
         std::string("--auth-root-authentication-method=normal"), std::string("--skip-test-db")}) {
     argv.push_back(std::move(arg));
   }
@@ -136,7 +143,7 @@ Status MariadbServer::StartOn(bool* port_taken) {
   std::vector<std::string> argv = AsServerUser(options_.server_binary);
   // --no-defaults must come first; name resolution off, so that 127.0.0.1 matches the user.
   for (std::string arg :
-       {std::string("--no-defaults"), "--datadir=" + options_.data_dir,
+       {std::string("--no-defaults"), "--datadir=" + options_.data_dir, "--tmpdir=" + tmp_dir_,
         "--port=" + std::to_string(port_), std::string("--bind-address=127.0.0.1"),
         "--socket=" + options_.data_dir + "/mariadbd.sock",
         "--pid-file=" + options_.data_dir + "/mariadbd.pid", std::string("--skip-name-resolve"),

@@ -64,6 +64,7 @@ class MariadbServer {
   std::uint16_t port_ = 0;
   bool as_mysql_user_ = false;
   std::string init_file_;
+  std::string tmp_dir_;  // its own temporary folder (--tmpdir)
 };
 
 }  // namespace fencekit::procutil
