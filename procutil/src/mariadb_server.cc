@@ -12,25 +12,12 @@
 #include <thread>
 
 #include "fencekit/procutil/loopback.h"
+#include "server_user.h"
 
 namespace fencekit::procutil {
 namespace {
 
 namespace fs = std::filesystem;
-
-Status Chown(const fs::path& dir, uid_t uid, gid_t gid) {
-  std::error_code ec;
-  if (::chown(dir.c_str(), uid, gid) != 0) {
-    return Status::Unavailable("cannot give " + dir.string() + " to the mysql user");
-  }
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
-       it.increment(ec)) {
-    if (::lchown(it->path().c_str(), uid, gid) != 0) {
-      return Status::Unavailable("cannot give " + it->path().string() + " to the mysql user");
-    }
-  }
-  return Status::Ok();
-}
 
 // What `path` holds from byte `from` on ("" when it is shorter or missing).
 std::string ReadFrom(const std::string& path, std::uintmax_t from) {
@@ -97,21 +84,9 @@ Status MariadbServer::Start(MariadbOptions options) {
   }
   ::chmod(init_file_.c_str(), 0644);
   if (as_mysql_user_) {
-    struct passwd* pw = ::getpwnam("mysql");
-    if (pw == nullptr) {
-      return Status::Unavailable(
-          "running as root, but there is no mysql user to run MariaDB as (install "
-          "mariadb-server)");
+    if (Status s = GiveFoldersTo("mysql", "MariaDB", "mariadb-server", {dir, tmp_dir_}); !s.ok()) {
+      return s;
     }
-    // The server user must reach its folder through the parent (often a 0700 temp folder).
-    struct stat parent;
-    if (::stat(dir.parent_path().c_str(), &parent) == 0) {
-      ::chmod(dir.parent_path().c_str(), (parent.st_mode & 07777) | S_IXOTH);
-    }
-    ::chmod(dir.c_str(), 0700);
-    if (Status s = Chown(dir, pw->pw_uid, pw->pw_gid); !s.ok()) return s;
-    ::chmod(tmp_dir_.c_str(), 0700);
-    if (Status s = Chown(tmp_dir_, pw->pw_uid, pw->pw_gid); !s.ok()) return s;
   }
   if (!fs::exists(dir / "mysql")) {
     if (Status s = InstallDb(); !s.ok()) return s;

@@ -12,26 +12,12 @@
 #include <thread>
 
 #include "fencekit/procutil/loopback.h"
+#include "server_user.h"
 
 namespace fencekit::procutil {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Gives `dir` (and everything in it) to `uid`/`gid`.
-Status Chown(const fs::path& dir, uid_t uid, gid_t gid) {
-  std::error_code ec;
-  if (::chown(dir.c_str(), uid, gid) != 0) {
-    return Status::Unavailable("cannot give " + dir.string() + " to the postgres user");
-  }
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
-       it.increment(ec)) {
-    if (::lchown(it->path().c_str(), uid, gid) != 0) {
-      return Status::Unavailable("cannot give " + it->path().string() + " to the postgres user");
-    }
-  }
-  return Status::Ok();
-}
 
 // The lines of postmaster.pid: pid, data dir, start time, port, socket dir, listen address,
 // shared memory key, status ("ready" once it accepts connections).
@@ -107,19 +93,9 @@ Status PostgresServer::Start(PostgresOptions options) {
   fs::create_directories(dir, ec);
   if (ec) return Status::Unavailable("cannot make " + dir.string() + ": " + ec.message());
   if (as_postgres_user_) {
-    struct passwd* pw = ::getpwnam("postgres");
-    if (pw == nullptr) {
-      return Status::Unavailable(
-          "running as root, but there is no postgres user to run "
-          "PostgreSQL as (install postgresql-15)");
+    if (Status s = GiveFoldersTo("postgres", "PostgreSQL", "postgresql-15", {dir}); !s.ok()) {
+      return s;
     }
-    // The server user must reach its folder through the parent (often a 0700 temp folder).
-    struct stat parent;
-    if (::stat(dir.parent_path().c_str(), &parent) == 0) {
-      ::chmod(dir.parent_path().c_str(), (parent.st_mode & 07777) | S_IXOTH);
-    }
-    ::chmod(dir.c_str(), 0700);
-    if (Status s = Chown(dir, pw->pw_uid, pw->pw_gid); !s.ok()) return s;
   }
   if (!fs::exists(dir / "PG_VERSION")) {
     Status made = options_.standby_of_port > 0 ? BaseBackup() : InitDb();
