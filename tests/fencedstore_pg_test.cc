@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fencekit/fencedstore/store.h"
+#include "support/pg_client.h"
 #include "support/store_engines.h"
 #include "support/test_support.h"
 
@@ -94,6 +95,77 @@ TEST(PostgresStoreTest, ConcurrentStoresNeverAcceptATokenBelowAnAcceptedOne) {
     }
   }
   EXPECT_EQ(*stores[1]->Highest("L"), T(max_accepted));
+}
+
+TEST(PostgresStoreTest, WritesAtTheFencesTokenDoNotWaitForEachOthersCommits) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto a = Open({.path = db});
+  ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok());
+  // Another fenced's batch at the fence's token, decided and not committed yet.
+  testing::PgClient other(db);
+  ASSERT_TRUE(other.ok()) << other.error();
+  auto open = other.Value(
+      "BEGIN; SELECT o_outcome FROM fencekit.write(false, 'L'::bytea, 5, 'k2'::bytea, "
+      "'v2'::bytea, NULL, NULL, 0, NULL, false, false, 0, NULL, true)");
+  ASSERT_TRUE(open.ok()) << open.status().ToString();
+  ASSERT_EQ(*open, "accepted");
+  auto b = Open({.path = db, .database_timeout = std::chrono::milliseconds(3000)});
+  ASSERT_TRUE(b);
+  // Holding the fence shared, it does not hold up a write at the same token...
+  auto same = b->Put("L", T(5), "k3", "v3");
+  EXPECT_TRUE(same.ok()) << same.status().ToString();
+  // ...while one that moves the fence waits for it to end.
+  auto c = Open({.path = db, .database_timeout = std::chrono::milliseconds(500)});
+  ASSERT_TRUE(c);
+  auto raise = c->Put("L", T(6), "k4", "v4");
+  EXPECT_TRUE(raise.status().IsUnavailable()) << raise.status().ToString();
+  ASSERT_TRUE(other.Query("COMMIT").ok());
+  auto after = c->Put("L", T(6), "k4", "v4");
+  EXPECT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(a->Get("k2")->value, "v2");
+  EXPECT_TRUE(a->Put("L", T(5), "k1", "late").status().IsStaleToken());
+}
+
+TEST(PostgresStoreTest, ConditionalWritesAtOneTokenThroughTwoStoresLoseNoUpdate) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto a = Open({.path = db});
+  auto b = Open({.path = db});
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->Put("L", T(7), "counter", "0").ok());
+  // Read-modify-write increments by one holder through both stores at once: each applies only
+  // at the version it read, so every accepted one counts.
+  constexpr int kThreads = 4, kTries = 40;
+  std::vector<std::future<int>> counted;
+  for (int t = 0; t < kThreads; ++t) {
+    counted.push_back(std::async(std::launch::async, [&, t] {
+      FencedStore& store = t % 2 == 0 ? *a : *b;
+      int mine = 0;
+      for (int i = 0; i < kTries; ++i) {
+        auto got = store.Get("counter");
+        if (!got.ok()) {
+          ADD_FAILURE() << got.status().ToString();
+          break;
+        }
+        auto r = store.Write({.lock = "L",
+                              .token = T(7),
+                              .key = "counter",
+                              .value = std::to_string(std::stoi(got->value) + 1),
+                              .if_version = got->version});
+        if (r.ok()) {
+          ++mine;
+        } else {
+          EXPECT_EQ(r.status().code(), StatusCode::kPreconditionFailed) << r.status().ToString();
+        }
+      }
+      return mine;
+    }));
+  }
+  int accepted = 0;
+  for (auto& f : counted) accepted += f.get();
+  EXPECT_GT(accepted, 0);
+  EXPECT_EQ(a->Get("counter")->value, std::to_string(accepted));
 }
 
 TEST(PostgresStoreTest, ALostConnectionIsRemadeAndNothingIsAcknowledgedOnTheWay) {

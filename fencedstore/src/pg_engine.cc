@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "pg_transaction.h"
@@ -80,13 +81,16 @@ Status PostgresEngine::Connected() {
 
 Status PostgresEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms,
                                    Verifier* verifier) {
-  // Each write locks its lock's fence until the commit. Taking them in one order (by lock, the
-  // writes of one lock keeping theirs) keeps the batches of several fenced from deadlocking in
-  // most cases; the rest are retried.
+  // Each write locks its lock's fence and its key's row until the commit. Taking them in one
+  // order (by lock, then by key, which belongs to one lock; writes of one key keeping their
+  // order) keeps the batches of several fenced from deadlocking in most cases; the rest are
+  // retried.
   std::vector<std::size_t> order(batch.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return batch[a].grant().lock < batch[b].grant().lock;
+    const WriteRequest& x = batch[a].grant();
+    const WriteRequest& y = batch[b].grant();
+    return std::tie(x.lock, x.key) < std::tie(y.lock, y.key);
   });
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     bool retry = false;

@@ -55,9 +55,13 @@ constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 // those whose signature changed, as CREATE OR REPLACE cannot change one).
 constexpr const char* kFunctions = R"sql(
 -- One write, decided and applied: the store's rules (docs/architecture.md) in one call, so that
--- a batch of writes is one pipeline of calls. The fence row is locked (FOR UPDATE) before it is
--- judged and stays locked until the commit: writes of one lock, through any number of fenced,
--- are decided one after the other on the latest committed fence.
+-- a batch of writes is one pipeline of calls. The fence row is locked before it is judged and
+-- stays locked until the commit, so every write, through any number of fenced, is decided on
+-- the latest committed fence: shared (FOR SHARE) by a write that leaves it as it is (a holder's
+-- next write at the fence's token, a refusal), so that such writes do not wait for each other's
+-- commits; exclusively (FOR UPDATE) by one that moves, creates, binds or confirms it, which
+-- therefore waits for every write holding it and they for it. The object's row is locked too
+-- (FOR UPDATE) before its version is read.
 -- p_verify: 0 verification off; 1 the lock service not asked (or could not be); 2 it does not
 -- confirm the token; 3 it confirms it. p_refusal: a refusal decided by the caller, only recorded.
 -- o_outcome: 'accepted' or the name of a refusal ('stale_token', 'wrong_lock', 'wrong_service',
@@ -85,8 +89,12 @@ BEGIN
   o_seq := 0;
   o_prior := 0;
   -- 1. The key's lock: lock_for's for its prefix, else the lock of the write that created it.
+  -- The fence as last committed, unlocked, comes with it: it only chooses how to lock it.
   IF o_outcome IS NULL THEN
-    SELECT o.lock INTO key_lock FROM fencekit.objects o WHERE o.key = p_key;
+    SELECT (SELECT o.lock FROM fencekit.objects o WHERE o.key = p_key), fe.highest, fe.service,
+           fe.confirmed
+      INTO key_lock, f_highest, f_service, f_confirmed
+      FROM (VALUES (1)) AS one LEFT JOIN fencekit.fences fe ON fe.lock = p_lock;
     key_lock := coalesce(p_prefix_lock, key_lock);
     IF key_lock IS NOT NULL AND key_lock <> p_lock THEN
       o_outcome := 'wrong_lock';
@@ -94,7 +102,24 @@ BEGIN
     END IF;
   END IF;
   -- 2. The fence, locked; or created by the lock's first write.
-  IF o_outcome IS NULL THEN
+  -- Shared when the write leaves the fence as it is: below it (stale), or at it with nothing new
+  -- to bind or confirm (the UPDATE's own test, below). Judged on the unlocked read, then again
+  -- on the locked one; a fence moved in between (only a fence administration can make it need
+  -- a change then) is locked exclusively after all.
+  FOR pass IN 1..2 LOOP
+    EXIT WHEN o_outcome IS NOT NULL OR p_unguarded OR f_highest IS NULL
+        OR NOT (p_token < f_highest
+                OR (p_token = f_highest
+                    AND (f_service IS NOT NULL OR p_service IS NULL OR p_verify NOT IN (0, 3))
+                    AND (p_verify <> 3 OR f_confirmed)));
+    IF pass = 2 THEN
+      fence_found := true;
+      EXIT;
+    END IF;
+    SELECT fe.highest, fe.service, fe.confirmed INTO f_highest, f_service, f_confirmed
+      FROM fencekit.fences fe WHERE fe.lock = p_lock FOR SHARE;
+  END LOOP;
+  IF o_outcome IS NULL AND NOT fence_found THEN
     LOOP
       SELECT fe.highest, fe.service, fe.confirmed INTO f_highest, f_service, f_confirmed
         FROM fencekit.fences fe WHERE fe.lock = p_lock FOR UPDATE;
@@ -111,6 +136,8 @@ BEGIN
       END IF;
       -- Another transaction created it meanwhile: lock that one.
     END LOOP;
+  END IF;
+  IF o_outcome IS NULL THEN
     IF fence_created THEN
       o_highest := p_token;
     ELSIF NOT fence_found THEN
@@ -159,20 +186,29 @@ BEGIN
       o_version := coalesce(o_version, 0);
       o_prior := o_version;
     ELSE
-      -- The fence's lock serialises every writer of the key: this reads its latest version.
-      SELECT o.version INTO o_prior FROM fencekit.objects o WHERE o.key = p_key;
-      o_prior := coalesce(o_prior, 0);
-      INSERT INTO fencekit.objects AS o (key, value, lock, token, version)
-        VALUES (p_key, p_value, p_lock, p_token, nextval('fencekit.versions'))
-        ON CONFLICT (key) DO UPDATE SET value = excluded.value, lock = excluded.lock,
-            token = excluded.token, version = excluded.version
-          WHERE p_prefix_lock IS NOT NULL OR o.lock = excluded.lock
-        RETURNING o.version INTO o_version;
-      IF NOT FOUND THEN
-        -- The key was created under another lock after step 1: decide again.
-        RAISE EXCEPTION 'the key was created under another lock meanwhile'
-          USING ERRCODE = 'serialization_failure';
-      END IF;
+      -- Writers at the fence's token may hold it together: the key's row lock orders them,
+      -- and o_prior is read under it.
+      LOOP
+        SELECT o.version, o.lock INTO o_prior, key_lock FROM fencekit.objects o
+          WHERE o.key = p_key FOR UPDATE;
+        IF FOUND THEN
+          IF p_prefix_lock IS NULL AND key_lock <> p_lock THEN
+            -- The key was created under another lock after step 1: decide again.
+            RAISE EXCEPTION 'the key was created under another lock meanwhile'
+              USING ERRCODE = 'serialization_failure';
+          END IF;
+          UPDATE fencekit.objects SET value = p_value, lock = p_lock, token = p_token,
+              version = nextval('fencekit.versions')
+            WHERE key = p_key RETURNING version INTO o_version;
+          EXIT;
+        END IF;
+        o_prior := 0;
+        INSERT INTO fencekit.objects(key, value, lock, token, version)
+          VALUES (p_key, p_value, p_lock, p_token, nextval('fencekit.versions'))
+          ON CONFLICT (key) DO NOTHING RETURNING version INTO o_version;
+        EXIT WHEN FOUND;
+        -- Another transaction created it meanwhile: lock that one.
+      END LOOP;
     END IF;
     o_outcome := 'accepted';
   END IF;
