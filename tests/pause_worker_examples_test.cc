@@ -178,9 +178,9 @@ class RedisWorkerTest : public ::testing::Test {
 // Python process takes 0.8-2.5 s to start (under load), and the holder that takes over after a
 // pause only reads once it has started: the pause (0.5-3x the ttl) must outlast the lease and
 // that start. Hence a 1 s ttl and 2 s of work between read and write. Measured on the 2-core
-// machine (2026-11-26, load 3-7, 3 clients): the control arm failed 3, 2 and 3 runs of 6 (with
-// a 300 ms ttl and 0.2 s of work, 1 run of 24; with 2 clients or 14-20 pauses, fewer), so it
-// runs 8.
+// machine (2026-11-26, load 3-7, 3 clients): the control arm failed 15 runs of 30 (5 commands
+// of 6 runs: 2 to 4 each); with a 300 ms ttl and 0.2 s of work, 1 run of 24; with 2 clients or
+// 14-20 pauses per run, fewer. So it runs 8 (1.5 min).
 const std::vector<std::string> kEtcdRuns = {"--runs", "3",  "--seed",       "31",
                                             "--ttl",  "1s", "--run-length", "8s"};
 const std::vector<std::string> kEtcdControlRuns = {"--runs", "8",  "--seed",       "31",

@@ -15,7 +15,8 @@ Environment:
                     <LOCK>/fence
   FENCEKIT_HISTORY  the JSON-lines file this worker appends its one `cas` line to
   FENCING=off       the control arm: no claim, and the write is a plain put
-  WORK_SECONDS      how long the worker "works" between its read and its write (default 0)
+  WORK_SECONDS      how long the worker "works" between its read and its write (default 0;
+                    the test sets 2: docs/testing-with-pauses.md says why)
   ETCD_TIMEOUT      seconds one request may take (default 5)
 
 One invocation is three requests:
