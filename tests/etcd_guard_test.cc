@@ -1,5 +1,6 @@
-// The etcd guard (fencekit/lockclient/etcd_guard.h) on a real etcd: one transaction writes the
-// data and raises the fence when the token is >= the fence, and writes nothing when it is lower.
+// The etcd guard (fencekit/lockclient/etcd_guard.h) on a real 3-member etcd cluster, started
+// once for the suite (each test has keys of its own): one transaction writes the data and raises
+// the fence when the token is >= the fence, and writes nothing when it is lower.
 #include "fencekit/lockclient/etcd_guard.h"
 
 #include <gtest/gtest.h>
@@ -41,16 +42,26 @@ TEST(EtcdFenceValueTest, TwentyDigitsZeroPadded) {
 
 class EtcdGuardTest : public ::testing::Test {
  protected:
+  static void SetUpTestSuite() { etcd_ = new testing::EtcdCluster(3); }
+  static void TearDownTestSuite() {
+    delete etcd_;
+    etcd_ = nullptr;
+  }
   void SetUp() override {
-    auto guard = EtcdGuard::Open(etcd_.uri());
+    ASSERT_EQ(etcd_->size(), 3);
+    auto guard = EtcdGuard::Open(etcd_->uri());
     ASSERT_TRUE(guard.ok()) << guard.status().ToString();
     guard_ = std::move(guard).value();
   }
-  std::uint16_t port() const { return etcd_.client_port(0); }
+  // A member's client port: reads through member 0 unless said otherwise (linearizable reads,
+  // so any member sees every acknowledged write).
+  static std::uint16_t port(int member = 0) { return etcd_->client_port(member); }
 
-  testing::EtcdCluster etcd_;
+  static testing::EtcdCluster* etcd_;
   std::unique_ptr<EtcdGuard> guard_;
 };
+
+testing::EtcdCluster* EtcdGuardTest::etcd_ = nullptr;
 
 TEST_F(EtcdGuardTest, LowerTokenRefusedAndNothingWritten) {
   ASSERT_TRUE(guard_->Put("o1/fence", "o1/data", "v34", 34).ok());
@@ -81,7 +92,27 @@ TEST_F(EtcdGuardTest, BadArgumentsRefused) {
   EXPECT_EQ(guard_->Put("o3/fence", "o3/data", "v", -5).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(guard_->Put("o3/fence", "o3/fence", "v", 5).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(guard_->Put("", "o3/data", "v", 5).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(guard_->Put("o3/fence", "", "v", 5).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Range(port(), "o3/data").find("kvs"), std::string::npos);
+  EXPECT_EQ(Range(port(), "o3/fence").find("kvs"), std::string::npos);
+  EXPECT_EQ(EtcdGuard::Open("redis://127.0.0.1:1").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(EtcdGuard::Open("etcd://").status().code(), StatusCode::kInvalidArgument);
+}
+
+// Each guard talks to one member: a write through member 2 raises the fence that member 0's
+// client then meets, and every member reads the same fence and data.
+TEST_F(EtcdGuardTest, StaleRefusedThroughAnotherMember) {
+  auto through2 = EtcdGuard::Open(etcd_->member_uri(2));
+  auto through0 = EtcdGuard::Open(etcd_->member_uri(0));
+  ASSERT_TRUE(through2.ok() && through0.ok());
+  ASSERT_TRUE((*through2)->Put("o4/fence", "o4/data", "new", 40).ok());
+  Status s = (*through0)->Put("o4/fence", "o4/data", "old", 39);
+  EXPECT_EQ(s.code(), StatusCode::kStaleToken) << s.ToString();
+  EXPECT_EQ(s.message(), "stale token 39 for fence key \"o4/fence\": the highest is 40");
+  for (int member = 0; member < 3; ++member) {
+    EXPECT_TRUE(Holds(port(member), "o4/data", "new")) << member;
+    EXPECT_TRUE(Holds(port(member), "o4/fence", EtcdFenceValue(40))) << member;
+  }
 }
 
 // Several threads race on new fences: each ends at the highest token with its write.

@@ -4,13 +4,16 @@
 // and against a `fenced --no-fencing` (a run fails: the checker sees the lost update); the
 // Python worker on the shared PostgreSQL with the guard, and with FENCING=off (the same worker
 // without the token check); the sh worker on a redis-server of its own with the guard's function
-// library, and with FENCING=off (plain GET and SET).
+// library, and with FENCING=off (plain GET and SET); the Python worker on an etcd of its own
+// through the JSON gateway with the guard's transaction, and with FENCING=off (plain put).
 #include <gtest/gtest.h>
 
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "fencekit/common/text.h"
+#include "support/etcd_server.h"
 #include "support/redis_server.h"
 #include "support/store_engines.h"
 #include "support/test_support.h"
@@ -171,6 +174,18 @@ class RedisWorkerTest : public ::testing::Test {
   testing::RedisServer redis_;
 };
 
+// The etcd worker is one Python process making three gateway requests. On this machine a
+// Python process takes 0.8-2.5 s to start (under load), and the holder that takes over after a
+// pause only reads once it has started: the pause (0.5-3x the ttl) must outlast the lease and
+// that start. Hence a 1 s ttl and 2 s of work between read and write. Measured on the 2-core
+// machine (2026-11-26, load 3-7, 3 clients): the control arm failed 15 runs of 30 (5 commands
+// of 6 runs: 2 to 4 each); with a 300 ms ttl and 0.2 s of work, 1 run of 24; with 2 clients or
+// 14-20 pauses per run, fewer. So it runs 8 (1.5 min).
+const std::vector<std::string> kEtcdRuns = {"--runs", "3",  "--seed",       "31",
+                                            "--ttl",  "1s", "--run-length", "8s"};
+const std::vector<std::string> kEtcdControlRuns = {"--runs", "8",  "--seed",       "31",
+                                                   "--ttl",  "1s", "--run-length", "8s"};
+
 TEST_F(RedisWorkerTest, WithTheGuardFailsNoRun) {
   Summary s = Run(kRedisRuns, true);
   EXPECT_EQ(s.exit_code, 0);
@@ -189,6 +204,56 @@ TEST_F(RedisWorkerTest, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kRedisControlRuns, false);
   EXPECT_EQ(s.exit_code, 1);
   EXPECT_EQ(s.runs, 6);
+  EXPECT_GT(s.failed_runs, 0);
+}
+
+// A one-member etcd per test: its fences start empty, like the test's new lock service's tokens.
+class EtcdWorkerTest : public ::testing::Test {
+ protected:
+  std::string Endpoint() const {
+    return "http://127.0.0.1:" + std::to_string(etcd_.client_port(0));
+  }
+  // The value `key` holds; empty when absent.
+  std::string Value(const std::string& key) {
+    testing::RawConnection conn(etcd_.client_port(0));
+    conn.Send(testing::Request("POST", "/v3/kv/range", {{"Content-Type", "application/json"}},
+                               R"({"key":")" + Base64Encode(key) + R"("})"));
+    std::string body = conn.Read().body;
+    std::smatch m;
+    if (!std::regex_search(body, m, std::regex(R"re("value":"([^"]*)")re"))) return "";
+    return Base64Decode(m[1].str()).value_or("(not base64)");
+  }
+  Summary Run(const std::vector<std::string>& runs, bool fencing) {
+    std::vector<std::string> extra = {"--setup", Example("counter-etcd.py") + " --setup"};
+    extra.insert(extra.end(), runs.begin(), runs.end());
+    std::vector<std::string> env = {"ETCD_ENDPOINT=" + Endpoint(), "WORK_SECONDS=2"};
+    if (!fencing) env.push_back("FENCING=off");
+    return RunWorker(dir_, Example("counter-etcd.py"), extra, env);
+  }
+
+  TempDir dir_;
+  testing::EtcdCluster etcd_;
+};
+
+TEST_F(EtcdWorkerTest, WithTheGuardFailsNoRun) {
+  Summary s = Run(kEtcdRuns, true);
+  EXPECT_EQ(s.exit_code, 0);
+  EXPECT_EQ(s.runs, 3);
+  EXPECT_EQ(s.failed_runs, 0);
+  EXPECT_GT(s.expired, 0);
+  // The workers did write: every run's counter is there, and the fence holds a 20-digit token.
+  for (int run = 0; run < 3; ++run) {
+    EXPECT_TRUE(std::regex_match(Value("pause-test/pause-counter/run-" + std::to_string(run)),
+                                 std::regex("[1-9][0-9]*")))
+        << "run " << run;
+  }
+  EXPECT_TRUE(std::regex_match(Value("pause-test/fence"), std::regex("0{10}[0-9]{10}")));
+}
+
+TEST_F(EtcdWorkerTest, WithoutTheTokenCheckIsCaught) {
+  Summary s = Run(kEtcdControlRuns, false);
+  EXPECT_EQ(s.exit_code, 1);
+  EXPECT_EQ(s.runs, 8);
   EXPECT_GT(s.failed_runs, 0);
 }
 
