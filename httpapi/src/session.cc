@@ -8,6 +8,7 @@
 
 #include "fencekit/common/mutex.h"
 #include "framing.h"
+#include "response_head.h"
 #include "tcp_progress.h"
 
 namespace fencekit::httpapi {
@@ -183,15 +184,24 @@ void Session<Stream>::Write(HttpResponse res) {
   ChargeAnswer(res);
   status_ = res.result_int();
   bytes_ = res.body().size();
-  auto shared = std::make_shared<HttpResponse>(std::move(res));
-  bool keep_alive = shared->keep_alive();
+  bool keep_alive = res.keep_alive();
   // A deadline for the whole response, not per send (a client that reads a byte now and then
   // cannot stretch it), kept by the server's write watchdog.
   WriteStarted();
-  http::async_write(stream_, *shared,
-                    [self = Self(), shared, keep_alive](beast::error_code ec, std::size_t) {
-                      self->OnWrite(keep_alive, ec);
-                    });
+  if (res.chunked()) {  // fenced sends none; Beast's serializer encodes one
+    auto shared = std::make_shared<HttpResponse>(std::move(res));
+    return http::async_write(
+        stream_, *shared, [self = Self(), shared, keep_alive](beast::error_code ec, std::size_t) {
+          self->OnWrite(keep_alive, ec);
+        });
+  }
+  // The head and the body in one gathered write, both held by the session until it ends.
+  answer_ = std::move(res);
+  WriteResponseHead(answer_.base(), head_);
+  std::array<net::const_buffer, 2> bytes{net::buffer(head_), net::buffer(answer_.body())};
+  net::async_write(stream_, bytes, [self = Self(), keep_alive](beast::error_code ec, std::size_t) {
+    self->OnWrite(keep_alive, ec);
+  });
 }
 
 template <class Stream>
@@ -218,6 +228,7 @@ bool Session<Stream>::ChargeAnswer(HttpResponse& res) {
 template <class Stream>
 void Session<Stream>::OnWrite(bool keep_alive, beast::error_code ec) {
   WriteDone();
+  answer_ = HttpResponse();  // a large body is not kept while the connection idles
   ReleaseAnswer();
   host_.metrics->ObserveLatency(std::chrono::steady_clock::now() - started_);
   if (host_.access_log != nullptr) LogAccess();

@@ -214,6 +214,10 @@ class Session final : public SessionBase {
   std::chrono::steady_clock::time_point last_sent_;      // the stream's last write
   std::chrono::steady_clock::time_point peer_progress_;  // when the peer last took bytes
   std::uint64_t peer_acked_ = 0;                         // bytes it had taken then
+  // The answer being written (Write to OnWrite): its head's bytes, and the response with its
+  // body.
+  std::string head_;
+  HttpResponse answer_;
   // Bytes of the answer being written that are charged to host_.answers (0: none).
   std::size_t charged_ = 0;
 };
