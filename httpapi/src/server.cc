@@ -266,13 +266,17 @@ class ServerImpl final : public Server {
 
   // The write timeout: every quarter of it (at most 1 s), connections whose response has been
   // in writing for longer are closed. A response is cut between 1x and 1.25x the timeout.
+  // The read and write watchdogs: every quarter of the shorter timeout (10 ms to 1 s), close
+  // the connections whose request has been in reading for longer than --read-timeout, or whose
+  // answer in writing for longer than --write-timeout.
   void WatchWrites() {
-    auto limit =
-        std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.write_timeout);
-    auto interval = std::clamp<std::chrono::steady_clock::duration>(
-        limit / 4, std::chrono::milliseconds(10), std::chrono::seconds(1));
+    using Duration = std::chrono::steady_clock::duration;
+    auto read_limit = std::chrono::duration_cast<Duration>(options_.read_timeout);
+    auto limit = std::chrono::duration_cast<Duration>(options_.write_timeout);
+    auto interval = std::clamp<Duration>(std::min(read_limit, limit) / 4,
+                                         std::chrono::milliseconds(10), std::chrono::seconds(1));
     write_watch_timer_.expires_after(interval);
-    write_watch_timer_.async_wait([this, limit](beast::error_code ec) {
+    write_watch_timer_.async_wait([this, limit, read_limit](beast::error_code ec) {
       // Stop() cancels the timer, but a tick already due runs anyway: it must not re-arm, or
       // the I/O threads never run out of work and Wait() never returns.
       if (ec || stop_requested_.load()) return;
@@ -280,6 +284,9 @@ class ServerImpl final : public Server {
       auto overdue =
           registry_.Collect([&](const SessionBase& s) { return s.WriteOverdue(now, limit); });
       for (auto& s : overdue) s->CutOffOverdueWrite(limit);
+      auto slow =
+          registry_.Collect([&](const SessionBase& s) { return s.ReadOverdue(now, read_limit); });
+      for (auto& s : slow) s->CutOffOverdueRead(read_limit);
       WatchWrites();
     });
   }
