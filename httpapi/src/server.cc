@@ -171,31 +171,30 @@ class ServerImpl final : public Server {
   }
 
   void Accept() {
-    acceptor_.async_accept(
-        SessionExecutor(), [this](beast::error_code ec, tcp::socket socket) {
-          if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-          if (ec) return OnAcceptError(ec);
-          accept_backoff_ = std::chrono::milliseconds(0);
-          if (registry_.size() >= max_connections_) {
-            RefuseConnection(std::move(socket));
-          } else {
-            socket.set_option(tcp::no_delay(true), ec);
-            SessionHost host{&options_,
-                             &handler_,
-                             &metrics_,
-                             &stop_requested_,
-                             &registry_,
-                             &events_,
-                             options_.access_log ? &log_ : nullptr,
-                             &answers_};
-            if (tls_) {
-              std::make_shared<TlsSession>(host, std::move(socket), *tls_)->Start();
-            } else {
-              std::make_shared<PlainSession>(host, std::move(socket))->Start();
-            }
-          }
-          Accept();
-        });
+    acceptor_.async_accept(SessionExecutor(), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+      if (ec) return OnAcceptError(ec);
+      accept_backoff_ = std::chrono::milliseconds(0);
+      if (registry_.size() >= max_connections_) {
+        RefuseConnection(std::move(socket));
+      } else {
+        socket.set_option(tcp::no_delay(true), ec);
+        SessionHost host{&options_,
+                         &handler_,
+                         &metrics_,
+                         &stop_requested_,
+                         &registry_,
+                         &events_,
+                         options_.access_log ? &log_ : nullptr,
+                         &answers_};
+        if (tls_) {
+          std::make_shared<TlsSession>(host, std::move(socket), *tls_)->Start();
+        } else {
+          std::make_shared<PlainSession>(host, std::move(socket))->Start();
+        }
+      }
+      Accept();
+    });
   }
 
   // A new connection's executor: its own strand, or with one I/O thread that thread, which
