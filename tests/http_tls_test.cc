@@ -171,6 +171,21 @@ TEST_F(HttpTlsTest, AStalledHandshakeIsCutAtTheReadTimeout) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
+// The handshake's deadline ends with the handshake: each later request has --read-timeout of
+// its own, so a connection in use outlives the read timeout (curl spaces its requests; one
+// connection for all of them, none cut and reopened).
+TEST_F(HttpTlsTest, AConnectionInUseOutlivesTheReadTimeout) {
+  Start({.read_timeout = std::chrono::milliseconds(1000)});
+  std::vector<std::string> args = {"--cacert", pki_->ca(), "--rate",
+                                   "2/s",      "-w",       "%{http_code}:%{num_connects} "};
+  for (int i = 0; i < 5; ++i) {  // ~2 s of one connection
+    args.insert(args.end(), {"-o", "/dev/null", Url() + "/healthz"});
+  }
+  CommandResult r = Curl(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "200:1 200:0 200:0 200:0 200:0 ") << r.err;
+}
+
 TEST_F(HttpTlsTest, AHandshakeCountsAgainstTheConnectionLimit) {
   Start({.max_connections = 1});
   auto first = std::make_unique<RawConnection>(server_->port());  // handshake pending

@@ -1,6 +1,7 @@
 // The fenced server: an acceptor and one Session per connection, on a pool of I/O threads.
-// Each connection is served on its own strand; requests on one connection are answered in
-// order (pipelined requests wait in the read buffer until the previous response is written).
+// Each connection is served on its own strand (with one I/O thread, the thread is the strand);
+// requests on one connection are answered in order (pipelined requests wait in the read buffer
+// until the previous response is written).
 #include "fencekit/httpapi/server.h"
 
 #include <sys/resource.h>
@@ -63,6 +64,13 @@ bool IsLoopback(const net::ip::address& a) {
   return v6.is_loopback();
 }
 
+// The number of I/O threads: ServerOptions::threads, or one per core but one (left to the
+// store's writer thread).
+unsigned IoThreads(const ServerOptions& options) {
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return options.threads != 0 ? options.threads : std::max(1u, cores - 1);
+}
+
 class ServerImpl final : public Server {
  public:
   ServerImpl(ServerOptions options, FencedStore* store, std::unique_ptr<Authorizer> auth,
@@ -81,6 +89,7 @@ class ServerImpl final : public Server {
         write_watch_(&events_, &log_),
         handler_(store, &metrics_, &long_reads_, auth_.get(), options_.extra_metrics,
                  HandlerHooks{&write_watch_, &health_, &fence_admin_}),
+        io_threads_(IoThreads(options_)),
         acceptor_(net::make_strand(ioc_)),
         drain_timer_(ioc_),
         health_(store, &write_watch_, ioc_.get_executor(), options_.health_timeout) {}
@@ -115,10 +124,7 @@ class ServerImpl final : public Server {
   void Run() {
     Accept();
     WatchWrites();
-    // Default: one core is left to the store's writer thread.
-    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    unsigned n = options_.threads != 0 ? options_.threads : std::max(1u, cores - 1);
-    for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    for (unsigned i = 0; i < io_threads_; ++i) threads_.emplace_back([this] { ioc_.run(); });
   }
 
   std::uint16_t port() const override { return port_; }
@@ -165,31 +171,37 @@ class ServerImpl final : public Server {
   }
 
   void Accept() {
-    acceptor_.async_accept(
-        net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
-          if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-          if (ec) return OnAcceptError(ec);
-          accept_backoff_ = std::chrono::milliseconds(0);
-          if (registry_.size() >= max_connections_) {
-            RefuseConnection(std::move(socket));
-          } else {
-            socket.set_option(tcp::no_delay(true), ec);
-            SessionHost host{&options_,
-                             &handler_,
-                             &metrics_,
-                             &stop_requested_,
-                             &registry_,
-                             &events_,
-                             options_.access_log ? &log_ : nullptr,
-                             &answers_};
-            if (tls_) {
-              std::make_shared<TlsSession>(host, std::move(socket), *tls_)->Start();
-            } else {
-              std::make_shared<PlainSession>(host, std::move(socket))->Start();
-            }
-          }
-          Accept();
-        });
+    acceptor_.async_accept(SessionExecutor(), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+      if (ec) return OnAcceptError(ec);
+      accept_backoff_ = std::chrono::milliseconds(0);
+      if (registry_.size() >= max_connections_) {
+        RefuseConnection(std::move(socket));
+      } else {
+        socket.set_option(tcp::no_delay(true), ec);
+        SessionHost host{&options_,
+                         &handler_,
+                         &metrics_,
+                         &stop_requested_,
+                         &registry_,
+                         &events_,
+                         options_.access_log ? &log_ : nullptr,
+                         &answers_};
+        if (tls_) {
+          std::make_shared<TlsSession>(host, std::move(socket), *tls_)->Start();
+        } else {
+          std::make_shared<PlainSession>(host, std::move(socket))->Start();
+        }
+      }
+      Accept();
+    });
+  }
+
+  // A new connection's executor: its own strand, or with one I/O thread that thread, which
+  // runs one handler at a time already (a strand there only cost a lock and a hop per handler).
+  net::any_io_executor SessionExecutor() {
+    if (io_threads_ == 1) return ioc_.get_executor();
+    return net::make_strand(ioc_);
   }
 
   // Typically out of file descriptors: wait (10 ms doubling to 1 s) instead of spinning, keep
@@ -253,13 +265,17 @@ class ServerImpl final : public Server {
 
   // The write timeout: every quarter of it (at most 1 s), connections whose response has been
   // in writing for longer are closed. A response is cut between 1x and 1.25x the timeout.
+  // The read and write watchdogs: every quarter of the shorter timeout (10 ms to 1 s), close
+  // the connections whose request has been in reading for longer than --read-timeout, or whose
+  // answer in writing for longer than --write-timeout.
   void WatchWrites() {
-    auto limit =
-        std::chrono::duration_cast<std::chrono::steady_clock::duration>(options_.write_timeout);
-    auto interval = std::clamp<std::chrono::steady_clock::duration>(
-        limit / 4, std::chrono::milliseconds(10), std::chrono::seconds(1));
+    using Duration = std::chrono::steady_clock::duration;
+    auto read_limit = std::chrono::duration_cast<Duration>(options_.read_timeout);
+    auto limit = std::chrono::duration_cast<Duration>(options_.write_timeout);
+    auto interval = std::clamp<Duration>(std::min(read_limit, limit) / 4,
+                                         std::chrono::milliseconds(10), std::chrono::seconds(1));
     write_watch_timer_.expires_after(interval);
-    write_watch_timer_.async_wait([this, limit](beast::error_code ec) {
+    write_watch_timer_.async_wait([this, limit, read_limit](beast::error_code ec) {
       // Stop() cancels the timer, but a tick already due runs anyway: it must not re-arm, or
       // the I/O threads never run out of work and Wait() never returns.
       if (ec || stop_requested_.load()) return;
@@ -267,6 +283,9 @@ class ServerImpl final : public Server {
       auto overdue =
           registry_.Collect([&](const SessionBase& s) { return s.WriteOverdue(now, limit); });
       for (auto& s : overdue) s->CutOffOverdueWrite(limit);
+      auto slow =
+          registry_.Collect([&](const SessionBase& s) { return s.ReadOverdue(now, read_limit); });
+      for (auto& s : slow) s->CutOffOverdueRead(read_limit);
       WatchWrites();
     });
   }
@@ -298,6 +317,9 @@ class ServerImpl final : public Server {
   Handler handler_;
   // Before ioc_, so that it outlives the sessions that ioc_'s pending handlers still hold.
   SessionRegistry registry_{&metrics_};
+  const unsigned io_threads_;
+  // Told how many threads run it: with one, Asio queues a handler posted from that thread
+  // without taking the scheduler's lock (other threads still may post; it stays thread-safe).
   net::io_context ioc_;
   tcp::acceptor acceptor_;
   net::steady_timer drain_timer_;

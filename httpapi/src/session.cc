@@ -8,6 +8,7 @@
 
 #include "fencekit/common/mutex.h"
 #include "framing.h"
+#include "response_head.h"
 #include "tcp_progress.h"
 
 namespace fencekit::httpapi {
@@ -50,6 +51,7 @@ void Session<Stream>::Handshake() {
       // A failed handshake (plain HTTP on the TLS port, no shared version or cipher, a stalled
       // peer) has nobody to answer: close.
       if (ec) return self->Close();
+      self->Tcp().expires_never();  // from here the read watchdog bounds each request's read
       self->ReadHeader();
     });
   }
@@ -68,7 +70,7 @@ void Session<Stream>::ReadHeader() {
   parser_->header_limit(static_cast<std::uint32_t>(host_.options->max_header_bytes));
   parser_->body_limit(host_.options->max_body_bytes);
   idle_ = buffer_.size() == 0;
-  Tcp().expires_after(host_.options->read_timeout);
+  ReadStarted();  // the server's read watchdog closes the connection past --read-timeout
   http::async_read_header(
       stream_, buffer_, *parser_,
       [self = Self()](beast::error_code ec, std::size_t) { self->OnHeader(ec); });
@@ -76,6 +78,7 @@ void Session<Stream>::ReadHeader() {
 
 template <class Stream>
 void Session<Stream>::OnHeader(beast::error_code ec) {
+  ReadDone();
   idle_ = false;
   started_ = std::chrono::steady_clock::now();
   // The request line, once parsed (also when a header field or the declared length is refused).
@@ -132,13 +135,14 @@ void Session<Stream>::OnHeader(beast::error_code ec) {
 
 template <class Stream>
 void Session<Stream>::ReadBody() {
-  Tcp().expires_after(host_.options->read_timeout);
+  ReadStarted();
   http::async_read(stream_, buffer_, *parser_,
                    [self = Self()](beast::error_code ec, std::size_t) { self->OnBody(ec); });
 }
 
 template <class Stream>
 void Session<Stream>::OnBody(beast::error_code ec) {
+  ReadDone();
   if (ec == http::error::body_limit) {
     return RefuseBodyTooLarge("larger than");
   }
@@ -163,7 +167,6 @@ void Session<Stream>::OnBody(beast::error_code ec) {
     return Close();
   }
   if (parser_->chunked()) DropTrailerFields();
-  Tcp().expires_never();
   host_.handler->Handle(
       parser_->release(),
       [self = Self()](HttpResponse res) {
@@ -183,15 +186,24 @@ void Session<Stream>::Write(HttpResponse res) {
   ChargeAnswer(res);
   status_ = res.result_int();
   bytes_ = res.body().size();
-  auto shared = std::make_shared<HttpResponse>(std::move(res));
-  bool keep_alive = shared->keep_alive();
+  bool keep_alive = res.keep_alive();
   // A deadline for the whole response, not per send (a client that reads a byte now and then
   // cannot stretch it), kept by the server's write watchdog.
   WriteStarted();
-  http::async_write(stream_, *shared,
-                    [self = Self(), shared, keep_alive](beast::error_code ec, std::size_t) {
-                      self->OnWrite(keep_alive, ec);
-                    });
+  if (res.chunked()) {  // fenced sends none; Beast's serializer encodes one
+    auto shared = std::make_shared<HttpResponse>(std::move(res));
+    return http::async_write(
+        stream_, *shared, [self = Self(), shared, keep_alive](beast::error_code ec, std::size_t) {
+          self->OnWrite(keep_alive, ec);
+        });
+  }
+  // The head and the body in one gathered write, both held by the session until it ends.
+  answer_ = std::move(res);
+  WriteResponseHead(answer_.base(), head_);
+  std::array<net::const_buffer, 2> bytes{net::buffer(head_), net::buffer(answer_.body())};
+  net::async_write(stream_, bytes, [self = Self(), keep_alive](beast::error_code ec, std::size_t) {
+    self->OnWrite(keep_alive, ec);
+  });
 }
 
 template <class Stream>
@@ -218,6 +230,7 @@ bool Session<Stream>::ChargeAnswer(HttpResponse& res) {
 template <class Stream>
 void Session<Stream>::OnWrite(bool keep_alive, beast::error_code ec) {
   WriteDone();
+  answer_ = HttpResponse();  // a large body is not kept while the connection idles
   ReleaseAnswer();
   host_.metrics->ObserveLatency(std::chrono::steady_clock::now() - started_);
   if (host_.access_log != nullptr) LogAccess();
@@ -380,6 +393,14 @@ void Session<Stream>::CutOffOverdueWrite(std::chrono::steady_clock::duration lim
     if (!self->WriteOverdue(std::chrono::steady_clock::now(), limit)) return;
     self->host_.metrics->CountWriteTimeout();
     self->Close();  // the pending write fails, and OnWrite ends the session
+  });
+}
+
+template <class Stream>
+void Session<Stream>::CutOffOverdueRead(std::chrono::steady_clock::duration limit) {
+  net::post(stream_.get_executor(), [self = Self(), limit] {
+    if (!self->ReadOverdue(std::chrono::steady_clock::now(), limit)) return;
+    self->Close();  // the pending read fails, and OnHeader or OnBody ends the session
   });
 }
 

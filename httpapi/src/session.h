@@ -83,6 +83,15 @@ class SessionBase : public std::enable_shared_from_this<SessionBase> {
   }
   // Closes the connection if its write is still overdue once on its strand.
   virtual void CutOffOverdueWrite(std::chrono::steady_clock::duration limit) = 0;
+  // True when a request (its header, or then its body) has been in reading for longer than
+  // `limit`: an idle keep-alive connection, or a client that sends too slowly.
+  bool ReadOverdue(std::chrono::steady_clock::time_point now,
+                   std::chrono::steady_clock::duration limit) const {
+    auto started = read_started_.load(std::memory_order_relaxed);
+    return started != 0 && now.time_since_epoch().count() - started > limit.count();
+  }
+  // Closes the connection if its read is still overdue once on its strand.
+  virtual void CutOffOverdueRead(std::chrono::steady_clock::duration limit) = 0;
   // Called on server stop: an idle connection (or an event stream) is closed now, a busy one
   // after its response.
   virtual void OnServerStop() = 0;
@@ -94,6 +103,12 @@ class SessionBase : public std::enable_shared_from_this<SessionBase> {
                          std::memory_order_relaxed);
   }
   void WriteDone() { write_started_.store(0, std::memory_order_relaxed); }
+  // The same for reading a request, under the server's read watchdog.
+  void ReadStarted() {
+    read_started_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                        std::memory_order_relaxed);
+  }
+  void ReadDone() { read_started_.store(0, std::memory_order_relaxed); }
 
   SessionHost host_;
 
@@ -102,6 +117,10 @@ class SessionBase : public std::enable_shared_from_this<SessionBase> {
   // A watchdog on the server, not a timer per response: arming and cancelling a timer for every
   // response cost ~4% of the single-connection write rate.
   std::atomic<std::chrono::steady_clock::rep> write_started_{0};
+  // When the read of the request now being read was started (0 when none is). The same
+  // watchdog: a timer armed and cancelled per request (Beast's stream deadline) cost a timer
+  // queue insertion, a cancellation and a handler run for every request.
+  std::atomic<std::chrono::steady_clock::rep> read_started_{0};
 };
 
 // One connection over `Stream`: beast::tcp_stream (plain HTTP) or
@@ -135,6 +154,7 @@ class Session final : public SessionBase {
     });
   }
   void CutOffOverdueWrite(std::chrono::steady_clock::duration limit) override;
+  void CutOffOverdueRead(std::chrono::steady_clock::duration limit) override;
   void OnServerStop() override {
     net::post(stream_.get_executor(), [self = Self()] {
       self->stopping_ = true;
@@ -214,6 +234,10 @@ class Session final : public SessionBase {
   std::chrono::steady_clock::time_point last_sent_;      // the stream's last write
   std::chrono::steady_clock::time_point peer_progress_;  // when the peer last took bytes
   std::uint64_t peer_acked_ = 0;                         // bytes it had taken then
+  // The answer being written (Write to OnWrite): its head's bytes, and the response with its
+  // body.
+  std::string head_;
+  HttpResponse answer_;
   // Bytes of the answer being written that are charged to host_.answers (0: none).
   std::size_t charged_ = 0;
 };
