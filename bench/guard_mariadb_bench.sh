@@ -28,6 +28,11 @@
 #   FLUSH_AT_COMMIT=2   innodb_flush_log_at_trx_commit (default 1, durable): 2 takes the fsync
 #                       out of each commit, leaving the statements' and round trips' own cost
 #   BEFORE_SQL=FILE     adds the "before" arm (above)
+#   EXPLAIN=1           adds arms that split the cost, each before the same UPDATE in its own
+#                       round trip: no-op (DO 0: the round trip alone), other-row (an UPDATE of
+#                       a row of another table: one more modified row), no-trigger (the upsert
+#                       on a copy of the fence table without triggers, GREATEST in place of the
+#                       check), same-token (the statement repeating one token: no row change)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/lib.sh"  # median, free_port
@@ -98,6 +103,14 @@ client=(mariadb --no-defaults -h 127.0.0.1 -P "$port" -u bench)
   INSERT INTO rows_ SELECT seq, 0 FROM seq_0_to_999;"
 
 arms=(unguarded call statement with-begin with-write)
+if [ -n "${EXPLAIN:-}" ]; then
+  # Where the guard's time goes: a copy of the fence table without triggers, and a row of
+  # another table to write.
+  "${client[@]}" bench -e "CREATE TABLE fences_bare (lock_name VARBINARY(255) NOT NULL PRIMARY KEY,
+    highest BIGINT NOT NULL) ENGINE=InnoDB; CREATE TABLE other (id INT PRIMARY KEY, v BIGINT NOT NULL)
+    ENGINE=InnoDB; INSERT INTO other VALUES (1, 0);"
+  arms+=(no-op other-row no-trigger same-token)
+fi
 if [ -n "${BEFORE_SQL:-}" ]; then
   "${client[@]}" -e "CREATE DATABASE before_"
   "${client[@]}" before_ <"$BEFORE_SQL"
@@ -127,6 +140,10 @@ awk -v cycles="$((cycles + 1))" -v b="$block" -v arms="${arms[*]}" 'BEGIN {
         if (a == "call") { print "CALL fencekit_advance(" q a q ", " t ");"; print write }
         if (a == "statement") { print advance; print write }
         if (a == "with-write") { print "DELIMITER $$"; print advance " " write "$$"; print "DELIMITER ;" }
+        if (a == "no-op") { print "DO 0;"; print write }
+        if (a == "other-row") { print "UPDATE other SET v = " t " WHERE id = 1;"; print write }
+        if (a == "no-trigger") { print "INSERT INTO fences_bare VALUES (" q a q ", " t ") ON DUPLICATE KEY UPDATE highest = GREATEST(highest, VALUES(highest));"; print write }
+        if (a == "same-token") { print "INSERT INTO fencekit_fences (lock_name, highest) VALUES (" q a q ", 1) ON DUPLICATE KEY UPDATE highest = VALUES(highest);"; print write }
         if (a == "before") { print "CALL before_.fencekit_advance(" q a q ", " t ");"; print write }
         print "COMMIT;"
       }
@@ -146,7 +163,7 @@ per_arm=$(((cycles + 1) * block))
 got="$("${client[@]}" -N bench -e "SELECT SUM(v) FROM rows_")"
 [ "$got" -eq $((${#arms[@]} * per_arm)) ] || { echo "guard_mariadb_bench: $got updates applied, expected $((${#arms[@]} * per_arm))" >&2; exit 1; }
 for arm in "${arms[@]}"; do
-  [ "$arm" = unguarded ] && continue
+  case "$arm" in unguarded | no-op | other-row | no-trigger | same-token) continue ;; esac
   db=bench
   [ "$arm" = before ] && db=before_
   highest="$("${client[@]}" -N "$db" -e "SELECT highest FROM fencekit_fences WHERE lock_name = '$arm'")"
