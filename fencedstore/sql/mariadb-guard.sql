@@ -3,7 +3,8 @@
 -- (DELIMITER below is the command-line client's; another loader sends each CREATE TRIGGER and
 -- CREATE PROCEDURE statement as one statement without it.) Running it again is harmless.
 -- In the transaction that writes the data the lock guards, advance the lock's fence first and
--- commit the two together, with the plain statement (the faster form: no CALL)
+-- commit the two together, with the plain statement (no CALL; it can share a query with START
+-- TRANSACTION or the write)
 --   START TRANSACTION;
 --   INSERT INTO fencekit_fences (lock_name, highest) VALUES ('order-1', 34)
 --     ON DUPLICATE KEY UPDATE highest = VALUES(highest);

@@ -22,7 +22,7 @@ One invocation is two transactions, as in counter-postgres.py:
   1. the fence advance, the claim, then the read of the value (absent: null);
   2. the fence advance again, then the value read + 1 is written.
 The advance is the guard's plain statement (INSERT INTO fencekit_fences ... ON DUPLICATE KEY
-UPDATE highest = VALUES(highest)), the faster form of CALL fencekit_advance(lock, token): the
+UPDATE highest = VALUES(highest)), the same check as CALL fencekit_advance(lock, token): the
 table's trigger refuses a lower token.
 The client stops at the first error and closes its connection, which rolls the transaction
 back (MariaDB does not abort a transaction on an error: a client that goes on must ROLLBACK).
