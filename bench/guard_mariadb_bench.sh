@@ -16,8 +16,8 @@
 #                 git show d725c9c:fencedstore/sql/mariadb-guard.sql >/tmp/before.sql
 # One `mariadb` client (one connection) runs every arm, taking turns in blocks of B writes: a
 # first cycle (every arm once, not counted) warms the server up, then CYCLES cycles, the arms'
-# order rotated each cycle; a `SELECT NOW(6)` between blocks times them. The arms share the
-# machine's load moment by moment (on this shared machine, separate timed runs of each arm
+# order rotated each cycle; a `SELECT UNIX_TIMESTAMP(NOW(6))` between blocks times them. The
+# arms share the machine's load moment by moment (on this shared machine, separate timed runs of each arm
 # varied by 4x from run to run). Printed per arm: writes/s, and its time over the unguarded
 # arm's: of the totals (moved by a stall of a single block), and the median of each cycle's own
 # ratio (the figure to read). Each arm's lock is its own, its token grows by one on every write
@@ -118,7 +118,7 @@ if [ -n "${BEFORE_SQL:-}" ]; then
 fi
 
 # One file, one client, one connection: CYCLES cycles, in each a block of B transactions of every
-# arm, the arms' order rotated each cycle; before each block a `SELECT arm, NOW(6)` marks when
+# arm, the arms' order rotated each cycle; before each block a `SELECT arm, UNIX_TIMESTAMP(NOW(6))` marks when
 # the previous block ended. A block's time runs from its mark to the next one: its B
 # transactions and one mark's round trip, the same for every arm. The arms take turns every few
 # milliseconds, so the load of this shared machine falls on all of them alike.
@@ -128,7 +128,7 @@ awk -v cycles="$((cycles + 1))" -v b="$block" -v arms="${arms[*]}" 'BEGIN {
   for (c = 0; c < cycles; c++) {
     for (j = 0; j < k; j++) {
       a = arm[(c + j) % k + 1]
-      print "SELECT " q (c == 0 ? "warm-up" : a) q ", NOW(6);"
+      print "SELECT " q (c == 0 ? "warm-up" : a) q ", UNIX_TIMESTAMP(NOW(6));"
       for (i = 0; i < b; i++) {
         t = ++token[a]
         write = "UPDATE rows_ SET v = v + 1 WHERE id = " (c * b + i) % 1000 ";"
@@ -149,16 +149,15 @@ awk -v cycles="$((cycles + 1))" -v b="$block" -v arms="${arms[*]}" 'BEGIN {
       }
     }
   }
-  print "SELECT " q "end" q ", NOW(6);"
+  print "SELECT " q "end" q ", UNIX_TIMESTAMP(NOW(6));"
 }' >"$work/run.sql"
 "${client[@]}" -N --batch bench <"$work/run.sql" >"$work/marks"
 
 # Per block: arm, cycle, seconds.
 awk -F'\t' -v k="${#arms[@]}" '
-  function secs(ts,   p) { split(ts, p, /[ :]/); return p[2] * 3600 + p[3] * 60 + p[4] }
-  NR > 1 && prev != "warm-up" { printf "%s %d %.6f\n", prev, int((NR - 2) / k), secs($2) - t }
-  { prev = $1; t = secs($2) }' "$work/marks" >"$work/blocks"
-[ "$(wc -l <"$work/blocks")" -eq $((cycles * ${#arms[@]})) ] || { echo "guard_mariadb_bench: marks missing (did a day change mid-run?)" >&2; exit 1; }
+  NR > 1 && prev != "warm-up" { printf "%s %d %.6f\n", prev, int((NR - 2) / k), $2 - t }
+  { prev = $1; t = $2 }' "$work/marks" >"$work/blocks"
+[ "$(wc -l <"$work/blocks")" -eq $((cycles * ${#arms[@]})) ] || { echo "guard_mariadb_bench: marks missing" >&2; exit 1; }
 per_arm=$(((cycles + 1) * block))
 got="$("${client[@]}" -N bench -e "SELECT SUM(v) FROM rows_")"
 [ "$got" -eq $((${#arms[@]} * per_arm)) ] || { echo "guard_mariadb_bench: $got updates applied, expected $((${#arms[@]} * per_arm))" >&2; exit 1; }
