@@ -14,15 +14,16 @@
 #   before      (only with BEFORE_SQL) CALL fencekit_advance of an older guard file, loaded in a
 #               database of its own, e.g. the procedure before the triggers:
 #                 git show d725c9c:fencedstore/sql/mariadb-guard.sql >/tmp/before.sql
-# One `mariadb` client (one connection) runs every arm, taking turns in blocks of B writes: a
-# first cycle (every arm once, not counted) warms the server up, then CYCLES cycles, the arms'
-# order rotated each cycle; a `SELECT UNIX_TIMESTAMP(NOW(6))` between blocks times them. The
-# arms share the machine's load moment by moment (on this shared machine, separate timed runs of each arm
-# varied by 4x from run to run). Printed per arm: writes/s, and its time over the unguarded
-# arm's: of the totals (moved by a stall of a single block), and the median of each cycle's own
-# ratio (the figure to read). Each arm's lock is its own, its token grows by one on every write
-# (so every write really advances the fence); keys cycle over 1,000 rows, the same in every arm. The script checks that every update landed and each fence ends
-# at its last token. Loopback only; the server is stopped on exit, also on failure.
+# One `mariadb` client (one connection) runs every arm, taking turns in blocks of B writes: a first
+# cycle (every arm once, not counted) warms the server up, then CYCLES cycles, the arms' order
+# rotated each cycle; a `SELECT UNIX_TIMESTAMP(NOW(6))` between blocks times them. The arms share
+# the machine's load moment by moment (on this shared machine, separate timed runs of each arm
+# varied by 4x from run to run). Printed per arm: writes/s, and its time over the unguarded arm's:
+# of the totals (moved by a stall of a single block), and the median of each cycle's own ratio (the
+# figure to read). Each arm's lock is its own, its token grows by one on every write (so every write
+# really advances the fence); keys cycle over 1,000 rows, the same in every arm. The script checks
+# that every update landed and each fence ends at its last token. Loopback only; the server is
+# stopped on exit, also on failure.
 #
 # Usage: bench/guard_mariadb_bench.sh [B writes per block, default 50] [CYCLES, default 100]
 #   FLUSH_AT_COMMIT=2   innodb_flush_log_at_trx_commit (default 1, durable): 2 takes the fsync
@@ -118,8 +119,8 @@ if [ -n "${BEFORE_SQL:-}" ]; then
 fi
 
 # One file, one client, one connection: CYCLES cycles, in each a block of B transactions of every
-# arm, the arms' order rotated each cycle; before each block a `SELECT arm, UNIX_TIMESTAMP(NOW(6))` marks when
-# the previous block ended. A block's time runs from its mark to the next one: its B
+# arm, the arms' order rotated each cycle; before each block a `SELECT arm, UNIX_TIMESTAMP(NOW(6))`
+# marks when the previous block ended. A block's time runs from its mark to the next one: its B
 # transactions and one mark's round trip, the same for every arm. The arms take turns every few
 # milliseconds, so the load of this shared machine falls on all of them alike.
 awk -v cycles="$((cycles + 1))" -v b="$block" -v arms="${arms[*]}" 'BEGIN {
