@@ -93,7 +93,14 @@ class Session {
   std::size_t err_from_ = 0;
 };
 
-class MariadbGuardTest : public ::testing::Test {
+// The two forms of the advance: the procedure, and the plain statement (no CALL; the table's
+// triggers refuse a lower token and bad arguments).
+enum class Form { kCall, kStatement };
+void PrintTo(Form form, std::ostream* os) {
+  *os << (form == Form::kCall ? "CALL fencekit_advance" : "the plain statement");
+}
+
+class MariadbGuardTest : public ::testing::TestWithParam<Form> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
@@ -123,6 +130,25 @@ class MariadbGuardTest : public ::testing::Test {
     for (const char* arg : {"--batch", "--skip-column-names", "-e"}) argv.emplace_back(arg);
     argv.push_back(sql);
     return testing::RunCommand(argv);
+  }
+
+  // The advance of `lock` to `token` (both SQL expressions) in this test's form.
+  static std::string Advance(const std::string& lock, const std::string& token) {
+    if (GetParam() == Form::kCall) return "CALL fencekit_advance(" + lock + ", " + token + ");";
+    return "INSERT INTO fencekit_fences (lock_name, highest) VALUES (" + lock + ", " + token +
+           ") ON DUPLICATE KEY UPDATE highest = VALUES(highest);";
+  }
+  static std::string Advance(const std::string& lock, int token) {
+    return Advance(lock, std::to_string(token));
+  }
+  // `name` as an SQL string of this form's own: the two forms' tests share one server.
+  static std::string Lock(const std::string& name) {
+    return "'" + name + (GetParam() == Form::kCall ? "-call" : "-statement") + "'";
+  }
+  // An orders row id of this form's own.
+  static int Order(int id) { return GetParam() == Form::kCall ? id : 100 + id; }
+  static std::string Highest(Session& c, const std::string& lock) {
+    return c.Value("SELECT highest FROM fencekit_fences WHERE lock_name = " + lock + ";");
   }
 
   std::unique_ptr<Session> Connect() {
@@ -168,92 +194,147 @@ TempDir* MariadbGuardTest::dir_ = nullptr;
 MariadbServer* MariadbGuardTest::server_ = nullptr;
 int MariadbGuardTest::sessions_ = 0;
 
-TEST_F(MariadbGuardTest, AdvancesThenRefusesALowerTokenWithSqlstate45000AndAFenceMessage) {
+INSTANTIATE_TEST_SUITE_P(Forms, MariadbGuardTest, ::testing::Values(Form::kCall, Form::kStatement),
+                         [](const ::testing::TestParamInfo<Form>& info) {
+                           return info.param == Form::kCall ? "Call" : "Statement";
+                         });
+
+TEST_P(MariadbGuardTest, AdvancesThenRefusesALowerTokenWithSqlstate45000AndAFenceMessage) {
   auto c = Connect();
-  EXPECT_EQ(c->Exec("CALL fencekit_advance('L', 10);"), "") << c->last_error_;
-  EXPECT_EQ(c->Exec("CALL fencekit_advance('L', 5);"), "45000");
-  EXPECT_NE(c->last_error_.find(
-                R"(: FENCE: fencing token 5 for lock "L" is stale: the highest accepted is 10)"),
+  const std::string lock = Lock("L");
+  EXPECT_EQ(c->Exec(Advance(lock, 10)), "") << c->last_error_;
+  EXPECT_EQ(c->Exec(Advance(lock, 5)), "45000");
+  const std::string name = lock.substr(1, lock.size() - 2);
+  EXPECT_NE(c->last_error_.find(": FENCE: fencing token 5 for lock \"" + name +
+                                "\" is stale: the highest accepted is 10"),
             std::string::npos)
       << c->last_error_;
-  EXPECT_EQ(c->Value("SELECT highest FROM fencekit_fences WHERE lock_name = 'L';"), "10");
+  EXPECT_EQ(Highest(*c, lock), "10");
 }
 
-TEST_F(MariadbGuardTest, AnEqualTokenIsAccepted) {
+TEST_P(MariadbGuardTest, AnEqualTokenIsAccepted) {
   auto c = Connect();
-  EXPECT_EQ(c->Exec("CALL fencekit_advance('same', 7);"), "") << c->last_error_;
-  EXPECT_EQ(c->Exec("CALL fencekit_advance('same', 7);"), "") << c->last_error_;
-  EXPECT_EQ(c->Exec("CALL fencekit_advance('same', 8);"), "") << c->last_error_;
-  EXPECT_EQ(c->Value("SELECT highest FROM fencekit_fences WHERE lock_name = 'same';"), "8");
+  const std::string lock = Lock("same");
+  EXPECT_EQ(c->Exec(Advance(lock, 7)), "") << c->last_error_;
+  EXPECT_EQ(c->Exec(Advance(lock, 7)), "") << c->last_error_;
+  EXPECT_EQ(c->Exec(Advance(lock, 8)), "") << c->last_error_;
+  EXPECT_EQ(Highest(*c, lock), "8");
 }
 
-TEST_F(MariadbGuardTest, LockNamesAreComparedByteForByte) {
+TEST_P(MariadbGuardTest, LockNamesAreComparedByteForByte) {
   auto c = Connect();
-  EXPECT_EQ(c->Exec("CALL fencekit_advance('Case', 9);"), "") << c->last_error_;
+  const std::string suffix = GetParam() == Form::kCall ? "-call" : "-statement";
+  EXPECT_EQ(c->Exec(Advance("'Case" + suffix + "'", 9)), "") << c->last_error_;
   // Neither case folding nor trailing-space padding makes them one lock.
-  EXPECT_EQ(c->Exec("CALL fencekit_advance('case', 1);"), "") << c->last_error_;
-  EXPECT_EQ(c->Exec("CALL fencekit_advance('Case ', 1);"), "") << c->last_error_;
+  EXPECT_EQ(c->Exec(Advance("'case" + suffix + "'", 1)), "") << c->last_error_;
+  EXPECT_EQ(c->Exec(Advance("'Case" + suffix + " '", 1)), "") << c->last_error_;
 }
 
-TEST_F(MariadbGuardTest, BadArgumentsAreRefusedWithSqlstate22023AndChangeNothing) {
+TEST_P(MariadbGuardTest, BadArgumentsAreRefusedWithSqlstate22023AndChangeNothing) {
   auto c = Connect();
-  for (const char* call :
-       {"CALL fencekit_advance('', 3);", "CALL fencekit_advance(NULL, 3);",
-        "CALL fencekit_advance('bad', 0);", "CALL fencekit_advance('bad', -4);",
-        "CALL fencekit_advance('bad', NULL);", "CALL fencekit_advance(REPEAT('x', 256), 3);"}) {
+  const std::string bad = Lock("bad");
+  ASSERT_EQ(c->Exec(Advance(Lock("bad-existing"), 5)), "") << c->last_error_;
+  for (const std::string& call :
+       {Advance("''", 3), Advance("NULL", 3), Advance(bad, 0), Advance(bad, -4),
+        Advance(bad, "NULL"), Advance(Lock("bad-existing"), 0),
+        Advance(Lock("bad-existing"), "NULL")}) {
     SCOPED_TRACE(call);
     EXPECT_EQ(c->Exec(call), "22023");
     EXPECT_NE(c->last_error_.find(": FENCEKIT_ARGUMENT: "), std::string::npos) << c->last_error_;
   }
-  EXPECT_EQ(c->Value("SELECT count(*) FROM fencekit_fences WHERE lock_name IN ('', 'bad');"), "0");
+  // A name over 255 bytes: the procedure says so; the statement's value does not fit the
+  // column (strict mode: SQLSTATE 22001, data too long).
+  const std::string too_long = Advance("REPEAT('x', 256)", 3);
+  if (GetParam() == Form::kCall) {
+    EXPECT_EQ(c->Exec(too_long), "22023");
+    EXPECT_NE(c->last_error_.find(": FENCEKIT_ARGUMENT: "), std::string::npos) << c->last_error_;
+  } else {
+    EXPECT_EQ(c->Exec(too_long), "22001") << c->last_error_;
+  }
+  EXPECT_EQ(c->Value("SELECT count(*) FROM fencekit_fences WHERE lock_name IN ('', " + bad +
+                     ") OR lock_name LIKE 'xxx%';"),
+            "0");
+  EXPECT_EQ(Highest(*c, Lock("bad-existing")), "5");
 }
 
 // Kleppmann's case: the old holder (33) starts its transaction, is paused; the new holder (34)
-// commits; the old one resumes, its call fails, it rolls back, and its write never lands.
-TEST_F(MariadbGuardTest, APausedHoldersLaterTransactionFailsAndItsWriteIsNotApplied) {
+// commits; the old one resumes, its advance fails, it rolls back, and its write never lands.
+TEST_P(MariadbGuardTest, APausedHoldersLaterTransactionFailsAndItsWriteIsNotApplied) {
   auto a = Connect(), b = Connect();
-  ASSERT_EQ(a->Exec("INSERT INTO orders VALUES (1, 'new', 0);"), "") << a->last_error_;
+  const std::string lock = Lock("order-1"), id = std::to_string(Order(1));
+  ASSERT_EQ(a->Exec("INSERT INTO orders VALUES (" + id + ", 'new', 0);"), "") << a->last_error_;
   ASSERT_EQ(a->Exec("START TRANSACTION;"), "");
-  ASSERT_EQ(a->Value("SELECT status FROM orders WHERE id = 1;"), "new");  // then paused
-  ASSERT_EQ(b->Exec("START TRANSACTION; CALL fencekit_advance('order-1', 34);"
-                    " UPDATE orders SET status = 'shipped', by_token = 34 WHERE id = 1; COMMIT;"),
+  ASSERT_EQ(a->Value("SELECT status FROM orders WHERE id = " + id + ";"), "new");  // then paused
+  ASSERT_EQ(b->Exec("START TRANSACTION; " + Advance(lock, 34) +
+                    " UPDATE orders SET status = 'shipped', by_token = 34 WHERE id = " + id +
+                    "; COMMIT;"),
             "")
       << b->last_error_;
-  EXPECT_EQ(a->Exec("CALL fencekit_advance('order-1', 33);"), "45000") << a->last_error_;
+  EXPECT_EQ(a->Exec(Advance(lock, 33)), "45000") << a->last_error_;
   // MariaDB keeps the transaction open after the error: the caller must roll back.
   ASSERT_EQ(a->Exec("ROLLBACK;"), "");
-  EXPECT_EQ(a->Value("SELECT CONCAT(status, ' by ', by_token) FROM orders WHERE id = 1;"),
+  EXPECT_EQ(a->Value("SELECT CONCAT(status, ' by ', by_token) FROM orders WHERE id = " + id + ";"),
             "shipped by 34");
+}
+
+// The fence and the write in one round trip (a multi-statement query): on a stale token the
+// server stops at the failed advance, so the write after it never runs.
+TEST_P(MariadbGuardTest, InOneMultiStatementQueryAStaleAdvanceStopsTheWrite) {
+  auto c = Connect();
+  const std::string lock = Lock("multi"), id = std::to_string(Order(3));
+  ASSERT_EQ(c->Exec("INSERT INTO orders VALUES (" + id + ", 'new', 0);"), "") << c->last_error_;
+  ASSERT_EQ(c->Exec(Advance(lock, 50)), "") << c->last_error_;
+  // DELIMITER: the client sends the text up to $$ as one query, one packet.
+  ASSERT_EQ(c->Exec("DELIMITER $$\nSTART TRANSACTION; " + Advance(lock, 49) +
+                    " UPDATE orders SET status = 'stale', by_token = 49 WHERE id = " + id +
+                    "; COMMIT$$\nDELIMITER ;"),
+            "45000")
+      << c->last_error_;
+  ASSERT_EQ(c->Exec("ROLLBACK;"), "");
+  EXPECT_EQ(c->Value("SELECT status FROM orders WHERE id = " + id + ";"), "new");
+  ASSERT_EQ(c->Exec("DELIMITER $$\nSTART TRANSACTION; " + Advance(lock, 51) +
+                    " UPDATE orders SET status = 'fresh', by_token = 51 WHERE id = " + id +
+                    "; COMMIT$$\nDELIMITER ;"),
+            "")
+      << c->last_error_;
+  EXPECT_EQ(c->Value("SELECT status FROM orders WHERE id = " + id + ";"), "fresh");
 }
 
 // Two holders' transactions interleave: the later one waits on the fence row, then is judged
 // against what the earlier one committed (lower: refused; higher: accepted), under both
 // isolation levels.
-TEST_F(MariadbGuardTest, InterleavedTransactionsAreJudgedInCommitOrder) {
+TEST_P(MariadbGuardTest, InterleavedTransactionsAreJudgedInCommitOrder) {
   auto a = Connect(), b = Connect(), observer = Connect();
-  ASSERT_EQ(a->Exec("INSERT INTO orders VALUES (2, 'new', 0);"), "") << a->last_error_;
+  const std::string id = std::to_string(Order(2));
+  ASSERT_EQ(a->Exec("INSERT INTO orders VALUES (" + id + ", 'new', 0);"), "") << a->last_error_;
   const std::string b_id = b->Value("SELECT CONNECTION_ID();");
+  int round = 0;
   for (const char* isolation : {"REPEATABLE READ", "READ COMMITTED"}) {
     for (auto [later, expect] : {std::pair{39, "45000"}, std::pair{41, ""}}) {
       SCOPED_TRACE(std::string(isolation) + ", later token " + std::to_string(later));
+      // A lock of this round's own, whose fence exists (at 1): a fence is never lowered.
+      const std::string lock = Lock("order-2-" + std::to_string(++round));
+      ASSERT_EQ(a->Exec(Advance(lock, 1)), "") << a->last_error_;
       ASSERT_EQ(b->Exec(std::string("SET SESSION TRANSACTION ISOLATION LEVEL ") + isolation + ";"),
                 "");
-      ASSERT_EQ(a->Exec("UPDATE fencekit_fences SET highest = 1 WHERE lock_name = 'order-2';"), "");
       // b's snapshot predates a's commit (REPEATABLE READ): the guard must not read it.
       ASSERT_EQ(b->Exec("START TRANSACTION WITH CONSISTENT SNAPSHOT;"), "");
-      ASSERT_EQ(a->Exec("START TRANSACTION; CALL fencekit_advance('order-2', 40);"
-                        " UPDATE orders SET status = 'by 40', by_token = 40 WHERE id = 2;"),
-                "")
+      ASSERT_EQ(b->Value("SELECT highest FROM fencekit_fences WHERE lock_name = " + lock + ";"),
+                "1");
+      ASSERT_EQ(
+          a->Exec("START TRANSACTION; " + Advance(lock, 40) +
+                  " UPDATE orders SET status = 'by 40', by_token = 40 WHERE id = " + id + ";"),
+          "")
           << a->last_error_;
       const std::string t = std::to_string(later);
-      b->Send("CALL fencekit_advance('order-2', " + t + "); UPDATE orders SET status = 'by " + t +
-              "', by_token = " + t + " WHERE id = 2;");
+      b->Send(Advance(lock, later) + " UPDATE orders SET status = 'by " + t + "', by_token = " + t +
+              " WHERE id = " + id + ";");
       ASSERT_TRUE(WaitsForALock(*observer, b_id)) << Processes(*observer);
       ASSERT_EQ(a->Exec("COMMIT;"), "");
       std::string state = b->Finish();
       EXPECT_EQ(state, expect) << b->last_error_;
       ASSERT_EQ(b->Exec(state.empty() ? "COMMIT;" : "ROLLBACK;"), "");
-      EXPECT_EQ(observer->Value("SELECT by_token FROM orders WHERE id = 2;"),
+      EXPECT_EQ(observer->Value("SELECT by_token FROM orders WHERE id = " + id + ";"),
                 state.empty() ? t : "40");
     }
   }
@@ -262,10 +343,10 @@ TEST_F(MariadbGuardTest, InterleavedTransactionsAreJudgedInCommitOrder) {
 // Eight sessions advance one new lock at once, each with its own token, in transactions that
 // stay open a moment: the fence ends at the largest token, no session deadlocks, and every
 // refused token is below one accepted before it.
-TEST_F(MariadbGuardTest, ConcurrentFirstAdvancesOfANewLockAreSerialised) {
+TEST_P(MariadbGuardTest, ConcurrentFirstAdvancesOfANewLockAreSerialised) {
   for (const char* isolation : {"REPEATABLE READ", "READ COMMITTED"}) {
     SCOPED_TRACE(isolation);
-    const std::string lock = std::string("fresh-") + isolation;
+    const std::string lock = Lock(std::string("fresh-") + isolation);
     const std::vector<int> tokens = {3, 7, 1, 8, 5, 2, 6, 4};
     std::vector<std::unique_ptr<Session>> sessions;
     for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -276,8 +357,8 @@ TEST_F(MariadbGuardTest, ConcurrentFirstAdvancesOfANewLockAreSerialised) {
     }
     // --force: a refused session goes on to COMMIT, which must not lower the fence either.
     for (std::size_t i = 0; i < tokens.size(); ++i) {
-      sessions[i]->Send("START TRANSACTION; CALL fencekit_advance('" + lock + "', " +
-                        std::to_string(tokens[i]) + "); DO SLEEP(0.02); COMMIT;");
+      sessions[i]->Send("START TRANSACTION; " + Advance(lock, tokens[i]) +
+                        " DO SLEEP(0.02); COMMIT;");
     }
     int accepted_max = 0;
     for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -296,19 +377,32 @@ TEST_F(MariadbGuardTest, ConcurrentFirstAdvancesOfANewLockAreSerialised) {
       sessions[i]->Exec("ROLLBACK;");
     }
     EXPECT_EQ(accepted_max, 8);
-    EXPECT_EQ(
-        sessions[0]->Value("SELECT highest FROM fencekit_fences WHERE lock_name = '" + lock + "';"),
-        "8");
+    EXPECT_EQ(Highest(*sessions[0], lock), "8");
   }
 }
 
-TEST_F(MariadbGuardTest, LoadingTheSqlAgainKeepsTheFences) {
+TEST_P(MariadbGuardTest, LoadingTheSqlAgainKeepsTheFences) {
   auto c = Connect();
-  ASSERT_EQ(c->Exec("CALL fencekit_advance('kept', 12);"), "") << c->last_error_;
+  const std::string lock = Lock("kept");
+  ASSERT_EQ(c->Exec(Advance(lock, 12)), "") << c->last_error_;
   auto r = Client("app", "SOURCE " + GuardSql());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(c->Value("SELECT highest FROM fencekit_fences WHERE lock_name = 'kept';"), "12");
-  EXPECT_EQ(c->Exec("CALL fencekit_advance('kept', 11);"), "45000");
+  EXPECT_EQ(Highest(*c, lock), "12");
+  EXPECT_EQ(c->Exec(Advance(lock, 11)), "45000");
+}
+
+// The triggers guard the table whoever writes it: a direct UPDATE cannot lower a fence either
+// (a DELETE of the row, the documented reset, can).
+TEST_P(MariadbGuardTest, ADirectUpdateCannotLowerAFence) {
+  auto c = Connect();
+  const std::string lock = Lock("direct");
+  ASSERT_EQ(c->Exec(Advance(lock, 20)), "") << c->last_error_;
+  EXPECT_EQ(c->Exec("UPDATE fencekit_fences SET highest = 19 WHERE lock_name = " + lock + ";"),
+            "45000");
+  EXPECT_EQ(Highest(*c, lock), "20");
+  ASSERT_EQ(c->Exec("DELETE FROM fencekit_fences WHERE lock_name = " + lock + ";"), "");
+  EXPECT_EQ(c->Exec(Advance(lock, 1)), "") << c->last_error_;
+  EXPECT_EQ(Highest(*c, lock), "1");
 }
 
 // counter-mariadb.py (pausetest/examples/) run by `fencectl pause-test --worker`, with the guard

@@ -14,6 +14,7 @@
 #include "fencekit/procutil/delay_proxy.h"
 #include "fencekit/procutil/etcd_cluster.h"
 #include "fencekit/procutil/fenced_server.h"
+#include "fencekit/procutil/mariadb_server.h"
 #include "fencekit/procutil/redis_server.h"
 #include "support/test_support.h"
 
@@ -133,6 +134,65 @@ TEST(RedisServerTest, AnotherServerOnThePortIsNotTakenForTheOneStarted) {
   s = second.Start({.port = first.port(), .log_path = dir.File("redis.log")});
   EXPECT_TRUE(s.IsUnavailable()) << s.ToString();
   EXPECT_NE(s.message().find("exited at start"), std::string::npos) << s.message();
+}
+
+// A query through the `mariadb` client; its first line of output ("" when none).
+std::string MariadbValue(const MariadbServer& server, const std::string& sql, int* exit_code) {
+  std::vector<std::string> argv = server.ClientArgv();
+  argv.insert(argv.end(), {"--batch", "--skip-column-names", "--connect-timeout=5", "-e", sql});
+  auto r = fencekit::testing::RunCommand(argv);
+  *exit_code = r.exit_code;
+  return r.out.substr(0, r.out.find('\n'));
+}
+
+TEST(MariadbServerTest, StartsAnswersStopsCleanlyAndRestartsWithItsData) {
+  TempDir dir;
+  MariadbServer server;
+  Status s = server.Start({.data_dir = dir.File("db")});
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  int code = -1;
+  EXPECT_EQ(MariadbValue(server, "SELECT 6 * 7", &code), "42");
+  EXPECT_EQ(code, 0);
+  // Durable (innodb_flush_log_at_trx_commit=1 by default): kept across the restart below.
+  MariadbValue(server,
+               "CREATE DATABASE t; CREATE TABLE t.kept (v INT) ENGINE=InnoDB; "
+               "INSERT INTO t.kept VALUES (7)",
+               &code);
+  ASSERT_EQ(code, 0);
+  EXPECT_EQ(MariadbValue(server, "SELECT @@innodb_flush_log_at_trx_commit", &code), "1");
+  const pid_t pid = server.process().pid();
+  const std::uint16_t port = server.port();
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(std::filesystem::exists(dir.File("db/mariadbd.sock")));
+
+  server.Stop();
+  // The process is gone (reaped: no zombie), its socket and pid file removed, its port closed.
+  EXPECT_EQ(::kill(pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+  EXPECT_FALSE(std::filesystem::exists(dir.File("db/mariadbd.sock")));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("db/mariadbd.pid")));
+  MariadbValue(server, "SELECT 1", &code);
+  EXPECT_NE(code, 0) << "something still answers on port " << port;
+  server.Stop();  // a second Stop does nothing
+
+  // The same folder again: no new mariadb-install-db, the row is there.
+  s = server.Start({.data_dir = dir.File("db")});
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(MariadbValue(server, "SELECT v FROM t.kept", &code), "7");
+  EXPECT_EQ(code, 0);
+  std::ifstream log(dir.File("db.log"));
+  std::string line;
+  int installs = 0;
+  while (std::getline(log, line)) {
+    installs += line.find("Installing MariaDB/MySQL system tables") != std::string::npos;
+  }
+  EXPECT_EQ(installs, 1);
+}
+
+TEST(MariadbServerTest, AnEmptyDataFolderIsRefused) {
+  MariadbServer server;
+  Status s = server.Start({});
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
 }
 
 // A hiredis connection to 127.0.0.1:`port`, closed on destruction.

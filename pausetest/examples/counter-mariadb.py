@@ -14,13 +14,16 @@ Environment:
   FENCEKIT_RUN      the run number: the row is key 'run-<FENCEKIT_RUN>'
   FENCEKIT_HISTORY  the JSON-lines file this worker appends its one `cas` line to
   FENCING=off       the control arm: the same worker without the token check (both
-                    fencekit_advance calls are skipped)
+                    fence advances are skipped)
   WORK_SECONDS      how long the worker "works" between its read and its write (default 0)
   MARIADB_TIMEOUT   seconds a client call may take (default 10); its connection is bounded to 5
 
 One invocation is two transactions, as in counter-postgres.py:
-  1. CALL fencekit_advance(lock, token), the claim, then the read of the value (absent: null);
-  2. CALL fencekit_advance(lock, token) again, then the value read + 1 is written.
+  1. the fence advance, the claim, then the read of the value (absent: null);
+  2. the fence advance again, then the value read + 1 is written.
+The advance is the guard's plain statement (INSERT INTO fencekit_fences ... ON DUPLICATE KEY
+UPDATE highest = VALUES(highest)), the same check as CALL fencekit_advance(lock, token): the
+table's trigger refuses a lower token.
 The client stops at the first error and closes its connection, which rolls the transaction
 back (MariaDB does not abort a transaction on an error: a client that goes on must ROLLBACK).
 It appends one line:
@@ -84,7 +87,9 @@ def main():
     key = "run-" + os.environ["FENCEKIT_RUN"]
     # The token check; FENCING=off (the control arm) leaves it out, nothing else changes.
     advance = ("" if os.environ.get("FENCING") == "off" else
-               f"CALL fencekit_advance({hex_literal(os.environ['FENCING_LOCK'])}, {token});\n")
+               "INSERT INTO fencekit_fences (lock_name, highest) VALUES "
+               f"({hex_literal(os.environ['FENCING_LOCK'])}, {token})\n"
+               "  ON DUPLICATE KEY UPDATE highest = VALUES(highest);\n")
 
     # Transaction 1: the claim, then the read.
     start = now_us()

@@ -1,8 +1,8 @@
 #!/bin/sh
 # The --setup of counter-mariadb.py (docs/testing-with-pauses.md, "A Python worker against
 # MariaDB"), run by `fencectl pause-test` before each run's clients start:
-#   - loads the guard into $MARIADB_DATABASE (idempotent: CREATE TABLE IF NOT EXISTS, DROP
-#     PROCEDURE IF EXISTS + CREATE), from $1, else $FENCEKIT_GUARD_SQL, else
+#   - loads the guard into $MARIADB_DATABASE (idempotent: CREATE TABLE IF NOT EXISTS, CREATE
+#     OR REPLACE of its triggers and procedure), from $1, else $FENCEKIT_GUARD_SQL, else
 #     fencedstore/sql/mariadb-guard.sql of the checkout this script is in;
 #   - creates pause_counter if missing;
 #   - deletes the run's row ('run-$FENCEKIT_RUN'), so that it starts absent, the checker's
