@@ -302,8 +302,9 @@ run_c() {
   pids+=("$w2")
   wait "$w1"
   wait "$w2"
-  unset 'pids[-1]' 'pids[-2]'
-  pids=("${pids[@]}")
+  # The two wrk, the last two: one at a time, as an unset shifts what [-2] names.
+  unset 'pids[-1]'
+  unset 'pids[-1]'
   t1="$(pg_ticks)" p1=$(($(proc_ticks "$pid_pg1") + $(proc_ticks "$pid_pg2")))
   read -r -a a1 < <(batch_counters "$url_pg1")
   read -r -a a2 < <(batch_counters "$url_pg2")
