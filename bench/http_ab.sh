@@ -9,7 +9,7 @@
 # Usage: bench/http_ab.sh SECONDS ROUNDS FENCED_BINARY...
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/bench/lib.sh"  # median
+source "$root/bench/lib.sh"  # median, start_nginx
 [ $# -ge 3 ] || { echo "usage: bench/http_ab.sh SECONDS ROUNDS FENCED_BINARY..." >&2; exit 2; }
 secs="$1"
 rounds="$2"
@@ -31,34 +31,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-mkdir -p "$work/nginx/tmp"
-nginx_port="$(free_port)"
-cat >"$work/nginx/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  keepalive_requests 100000000;
-  client_body_temp_path $work/nginx/tmp/body;
-  proxy_temp_path $work/nginx/tmp/proxy;
-  fastcgi_temp_path $work/nginx/tmp/fastcgi;
-  uwsgi_temp_path $work/nginx/tmp/uwsgi;
-  scgi_temp_path $work/nginx/tmp/scgi;
-  server {
-    listen 127.0.0.1:$nginx_port;
-    location / { return 200 "ok"; }
-  }
-}
-CONF
-nginx -p "$work/nginx" -e "$work/nginx/error.log" -c "$work/nginx/nginx.conf" &
-pids+=($!)
-for _ in $(seq 100); do
-  [ "$(curl -s "http://127.0.0.1:$nginx_port/" 2>/dev/null)" = "ok" ] && break
-  sleep 0.05
-done
+start_nginx
 
 declare -a url pid
 for i in $(seq 0 $((n - 1))); do

@@ -13,7 +13,7 @@
 #                           write path publishes every decision (default 0: nobody listens)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/bench/lib.sh"  # median
+source "$root/bench/lib.sh"  # median, free_port, start_nginx
 fenced="${FENCED:-$root/build/bench/tools/fenced}"
 secs="${1:-10}"
 rounds="${2:-3}"
@@ -33,54 +33,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# nginx, 1 worker, not a daemon, every path it writes inside $work: the ceiling for a plain HTTP
-# answer on this machine.
-start_nginx() {
-  local attempt
-  mkdir -p "$work/nginx/tmp"
-  for attempt in 1 2 3 4 5; do
-    nginx_port=$((20000 + RANDOM % 40000))
-    port_in_use "$nginx_port" && continue
-    cat >"$work/nginx/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  keepalive_requests 100000000;
-  client_body_temp_path $work/nginx/tmp/body;
-  proxy_temp_path $work/nginx/tmp/proxy;
-  fastcgi_temp_path $work/nginx/tmp/fastcgi;
-  uwsgi_temp_path $work/nginx/tmp/uwsgi;
-  scgi_temp_path $work/nginx/tmp/scgi;
-  server {
-    listen 127.0.0.1:$nginx_port;
-    location / { return 200 "ok"; }
-  }
-}
-CONF
-    nginx -p "$work/nginx" -e "$work/nginx/error.log" -c "$work/nginx/nginx.conf" &
-    local pid=$!
-    for _ in $(seq 100); do
-      if [ "$(curl -s "http://127.0.0.1:$nginx_port/" 2>/dev/null)" = "ok" ]; then
-        pids+=("$pid")
-        return
-      fi
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.05
-    done
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  echo "http_bench: nginx did not start:" >&2
-  cat "$work/nginx/error.log" >&2
-  exit 1
-}
 
 start_fenced() {
   # shellcheck disable=SC2086  # FENCED_ARGS is a list of options

@@ -33,3 +33,49 @@ free_port() {
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
   done
 }
+
+# start_nginx: nginx, 1 worker, not a daemon, every path it writes inside $work, answering
+# `return 200 "ok"` on 127.0.0.1:$nginx_port (set here): the ceiling for a plain HTTP answer on
+# this machine. Its pid is appended to the caller's `pids` array; exits 1 when it will not start.
+start_nginx() {
+  local attempt
+  mkdir -p "$work/nginx/tmp"
+  for attempt in 1 2 3 4 5; do
+    nginx_port="$(free_port)"
+    cat >"$work/nginx/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  keepalive_requests 100000000;
+  client_body_temp_path $work/nginx/tmp/body;
+  proxy_temp_path $work/nginx/tmp/proxy;
+  fastcgi_temp_path $work/nginx/tmp/fastcgi;
+  uwsgi_temp_path $work/nginx/tmp/uwsgi;
+  scgi_temp_path $work/nginx/tmp/scgi;
+  server {
+    listen 127.0.0.1:$nginx_port;
+    location / { return 200 "ok"; }
+  }
+}
+CONF
+    nginx -p "$work/nginx" -e "$work/nginx/error.log" -c "$work/nginx/nginx.conf" &
+    local pid=$!
+    for _ in $(seq 100); do
+      if [ "$(curl -s "http://127.0.0.1:$nginx_port/" 2>/dev/null)" = "ok" ]; then
+        pids+=("$pid")
+        return
+      fi
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  echo "$(basename "$0"): nginx did not start:" >&2
+  cat "$work/nginx/error.log" >&2
+  exit 1
+}
