@@ -208,7 +208,8 @@ TEST_F(RedisWorkerTest, WithoutTheTokenCheckIsCaught) {
 }
 
 // A one-member etcd per test: its fences start empty, like the test's new lock service's tokens.
-class EtcdWorkerTest : public ::testing::Test {
+// A FullSoak (CI's --full only): a Python worker's start-up makes both arms long (about 2 min).
+class EtcdWorkerFullSoak : public ::testing::Test {
  protected:
   std::string Endpoint() const {
     return "http://127.0.0.1:" + std::to_string(etcd_.client_port(0));
@@ -235,7 +236,7 @@ class EtcdWorkerTest : public ::testing::Test {
   testing::EtcdCluster etcd_;
 };
 
-TEST_F(EtcdWorkerTest, WithTheGuardFailsNoRun) {
+TEST_F(EtcdWorkerFullSoak, WithTheGuardFailsNoRun) {
   Summary s = Run(kEtcdRuns, true);
   EXPECT_EQ(s.exit_code, 0);
   EXPECT_EQ(s.runs, 3);
@@ -250,7 +251,7 @@ TEST_F(EtcdWorkerTest, WithTheGuardFailsNoRun) {
   EXPECT_TRUE(std::regex_match(Value("pause-test/fence"), std::regex("0{10}[0-9]{10}")));
 }
 
-TEST_F(EtcdWorkerTest, WithoutTheTokenCheckIsCaught) {
+TEST_F(EtcdWorkerFullSoak, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kEtcdControlRuns, false);
   EXPECT_EQ(s.exit_code, 1);
   EXPECT_EQ(s.runs, 8);
