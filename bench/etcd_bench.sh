@@ -32,18 +32,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port="$(free_port)" peer="$(free_port)"
-etcd --name bench --data-dir "$data" \
-  --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
-  --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-  --initial-cluster "bench=http://127.0.0.1:$peer" >"$work/etcd.log" 2>&1 &
-etcd_pid=$!
-ok=0
-for _ in $(seq 200); do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then ok=1; break; fi
-  sleep 0.05
-done
-[ "$ok" -eq 1 ] || { echo "etcd did not start:" >&2; tail -20 "$work/etcd.log" >&2; exit 1; }
+start_etcd "$data" "$work/etcd.log"
 uri="etcd://127.0.0.1:$port"
 
 results="$work/results"  # lines: NAME ROUND PER_SECOND P50_US

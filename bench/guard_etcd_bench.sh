@@ -23,27 +23,16 @@ done
 
 work="$(mktemp -d)"
 data="${ETCD_DIR:-$work/etcd}"
-pid=""
+etcd_pid=""
 cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  if [ -n "$etcd_pid" ]; then kill "$etcd_pid" 2>/dev/null || true; wait "$etcd_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port="$(free_port)" peer="$(free_port)"
-# shellcheck disable=SC2086
-etcd --name bench --data-dir "$data" \
-  --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
-  --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-  --initial-cluster "bench=http://127.0.0.1:$peer" ${ETCD_ARGS:-} >"$work/etcd.log" 2>&1 &
-pid=$!
-ok=0
-for _ in $(seq 200); do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then ok=1; break; fi
-  sleep 0.05
-done
-[ "$ok" -eq 1 ] || { echo "etcd did not start:" >&2; tail -20 "$work/etcd.log" >&2; exit 1; }
+# shellcheck disable=SC2086  # ETCD_ARGS is a list of options
+start_etcd "$data" "$work/etcd.log" ${ETCD_ARGS:-}
 
 echo "writes=$n rounds=$rounds etcd=$(etcd --version | awk 'NR==1{print $3}') $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$port" "$n" "$rounds" <<'EOF'

@@ -79,3 +79,22 @@ CONF
   cat "$work/nginx/error.log" >&2
   exit 1
 }
+
+# start_etcd DATA_DIR LOG [ETCD OPTION...]: one etcd member on free loopback ports, its data in
+# DATA_DIR; sets etcd_pid (the caller stops it) and port (its client port). Exits 1, with the
+# log's tail, when it does not answer within 10 s.
+start_etcd() {
+  local data="$1" log="$2" peer ok=0
+  shift 2
+  port="$(free_port)" peer="$(free_port)"
+  etcd --name bench --data-dir "$data" \
+    --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "bench=http://127.0.0.1:$peer" "$@" >"$log" 2>&1 &
+  etcd_pid=$!
+  for _ in $(seq 200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then ok=1; break; fi
+    sleep 0.05
+  done
+  [ "$ok" -eq 1 ] || { echo "etcd did not start:" >&2; tail -20 "$log" >&2; exit 1; }
+}
