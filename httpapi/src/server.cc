@@ -123,7 +123,7 @@ class ServerImpl final : public Server {
 
   void Run() {
     Accept();
-    WatchWrites();
+    WatchTimeouts();
     for (unsigned i = 0; i < io_threads_; ++i) threads_.emplace_back([this] { ioc_.run(); });
   }
 
@@ -138,7 +138,7 @@ class ServerImpl final : public Server {
       beast::error_code ec;
       acceptor_.close(ec);
       accept_timer_.cancel();
-      write_watch_timer_.cancel();
+      timeout_watch_timer_.cancel();
       drain_deadline_ = std::chrono::steady_clock::now() + options_.drain_timeout;
       for (auto& s : registry_.Collect([](const SessionBase&) { return true; })) {
         s->OnServerStop();
@@ -263,19 +263,18 @@ class ServerImpl final : public Server {
                             });
   }
 
-  // The write timeout: every quarter of it (at most 1 s), connections whose response has been
-  // in writing for longer are closed. A response is cut between 1x and 1.25x the timeout.
-  // The read and write watchdogs: every quarter of the shorter timeout (10 ms to 1 s), close
+  // The read and write watchdog: every quarter of the shorter timeout (10 ms to 1 s), closes
   // the connections whose request has been in reading for longer than --read-timeout, or whose
-  // answer in writing for longer than --write-timeout.
-  void WatchWrites() {
+  // answer in writing for longer than --write-timeout: each is cut between 1x and 1.25x its
+  // timeout (or one interval past it, when the other timeout is the shorter).
+  void WatchTimeouts() {
     using Duration = std::chrono::steady_clock::duration;
     auto read_limit = std::chrono::duration_cast<Duration>(options_.read_timeout);
     auto limit = std::chrono::duration_cast<Duration>(options_.write_timeout);
     auto interval = std::clamp<Duration>(std::min(read_limit, limit) / 4,
                                          std::chrono::milliseconds(10), std::chrono::seconds(1));
-    write_watch_timer_.expires_after(interval);
-    write_watch_timer_.async_wait([this, limit, read_limit](beast::error_code ec) {
+    timeout_watch_timer_.expires_after(interval);
+    timeout_watch_timer_.async_wait([this, limit, read_limit](beast::error_code ec) {
       // Stop() cancels the timer, but a tick already due runs anyway: it must not re-arm, or
       // the I/O threads never run out of work and Wait() never returns.
       if (ec || stop_requested_.load()) return;
@@ -286,7 +285,7 @@ class ServerImpl final : public Server {
       auto slow =
           registry_.Collect([&](const SessionBase& s) { return s.ReadOverdue(now, read_limit); });
       for (auto& s : slow) s->CutOffOverdueRead(read_limit);
-      WatchWrites();
+      WatchTimeouts();
     });
   }
 
@@ -318,14 +317,12 @@ class ServerImpl final : public Server {
   // Before ioc_, so that it outlives the sessions that ioc_'s pending handlers still hold.
   SessionRegistry registry_{&metrics_};
   const unsigned io_threads_;
-  // Told how many threads run it: with one, Asio queues a handler posted from that thread
-  // without taking the scheduler's lock (other threads still may post; it stays thread-safe).
   net::io_context ioc_;
   tcp::acceptor acceptor_;
   net::steady_timer drain_timer_;
   // After ioc_: its probe threads post timeouts there, and it is destroyed (joined) first.
   HealthChecker health_;
-  net::steady_timer write_watch_timer_{ioc_};
+  net::steady_timer timeout_watch_timer_{ioc_};
   // Accept state: touched only on the acceptor's strand.
   net::steady_timer accept_timer_{acceptor_.get_executor()};
   std::chrono::milliseconds accept_backoff_{0};
