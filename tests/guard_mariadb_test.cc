@@ -466,7 +466,7 @@ class MariadbWorkerTest : public ::testing::Test {
       s.failed_runs = std::stoi(m[2]);
       s.expired = std::stoi(m[3]);
     }
-    EXPECT_EQ(s.exit_code, s.failed_runs > 0 ? 1 : 0) << r.err;
+    EXPECT_EQ(s.exit_code, s.failed_runs > 0 ? 4 : 0) << r.err;
     rows_written_ = Value(database, "SELECT count(*) FROM pause_counter WHERE value > 0");
     return s;
   }
@@ -521,7 +521,7 @@ TEST_F(MariadbWorkerTest, WithTheGuardFailsNoRun) {
 
 TEST_F(MariadbWorkerTest, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kMariadbControlRuns, false);
-  EXPECT_EQ(s.exit_code, 1);
+  EXPECT_EQ(s.exit_code, 4);
   EXPECT_EQ(s.runs, 6);
   EXPECT_GT(s.failed_runs, 0);
 }

@@ -66,7 +66,7 @@ Summary RunWorker(const TempDir& dir, const std::string& worker, std::vector<std
     s.failed_runs = std::stoi(m[2]);
     s.expired = std::stoi(m[3]);
   }
-  EXPECT_EQ(s.exit_code, s.failed_runs > 0 ? 1 : 0) << r.err;
+  EXPECT_EQ(s.exit_code, s.failed_runs > 0 ? 4 : 0) << r.err;
   return s;
 }
 
@@ -111,7 +111,7 @@ TEST(PauseWorkerExamplesTest, CurlWorkerAgainstNoFencingStoreIsCaught) {
   FencedProcess fenced(dir.File("store.db"), {"--no-fencing"});
   Summary s = RunWorker(dir, Example("counter-curl.sh"), kCurlControlRuns,
                         {"FENCED_URL=" + fenced.url()});
-  EXPECT_EQ(s.exit_code, 1);
+  EXPECT_EQ(s.exit_code, 4);
   EXPECT_EQ(s.runs, 6);
   EXPECT_GT(s.failed_runs, 0);
 }
@@ -152,7 +152,7 @@ TEST_F(PostgresWorkerTest, WithTheGuardFailsNoRun) {
 
 TEST_F(PostgresWorkerTest, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kPostgresControlRuns, false);
-  EXPECT_EQ(s.exit_code, 1);
+  EXPECT_EQ(s.exit_code, 4);
   EXPECT_EQ(s.runs, 6);
   EXPECT_GT(s.failed_runs, 0);
 }
@@ -202,7 +202,7 @@ TEST_F(RedisWorkerTest, WithTheGuardFailsNoRun) {
 
 TEST_F(RedisWorkerTest, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kRedisControlRuns, false);
-  EXPECT_EQ(s.exit_code, 1);
+  EXPECT_EQ(s.exit_code, 4);
   EXPECT_EQ(s.runs, 6);
   EXPECT_GT(s.failed_runs, 0);
 }
@@ -253,7 +253,7 @@ TEST_F(EtcdWorkerFullSoak, WithTheGuardFailsNoRun) {
 
 TEST_F(EtcdWorkerFullSoak, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kEtcdControlRuns, false);
-  EXPECT_EQ(s.exit_code, 1);
+  EXPECT_EQ(s.exit_code, 4);
   EXPECT_EQ(s.runs, 8);
   EXPECT_GT(s.failed_runs, 0);
 }

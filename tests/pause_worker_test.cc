@@ -97,7 +97,7 @@ TEST_F(PauseWorkerTest, PausedWorkersOutliveTheirLeasesAndTheBuiltInCheckCatches
   // an update, which shows as two cas from the same value.
   auto r = PauseTest(kFileCounter, {"--runs", "3", "--ttl", "100ms", "--run-length", "1500ms",
                                     "--pauses", "12", "-q"});
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 4) << r.err;
   std::smatch m;
   const std::string last = LastLine(r.out);
   ASSERT_TRUE(std::regex_match(
@@ -130,7 +130,7 @@ TEST_F(PauseWorkerTest, AGoodCheckPassesEveryRunAndATimelineIsLeftOnlyForFailure
 TEST_F(PauseWorkerTest, ACheckThatCrashesFailsItsRunWithItsSignalAndOutput) {
   auto r = PauseTest("true", {"--runs", "2", "--run-length", "300ms", "--check",
                               "echo 'checking <run>'; kill -SEGV $$", "-q"});
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_EQ(LastLine(r.out).substr(0, 36), "pause-runs: runs=2 failed_runs=2 exp");
   const std::string report = Slurp(Run(0) + "/report.txt");
   EXPECT_NE(report.find("killed by signal 11"), std::string::npos) << report;
@@ -176,7 +176,7 @@ TEST_F(PauseWorkerTest, AWorkerThatSometimesCrashesIsCountedAndTheRunsGoOn) {
 TEST_F(PauseWorkerTest, AMalformedHistoryLineFailsTheRunNamingTheLine) {
   auto r = PauseTest("echo '{\"op\":\"read\"}' >> \"$FENCEKIT_HISTORY\"",
                      {"--runs", "1", "--run-length", "200ms", "--pauses", "0", "-q"});
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 4) << r.err;
   const std::string report = Slurp(Run(0) + "/report.txt");
   EXPECT_NE(report.find("malformed history line"), std::string::npos) << report;
   EXPECT_NE(report.find("line 1"), std::string::npos) << report;

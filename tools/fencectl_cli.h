@@ -20,7 +20,8 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;
 inline constexpr int kExitBusy = 2;    // acquire: busy or timed out
 inline constexpr int kExitStale = 3;   // put: refused as stale
-inline constexpr int kExitCheck = 4;   // pause-test: violations with fencing, or none without
+inline constexpr int kExitCheck = 4;   // pause-test: violations with fencing (or a --worker run
+                                       // failed its check), or none without
 inline constexpr int kExitLost = 5;    // run: the lease was lost while the command ran
 inline constexpr int kExitPrecondition = 6;  // put, delete, batch: a version precondition failed
 inline constexpr int kExitUsage = 64;  // a usage error (EX_USAGE, as flock's)
