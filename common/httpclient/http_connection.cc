@@ -10,6 +10,10 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <exception>
+#include <thread>
+
+#include "fencekit/common/mutex.h"
 
 namespace fencekit::httpclient {
 namespace {
@@ -25,6 +29,23 @@ Deadline After(std::chrono::milliseconds timeout) {
   return std::chrono::steady_clock::now() + timeout;
 }
 
+tcp::resolver::results_type SystemResolve(const std::string& host, const std::string& port,
+                                          error_code& ec) {
+  net::io_context ioc;
+  tcp::resolver resolver(ioc);
+  return resolver.resolve(host, port, ec);
+}
+
+// A lookup on a thread of its own and its outcome, shared with the caller who waits for it
+// until its deadline. Thread safety: safe for concurrent use.
+struct Lookup {
+  Mutex mu;
+  CondVar cv;
+  bool done FENCEKIT_GUARDED_BY(mu) = false;
+  error_code ec FENCEKIT_GUARDED_BY(mu);
+  tcp::resolver::results_type results FENCEKIT_GUARDED_BY(mu);
+};
+
 }  // namespace
 
 bool TimedOut(const error_code& ec) { return ec == beast::error::timeout; }
@@ -35,8 +56,11 @@ std::string ConnectFailure::NotTrusted(std::string_view peer, std::string_view h
 }
 
 HttpConnection::HttpConnection(std::string host, std::string port,
-                               std::shared_ptr<ssl::context> tls)
-    : host_(std::move(host)), port_(std::move(port)), tls_(std::move(tls)) {}
+                               std::shared_ptr<ssl::context> tls, Resolver resolve)
+    : host_(std::move(host)),
+      port_(std::move(port)),
+      tls_(std::move(tls)),
+      resolve_(resolve ? std::move(resolve) : Resolver(SystemResolve)) {}
 
 HttpConnection::~HttpConnection() { Close(); }
 
@@ -58,12 +82,44 @@ error_code HttpConnection::Await(Deadline deadline, Start start) {
   return ec;
 }
 
+error_code HttpConnection::Resolve(std::chrono::milliseconds timeout,
+                                   tcp::resolver::results_type* out) {
+  error_code ec;
+  net::ip::make_address(host_, ec);
+  if (!ec) {  // an IP address: no lookup, nothing to wait for
+    *out = SystemResolve(host_, port_, ec);
+    return ec;
+  }
+  auto lookup = std::make_shared<Lookup>();
+  try {
+    std::thread([lookup, resolve = resolve_, host = host_, port = port_] {
+      error_code e;
+      auto results = resolve(host, port, e);
+      MutexLock lock(lookup->mu);
+      lookup->ec = e;
+      lookup->results = std::move(results);
+      lookup->done = true;
+      lookup->cv.NotifyAll();
+    }).detach();
+  } catch (const std::exception&) {  // no thread to be had: look it up here, unbounded
+    *out = resolve_(host_, port_, ec);
+    return ec;
+  }
+  const Deadline deadline = After(timeout);
+  MutexLock lock(lookup->mu);
+  while (!lookup->done) {
+    if (!lookup->cv.WaitUntil(lookup->mu, deadline)) break;
+  }
+  if (!lookup->done) return beast::error::timeout;
+  *out = lookup->results;
+  return lookup->ec;
+}
+
 std::optional<ConnectFailure> HttpConnection::Connect(std::chrono::milliseconds timeout) {
   using Step = ConnectFailure::Step;
   Close();
-  tcp::resolver resolver(ioc_);
-  error_code ec;
-  auto endpoints = resolver.resolve(host_, port_, ec);
+  tcp::resolver::results_type endpoints;
+  error_code ec = Resolve(timeout, &endpoints);
   if (ec) return ConnectFailure{Step::kResolve, ec, {}};
   tcp::socket* socket;
   if (tls_) {

@@ -14,6 +14,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,12 +47,19 @@ struct ConnectFailure {
   std::string NotTrusted(std::string_view peer, std::string_view hint) const;
 };
 
+// A blocking name lookup, as boost::asio::ip::tcp::resolver::resolve: the system's resolver
+// (getaddrinfo) unless a test gives another. It may run on a thread of its own and outlive the
+// connection that started it: it must not refer to it.
+using Resolver = std::function<boost::asio::ip::tcp::resolver::results_type(
+    const std::string& host, const std::string& port, boost::system::error_code& ec)>;
+
 // The connection. Thread safety: not thread-safe; one caller at a time.
 class HttpConnection {
  public:
   // `host` as the URL gives it (a DNS name or an IP address); `tls` null: plain HTTP.
-  HttpConnection(std::string host, std::string port,
-                 std::shared_ptr<boost::asio::ssl::context> tls);
+  // `resolve`: how a DNS name is looked up (empty: the system's resolver).
+  HttpConnection(std::string host, std::string port, std::shared_ptr<boost::asio::ssl::context> tls,
+                 Resolver resolve = {});
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
   ~HttpConnection();
@@ -59,10 +67,11 @@ class HttpConnection {
   bool is_open() const { return plain_.has_value() || secure_.has_value(); }
   bool tls() const { return tls_ != nullptr; }
 
-  // Closes any connection, resolves the host, connects within `timeout` and, with TLS, shakes
-  // hands within `timeout` again. The one peer check: the certificate must be signed by a CA
-  // the context trusts and name the host as given, a DNS name (also sent as SNI) or an IP
-  // address. nullopt when connected.
+  // Closes any connection, resolves the host within `timeout` (a DNS name on a thread of its
+  // own: getaddrinfo has no deadline; one still running past `timeout` is left to finish
+  // alone), connects within `timeout` and, with TLS, shakes hands within `timeout` again. The one
+  // peer check: the certificate must be signed by a CA the context trusts and name the host as
+  // given, a DNS name (also sent as SNI) or an IP address. nullopt when connected.
   std::optional<ConnectFailure> Connect(std::chrono::milliseconds timeout);
 
   // Writes `req` by `deadline`.
@@ -102,8 +111,13 @@ class HttpConnection {
   // does not take the host.
   bool NamePeer();
 
+  // The host's addresses, or the lookup's error; beast::error::timeout past `timeout`.
+  boost::system::error_code Resolve(std::chrono::milliseconds timeout,
+                                    boost::asio::ip::tcp::resolver::results_type* out);
+
   const std::string host_, port_;
   const std::shared_ptr<boost::asio::ssl::context> tls_;  // null: plain HTTP
+  const Resolver resolve_;
   boost::asio::io_context ioc_{1};  // one thread at a time: lets Asio skip its locking
   // The open connection, if any: one of the two.
   std::optional<boost::asio::ip::tcp::socket> plain_;

@@ -242,7 +242,11 @@ class HttpStoreClient final : public StoreClient {
     const std::string why = failed->ec.message();
     switch (failed->step) {
       case ConnectFailure::Step::kResolve:
-        return Status::Unavailable("cannot resolve " + Where() + ": " + why);
+        return Status::Unavailable("cannot resolve " + Where() + ": " +
+                                   (httpclient::TimedOut(failed->ec)
+                                        ? "no answer from the name service within " +
+                                              std::to_string(options_.timeout.count()) + "ms"
+                                        : why));
       case ConnectFailure::Step::kPeerName:
         return Status::InvalidArgument("cannot check TLS certificates for host " + host_);
       case ConnectFailure::Step::kConnect:

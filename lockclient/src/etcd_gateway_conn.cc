@@ -54,7 +54,10 @@ Status GatewayConn::Connect(milliseconds timeout) {
   const auto& ec = failed->ec;
   switch (failed->step) {
     case ConnectFailure::Step::kResolve:
-      return Status::Unavailable("cannot resolve " + name + ": " + ec.message());
+      return Status::Unavailable(
+          "cannot resolve " + name + ": " +
+          (httpclient::TimedOut(ec) ? "no answer from the name service within " + FormatMs(timeout)
+                                    : ec.message()));
     case ConnectFailure::Step::kPeerName:
       return Status::InvalidArgument("cannot check etcd's TLS certificate for the host \"" +
                                      endpoint_.host + "\"");
