@@ -99,6 +99,26 @@ TEST_F(EtcdGuardTest, BadArgumentsRefused) {
   EXPECT_EQ(EtcdGuard::Open("etcd://").status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(EtcdGuardTest, DeleteIsGuardedAsAPut) {
+  ASSERT_TRUE(guard_->Put("o5/fence", "o5/data", "v7", 7).ok());
+  // A stale delete leaves the key and the fence alone.
+  Status s = guard_->Delete("o5/fence", "o5/data", 6);
+  EXPECT_EQ(s.code(), StatusCode::kStaleToken);
+  EXPECT_EQ(s.message(), "stale token 6 for fence key \"o5/fence\": the highest is 7");
+  EXPECT_TRUE(Holds(port(), "o5/data", "v7"));
+  // At the fence's token it deletes; above it, it raises the fence too, also for an absent key.
+  ASSERT_TRUE(guard_->Delete("o5/fence", "o5/data", 7).ok());
+  EXPECT_EQ(Range(port(), "o5/data").find("kvs"), std::string::npos);
+  ASSERT_TRUE(guard_->Delete("o5/fence", "o5/data", 8).ok());
+  EXPECT_TRUE(Holds(port(), "o5/fence", EtcdFenceValue(8)));
+  EXPECT_EQ(guard_->Put("o5/fence", "o5/data", "v7 again", 7).code(), StatusCode::kStaleToken);
+  EXPECT_EQ(Range(port(), "o5/data").find("kvs"), std::string::npos);
+  // Its arguments are checked as Put's.
+  EXPECT_EQ(guard_->Delete("o5/fence", "o5/data", 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(guard_->Delete("o5/fence", "o5/fence", 9).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Holds(port(), "o5/fence", EtcdFenceValue(8)));
+}
+
 // Each guard talks to one member: a write through member 2 raises the fence that member 0's
 // client then meets, and every member reads the same fence and data.
 TEST_F(EtcdGuardTest, StaleRefusedThroughAnotherMember) {

@@ -21,6 +21,22 @@ class GatewayGuard final : public EtcdGuard {
 
   Status Put(std::string_view fence_key, std::string_view data_key, std::string_view value,
              std::int64_t token) override {
+    return Guarded(fence_key, data_key, token,
+                   json::object{{"request_put", json::object{{"key", Base64Encode(data_key)},
+                                                             {"value", Base64Encode(value)}}}});
+  }
+
+  Status Delete(std::string_view fence_key, std::string_view data_key,
+                std::int64_t token) override {
+    return Guarded(
+        fence_key, data_key, token,
+        json::object{{"request_delete_range", json::object{{"key", Base64Encode(data_key)}}}});
+  }
+
+ private:
+  // The guard's transaction with `data_op` (a request on `data_key`) in its writing branch.
+  Status Guarded(std::string_view fence_key, std::string_view data_key, std::int64_t token,
+                 json::object data_op) {
     if (token < 1) return Status::InvalidArgument("the fencing token must be >= 1");
     if (fence_key.empty() || data_key.empty() || fence_key == data_key) {
       return Status::InvalidArgument("the fence key and the data key must be two non-empty keys");
@@ -36,8 +52,7 @@ class GatewayGuard final : public EtcdGuard {
         {"success", json::array{json::object{{"request_range", json::object{{"key", fence}}}}}},
         {"failure",
          json::array{json::object{{"request_put", json::object{{"key", fence}, {"value", padded}}}},
-                     json::object{{"request_put", json::object{{"key", Base64Encode(data_key)},
-                                                               {"value", Base64Encode(value)}}}}}}};
+                     std::move(data_op)}}};
     auto reply = gateway_.Call("/v3/kv/txn", body, nullptr);
     if (!reply.ok()) return reply.status();
     const auto* succeeded = reply->if_contains("succeeded");
@@ -48,7 +63,6 @@ class GatewayGuard final : public EtcdGuard {
                               std::string(fence_key) + "\": the highest is " + Highest(*reply));
   }
 
- private:
   // The fence's value in a refusal's range response, without its zero padding.
   static std::string Highest(const json::object& reply) {
     const auto* responses = reply.if_contains("responses");

@@ -1,5 +1,6 @@
 // The guard for data kept in etcd (docs/guard-in-your-database.md, "etcd"): one transaction
-// that writes a key only when the fencing token is >= the highest one its fence key holds.
+// that writes (or deletes) a key only when the fencing token is >= the highest one its fence key
+// holds.
 #pragma once
 
 #include <chrono>
@@ -32,6 +33,10 @@ class EtcdGuard {
   // answer: the write may or may not have happened.
   virtual Status Put(std::string_view fence_key, std::string_view data_key, std::string_view value,
                      std::int64_t token) = 0;
+  // As Put, deleting `data_key` (OK whether or not it existed) instead of setting it; the fence
+  // is raised all the same.
+  virtual Status Delete(std::string_view fence_key, std::string_view data_key,
+                        std::int64_t token) = 0;
 };
 
 }  // namespace fencekit::lockclient
