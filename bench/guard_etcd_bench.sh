@@ -60,24 +60,21 @@ def post(path, body):
 
 fence, data, token = b64("bench/fence"), b64("bench/data"), b64("%020d" % 5)
 put = lambda key: {"request_put": {"key": key, "value": token}}
-stale_if = [{"key": fence, "target": "VALUE", "result": "GREATER", "value": token}]
-# The token stays 5: after the first write each guarded one is the equal-token case.
+# The guard's transaction with `writes` in its writing branch. The token stays 5: after the
+# first write each guarded one is the equal-token case.
+guard = lambda *writes: ("/v3/kv/txn", json.dumps({
+    "compare": [{"key": fence, "target": "VALUE", "result": "GREATER", "value": token}],
+    "success": [{"request_range": {"key": fence}}], "failure": list(writes)}))
 arms = {"put": ("/v3/kv/put", json.dumps({"key": data, "value": token})),
-        "guarded": ("/v3/kv/txn", json.dumps({
-            "compare": stale_if, "success": [{"request_range": {"key": fence}}],
-            "failure": [put(fence), put(data)]}))}
+        "guarded": guard(put(fence), put(data))}
 if explain:
     arms["txn-put"] = ("/v3/kv/txn", json.dumps({"success": [put(data)]}))
-    arms["txn-compare-put"] = ("/v3/kv/txn", json.dumps({
-        "compare": stale_if, "success": [{"request_range": {"key": fence}}],
-        "failure": [put(data)]}))
+    arms["txn-compare-put"] = guard(put(data))
 
 def handler_seconds():
     """etcd's gRPC handling time so far, (seconds, calls) per method (--metrics extensive)."""
-    text = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    text.request("GET", "/metrics")
-    body = text.getresponse().read().decode()
-    text.close()
+    conn.request("GET", "/metrics")
+    body = conn.getresponse().read().decode()
     out = {}
     for method in ("Put", "Txn"):
         pick = lambda what: float(re.search(

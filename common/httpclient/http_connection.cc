@@ -87,7 +87,8 @@ error_code HttpConnection::Resolve(std::chrono::milliseconds timeout,
   error_code ec;
   net::ip::make_address(host_, ec);
   if (!ec) {  // an IP address: no lookup, nothing to wait for
-    *out = SystemResolve(host_, port_, ec);
+    tcp::resolver resolver(ioc_);
+    *out = resolver.resolve(host_, port_, ec);
     return ec;
   }
   auto lookup = std::make_shared<Lookup>();
