@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/serialize.hpp>
 #include <set>
 
@@ -255,6 +256,18 @@ TEST(WireTest, ReceiptsSayWhetherADeleteDeletedAnything) {
   r.version = 3;
   EXPECT_EQ(boost::json::serialize(ReceiptToJson(r, /*is_delete=*/false)),
             "{\"key\":\"k\",\"lock\":\"l\",\"token\":5,\"version\":3}");
+}
+
+TEST(WireTest, AReceiptBuiltInACallersBufferIsTheSameReceipt) {
+  // fenced builds each receipt in a buffer on its stack; a key longer than that buffer spills
+  // to the heap and the receipt is still whole.
+  WriteReceipt r{std::string(300, 'k') + "\xFF", "l", FencingToken::FromInt(7).value(), 2, false};
+  unsigned char scratch[64];
+  boost::json::monotonic_resource memory(scratch, sizeof scratch);
+  boost::json::object in_buffer = ReceiptToJson(r, /*is_delete=*/false, &memory);
+  EXPECT_EQ(boost::json::serialize(in_buffer),
+            boost::json::serialize(ReceiptToJson(r, /*is_delete=*/false)));
+  EXPECT_EQ(GetName(in_buffer, "key"), r.key);
 }
 
 TEST(WireTest, CountsAreStrictDecimals) {

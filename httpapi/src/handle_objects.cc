@@ -1,4 +1,5 @@
 // The objects: a read, a fenced write (PUT, DELETE) and an atomic batch.
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/object.hpp>
 
 #include "fencekit/common/names.h"
@@ -170,7 +171,11 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
     if (r.ok()) {
       metrics->CountAccepted();
       auto status = is_put && r->created ? http::status::created : http::status::ok;
-      json::object receipt = wire::ReceiptToJson(*r, !is_put);
+      // The receipt is built in a buffer on this stack: no allocation for a JSON object that
+      // lives only until it is serialized.
+      unsigned char scratch[1024];
+      json::monotonic_resource memory(scratch, sizeof scratch);
+      json::object receipt = wire::ReceiptToJson(*r, !is_put, &memory);
       HideLockUnlessReadable(receipt, who, r->lock);
       HttpResponse res = JsonResponse(status, receipt, version, keep_alive);
       if (is_put) res.set(http::field::etag, wire::ETag(r->version));

@@ -1,6 +1,7 @@
 #include "handler_util.h"
 
-#include <boost/json/serialize.hpp>
+#include <algorithm>
+#include <boost/json/serializer.hpp>
 
 namespace fencekit::httpapi {
 namespace http = boost::beast::http;
@@ -11,8 +12,18 @@ HttpResponse JsonResponse(http::status status, const json::object& body, unsigne
   HttpResponse res(status, version);
   res.set(http::field::content_type, "application/json");
   res.keep_alive(keep_alive);
-  res.body() = json::serialize(body);
-  res.body() += '\n';
+  // Serialized straight into the body: a receipt costs the body's one allocation.
+  json::serializer writer;
+  writer.reset(&body);
+  std::string& out = res.body();
+  std::size_t chunk = 256;
+  while (!writer.done()) {
+    const std::size_t used = out.size();
+    out.resize(used + chunk);
+    out.resize(used + writer.read(out.data() + used, chunk).size());
+    chunk = std::max(chunk, used);  // a long body grows geometrically
+  }
+  out += '\n';
   res.prepare_payload();
   return res;
 }

@@ -29,8 +29,8 @@ std::optional<std::string> GetName(const json::object& o, std::string_view field
   return pct->decode();
 }
 
-json::object ReceiptToJson(const WriteReceipt& r, bool is_delete) {
-  json::object o;
+json::object ReceiptToJson(const WriteReceipt& r, bool is_delete, json::storage_ptr storage) {
+  json::object o(std::move(storage));
   PutName(o, "key", r.key);
   PutName(o, "lock", r.lock);
   o["token"] = r.token.value();

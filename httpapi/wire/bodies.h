@@ -22,8 +22,10 @@ void PutName(boost::json::object& o, std::string_view field, std::string_view by
 // The bytes PutName stored; nullopt when absent or malformed.
 std::optional<std::string> GetName(const boost::json::object& o, std::string_view field);
 
-// {"key","lock","token","version"} and, for a delete, "deleted".
-boost::json::object ReceiptToJson(const WriteReceipt& r, bool is_delete);
+// {"key","lock","token","version"} and, for a delete, "deleted"; held in `storage` (a caller on
+// a hot path passes a buffer on its stack, which must outlive the object).
+boost::json::object ReceiptToJson(const WriteReceipt& r, bool is_delete,
+                                  boost::json::storage_ptr storage = {});
 
 // The body of POST /v1/batch:
 //   {"lock": L, "token": N, "service": S?, "writes": [W, ...]}
