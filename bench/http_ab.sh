@@ -68,7 +68,7 @@ run() {
     /^Requests\/sec:/ { rps = $2 }
     /requests in/ { requests = $1 }
     $1 == "99%" { p99 = ms($2) }
-    /^non_2xx=/ { split($0, a, "="); bad += a[2] }
+    /Non-2xx or 3xx responses:/ { bad += $NF }
     /Socket errors:/ { gsub(/,/, ""); bad += $4 + $6 + $8 + $10 }
     END { printf "%s %d %.0f %.2f %.1f %d\n", arm, round, rps, p99,
                  (requests > 0 ? cpu_us / requests : 0), bad }' "$work/wrk.out" >>"$work/results"

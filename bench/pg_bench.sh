@@ -180,7 +180,7 @@ wrk_figures() {
     /^Requests\/sec:/ { rps = $2 }
     / requests in / { n = $1 }
     $1 == "99%" { p99 = ms($2) }
-    /^non_2xx=/ { split($0, a, "="); bad = a[2] }
+    /Non-2xx or 3xx responses:/ { bad += $NF }
     /Socket errors:/ { gsub(/,/, ""); bad += $4 + $6 + $8 + $10 }
     END { printf "%s %s %d %d\n", rps + 0, p99 + 0, bad, n + 0 }' "$1"
 }

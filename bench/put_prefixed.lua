@@ -2,7 +2,7 @@
 -- of their own, BENCH_PREFIX (default "p-"). Two wrk with different prefixes then write through
 -- two fenced on one database without sharing a lock or a key: thread N holds lock
 -- "<prefix>bench-holder-N" (token N + 1, or BENCH_TOKEN_<N>) and writes keys
--- "<prefix>bench-N-0" .. "<prefix>bench-N-4095". Failures are counted and printed as put.lua does.
+-- "<prefix>bench-N-0" .. "<prefix>bench-N-4095". Failures are wrk's own count, as with put.lua.
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 dofile(dir .. "put.lua")
 

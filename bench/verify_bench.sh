@@ -93,7 +93,7 @@ run() {
     }
     /^Requests\/sec:/ { rps = $2 }
     $1 == "99%" { p99 = ms($2) }
-    /^non_2xx=/ { split($0, a, "="); bad = a[2] }
+    /Non-2xx or 3xx responses:/ { bad += $NF }
     /Socket errors:/ { gsub(/,/, ""); bad += $4 + $6 + $8 + $10 }
     END { printf "%s %s %s %d\n", name, rps, p99, bad }' "$out" >>"$work/results"
   tail -n1 "$work/results" >&2
