@@ -20,6 +20,9 @@ constexpr const char* kWriteBatch = "fencekit_write_batch";
 // Deadlocks between the batches of several fenced are resolved by PostgreSQL aborting one; the
 // aborted batch stored nothing and runs again, up to this many times in all.
 constexpr int kAttempts = 5;
+// A lock's fence, locked exclusively ahead of its writes in a batch (Attempt).
+constexpr const char* kLockFence =
+    "SELECT 1 FROM fencekit.fences WHERE lock = $1::bytea FOR UPDATE";
 
 }  // namespace
 
@@ -99,6 +102,7 @@ Status PostgresEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now
       if (!s.ok()) return s;
       break;
     }
+    ++retries_;
     if (attempt + 1 == kAttempts) {
       return BatchFailure(
           Status::Unavailable("PostgreSQL aborted the batch " + std::to_string(kAttempts) +
@@ -124,10 +128,7 @@ pg::Command PostgresEngine::WriteCommand(const Pending& p, std::int64_t now_ms) 
   const WriteRequest& g = p.grant();
   std::string_view service;
   Status mismatch = ResolveService(p, &service);
-  int verify = 0;
-  if (options_.verify) {
-    verify = p.verdict == nullptr || !p.verdict->ok() ? 1 : (Verified(p) ? 3 : 2);
-  }
+  const int verify = VerifyCode(p);
   if (!p.atomic()) {
     const WriteRequest& w = g;
     pg::Command c{kWrite, true};
@@ -167,6 +168,25 @@ pg::Command PostgresEngine::WriteCommand(const Pending& p, std::int64_t now_ms) 
   c.BoolArray(deletes).BytesArray(keys).BytesArray(values).BytesArray(prefix_locks);
   c.IntArray(if_versions);
   return c;
+}
+
+int PostgresEngine::VerifyCode(const Pending& p) const {
+  if (!options_.verify) return 0;
+  return p.verdict == nullptr || !p.verdict->ok() ? 1 : (Verified(p) ? 3 : 2);
+}
+
+bool PostgresEngine::MixedFenceModes(const std::vector<Pending>& batch,
+                                     const std::vector<std::size_t>& order, std::size_t first,
+                                     std::size_t last) const {
+  const Pending& a = batch[order[first]];
+  for (std::size_t j = first + 1; j < last; ++j) {
+    const Pending& b = batch[order[j]];
+    if (b.grant().token != a.grant().token || b.grant().service != a.grant().service ||
+        VerifyCode(b) != VerifyCode(a)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 Status PostgresEngine::ReadDecision(Pending& p, const PGresult* r) const {
@@ -234,7 +254,27 @@ Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<st
                                std::int64_t now_ms, bool* retry) {
   if (auto s = Connected(); !s.ok()) return BatchFailure(s, false);
   pg::Transaction txn(*conn_, options_.database_timeout);
-  for (std::size_t i : order) txn.Add(WriteCommand(batch[i], now_ms));
+  // A write that leaves its fence as it is locks it shared, one that moves it exclusively. Two
+  // such writes of one lock in this batch would upgrade a shared lock that another batch's
+  // write may hold too, each then waiting for the other (a deadlock PostgreSQL breaks by
+  // aborting a batch). So when the writes of one lock differ (token, service, verification),
+  // the fence is locked exclusively before the first of them.
+  std::vector<std::size_t> result_of(order.size());  // the result of batch[order[j]]
+  std::size_t commands = 0;
+  for (std::size_t first = 0; first < order.size();) {
+    const std::string& lock = batch[order[first]].grant().lock;
+    std::size_t last = first + 1;
+    while (last < order.size() && batch[order[last]].grant().lock == lock) ++last;
+    if (!options_.unguarded && MixedFenceModes(batch, order, first, last)) {
+      txn.Add(pg::Command{kLockFence}.Bytes(lock));
+      ++commands;
+    }
+    for (std::size_t j = first; j < last; ++j) {
+      txn.Add(WriteCommand(batch[order[j]], now_ms));
+      result_of[j] = commands++;
+    }
+    first = last;
+  }
   if (options_.history_limit > 0 && ++commits_ % 64 == 0) {
     // Trimming every 64 commits keeps the history bounded without a delete per commit.
     txn.Add(
@@ -252,7 +292,9 @@ Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<st
     return BatchFailure(failure.status, failure.maybe_committed);
   }
   for (std::size_t j = 0; j < order.size(); ++j) {
-    if (auto s = ReadDecision(batch[order[j]], (*results)[j].get()); !s.ok()) return s;
+    if (auto s = ReadDecision(batch[order[j]], (*results)[result_of[j]].get()); !s.ok()) {
+      return s;
+    }
   }
   return Status::Ok();
 }

@@ -26,6 +26,7 @@ class PostgresEngine final : public Engine {
   Result<Decision> SetFence(const AdminOp& op, std::int64_t now_ms) override;
   Status ProbeCommit() override;
   void Close() override;
+  std::uint64_t retries() const override { return retries_; }
 
   // Makes a connection ready for the engine: the session's durability, prepared statements.
   // kInvalidArgument when the server cannot keep StoreOptions::durability's promise (fsync off).
@@ -42,12 +43,20 @@ class PostgresEngine final : public Engine {
   // The command deciding `p`: fencekit.write for one unconditional write, else
   // fencekit.write_batch.
   pg::Command WriteCommand(const Pending& p, std::int64_t now_ms) const;
+  // The p_verify argument of `p`'s command (0: verification off).
+  int VerifyCode(const Pending& p) const;
+  // True when the writes batch[order[first..last)] (all of one lock) could lock its fence in
+  // different modes: some shared (a write that leaves the fence as it is), some exclusively
+  // (one that moves, binds or confirms it).
+  bool MixedFenceModes(const std::vector<Pending>& batch, const std::vector<std::size_t>& order,
+                       std::size_t first, std::size_t last) const;
   // Leaves in `p` the decision its command returned; an error for a result of another shape.
   Status ReadDecision(Pending& p, const PGresult* r) const;
 
   const StoreOptions& options_;
   std::unique_ptr<pg::Conn> conn_;
   std::uint64_t commits_ = 0;
+  std::uint64_t retries_ = 0;
 };
 
 }  // namespace fencekit::fencedstore

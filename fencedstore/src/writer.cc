@@ -169,6 +169,7 @@ StoreStats Writer::Stats() const {
   s.failed = failed_.load(std::memory_order_relaxed);
   s.commits = commits_.load(std::memory_order_relaxed);
   s.recoveries = recoveries_.load(std::memory_order_relaxed);
+  s.retries = retries_.load(std::memory_order_relaxed);
   for (const auto& b : batch_buckets_) s.batch_size_buckets.push_back(b.load());
   return s;
 }
@@ -231,6 +232,7 @@ void Writer::WriterLoop() {
     if (batch.empty()) continue;
     CommitBatch(batch);
     recoveries_.store(engine_->recoveries(), std::memory_order_relaxed);
+    retries_.store(engine_->retries(), std::memory_order_relaxed);
     for (auto& p : batch) {
       if (p.resumed) verifier_->Resumed(p.grant().lock, p.grant().token);
       if (p.outcome == Outcome::kDeferred) {

@@ -79,7 +79,7 @@ class Writer {
   // Used only by the writer thread (and by Start/Stop when it is not running).
   std::unique_ptr<Engine> engine_;
 
-  std::atomic<std::uint64_t> accepted_{0}, failed_{0}, commits_{0}, recoveries_{0};
+  std::atomic<std::uint64_t> accepted_{0}, failed_{0}, commits_{0}, recoveries_{0}, retries_{0};
   // Refusals by their code (StoreStats::refused_by_code).
   std::array<std::atomic<std::uint64_t>, kStatusCodeCount> refused_{};
   std::vector<std::atomic<std::uint64_t>> batch_buckets_;

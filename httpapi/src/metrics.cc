@@ -95,6 +95,10 @@ std::string Metrics::Render(const StoreStats& store) const {
               "failed fsync, say); writes fail until that succeeds.",
               store.recoveries);
   out.Counter("fenced_commits_total", "Group-commit transactions committed.", store.commits);
+  out.Counter("fenced_store_batch_retries_total",
+              "Batches run again after PostgreSQL aborted them to break a deadlock with another "
+              "fenced's transaction (nothing of an aborted batch is kept or acknowledged).",
+              store.retries);
   return out.Take();
 }
 
