@@ -79,8 +79,8 @@ class Engine {
   // Times the engine reopened and checked its database after a failed commit. Read on the
   // writer thread only.
   virtual std::uint64_t recoveries() const { return 0; }
-  // Batches run again after the database aborted them to break a deadlock with another
-  // writer's transaction (PostgreSQL). Read on the writer thread only.
+  // Batches run again after the database aborted them for a deadlock or a serialization failure
+  // with another writer's transaction (PostgreSQL). Read on the writer thread only.
   virtual std::uint64_t retries() const { return 0; }
 };
 

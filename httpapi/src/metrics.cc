@@ -96,8 +96,9 @@ std::string Metrics::Render(const StoreStats& store) const {
               store.recoveries);
   out.Counter("fenced_commits_total", "Group-commit transactions committed.", store.commits);
   out.Counter("fenced_store_batch_retries_total",
-              "Batches run again after PostgreSQL aborted them to break a deadlock with another "
-              "fenced's transaction (nothing of an aborted batch is kept or acknowledged).",
+              "Batches run again after PostgreSQL aborted them for a deadlock or a serialization "
+              "failure with another fenced's transaction (nothing of an aborted batch is kept or "
+              "acknowledged).",
               store.retries);
   return out.Take();
 }

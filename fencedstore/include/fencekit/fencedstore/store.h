@@ -162,8 +162,9 @@ struct StoreStats {
   std::uint64_t commits = 0;          // transactions committed
   // Times the store reopened and checked its database after a failed commit (SQLite).
   std::uint64_t recoveries = 0;
-  // Batches run again after the database aborted them to break a deadlock with another
-  // store's transaction (PostgreSQL; nothing of an aborted batch is kept or acknowledged).
+  // Batches run again after the database aborted them for a deadlock or a serialization failure
+  // with another store's transaction (PostgreSQL; nothing of an aborted batch is kept or
+  // acknowledged).
   std::uint64_t retries = 0;
   // batch_size_buckets[i] = commits whose batch size was in (2^(i-1), 2^i]; the last bucket
   // also counts every larger batch.
