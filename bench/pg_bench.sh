@@ -374,8 +374,8 @@ awk -v a="$rps_a" -v b="$rps_b" -v c="$rps_c" -v cs="$rps_cs" -v d="$rps_d" \
     -v bad="$((bad_a + bad_b + bad_c + bad_cs + bad_d))" -v ua="$pgus_a" -v ub="$pgus_b" 'BEGIN{
   if (a > 0 && b > 0) {
     ba = b / a
-    printf "b/a fenced on PostgreSQL / pgbench:     %.2fx (median of per-round ratios %.2fx; target >= 1.0x: %s; moonshot 1.5x: %s)\n",
-           ba, rb, (ba >= 1.0 ? "met" : "MISSED"), (ba >= 1.5 ? "met" : "not reached")
+    printf "b/a fenced on PostgreSQL / pgbench:     %.2fx (median of per-round ratios %.2fx; target >= 1.5x: %s)\n",
+           ba, rb, (ba >= 1.5 ? "met" : "not met")
   }
   if (a > 0 && c > 0) printf "c/a two fenced on PostgreSQL / pgbench: %.2fx (per-round %.2fx)\n", c / a, rc
   if (b > 0 && c > 0) printf "c/b two fenced / one fenced:            %.2fx (per-round %.2fx)\n", c / b, rcb
