@@ -133,6 +133,71 @@ TEST(PostgresStoreTest, WritesAtTheFencesTokenDoNotWaitForEachOthersCommits) {
   EXPECT_TRUE(a->Put("L", T(5), "k1", "late").status().IsStaleToken());
 }
 
+// True once a backend of the store at `uri` waits for a row lock another transaction holds.
+bool AStoreWaitsForALock(const std::string& uri) {
+  return testing::WaitFor([&] {
+    auto waiting = QuerySql(uri,
+                            "SELECT pid FROM pg_stat_activity WHERE application_name = "
+                            "'fencekit' AND datname = current_database() AND "
+                            "wait_event_type = 'Lock'");
+    return waiting.ok() && !waiting->empty();
+  });
+}
+
+TEST(PostgresStoreTest, AWriteIsDecidedOnTheFenceAsLockedNotAsFirstRead) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto a = Open({.path = db});
+  ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok());
+  // Another fenced's batch moves the fence to 6 and has not committed: a write at 5 reads the
+  // fence at 5 unlocked (a holder's write at its token), then waits for the lock.
+  testing::PgClient other(db);
+  ASSERT_TRUE(other.ok()) << other.error();
+  auto moved = other.Value(
+      "BEGIN; SELECT o_outcome FROM fencekit.write(false, 'L'::bytea, 6, 'k2'::bytea, "
+      "'v2'::bytea, NULL, NULL, 0, NULL, false, false, 0, NULL, true)");
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  ASSERT_EQ(*moved, "accepted");
+  auto late = std::async(std::launch::async, [&] { return a->Put("L", T(5), "k1", "late"); });
+  ASSERT_TRUE(AStoreWaitsForALock(db));
+  ASSERT_TRUE(other.Query("COMMIT").ok());
+  auto r = late.get();
+  ASSERT_TRUE(r.status().IsStaleToken()) << r.status().ToString();
+  EXPECT_EQ(HighestToken(r.status()), 6);
+  EXPECT_EQ(a->Get("k1")->value, "v1");
+}
+
+TEST(PostgresStoreTest, AKeyCreatedByAnotherStoreMeanwhileIsWrittenAfterItNotOverIt) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto a = Open({.path = db});
+  ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok());
+  // Another fenced's batch creates k2 at the fence's token and has not committed: a write of k2
+  // finds it absent, then waits to create it.
+  testing::PgClient other(db);
+  ASSERT_TRUE(other.ok()) << other.error();
+  auto created = other.Value(
+      "BEGIN; SELECT o_outcome FROM fencekit.write(false, 'L'::bytea, 5, 'k2'::bytea, "
+      "'first'::bytea, NULL, NULL, 0, NULL, false, false, 0, NULL, true)");
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  ASSERT_EQ(*created, "accepted");
+  auto second = std::async(std::launch::async, [&] { return a->Put("L", T(5), "k2", "second"); });
+  ASSERT_TRUE(AStoreWaitsForALock(db));
+  ASSERT_TRUE(other.Query("COMMIT").ok());
+  auto r = second.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->created);
+  auto now = a->Get("k2");
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->value, "second");
+  EXPECT_EQ(now->version, r->version);
+  auto history = a->History(10);
+  ASSERT_TRUE(history.ok());
+  ASSERT_EQ(history->size(), 3u);
+  EXPECT_TRUE((*history)[2].accepted);
+  EXPECT_EQ((*history)[2].key, "k2");
+}
+
 TEST(PostgresStoreTest, ConditionalWritesAtOneTokenThroughTwoStoresLoseNoUpdate) {
   std::string db = testing::NewPostgresDatabase();
   ASSERT_FALSE(db.empty());

@@ -75,15 +75,26 @@ class ArrayWriter {
   std::string out_;
 };
 
-constexpr std::uint32_t kBoolOid = 16, kByteaOid = 17, kInt8Oid = 20;
+constexpr std::uint32_t kBoolOid = 16, kByteaOid = 17, kInt8Oid = 20, kTextOid = 25;
+
+// A binary array of elements sent as their bytes (bytea, and text, whose binary form is its
+// text).
+std::string BytesElements(std::uint32_t oid,
+                          const std::vector<std::optional<std::string_view>>& v) {
+  bool has_null = std::any_of(v.begin(), v.end(), [](const auto& e) { return !e; });
+  ArrayWriter a(oid, v.size(), has_null);
+  for (const auto& e : v) a.Element(e);
+  return a.Take();
+}
 
 }  // namespace
 
 Command& Command::BytesArray(const std::vector<std::optional<std::string_view>>& v) {
-  bool has_null = std::any_of(v.begin(), v.end(), [](const auto& e) { return !e; });
-  ArrayWriter a(kByteaOid, v.size(), has_null);
-  for (const auto& e : v) a.Element(e);
-  return Bytes(a.Take());
+  return Bytes(BytesElements(kByteaOid, v));
+}
+
+Command& Command::TextArray(const std::vector<std::optional<std::string_view>>& v) {
+  return Bytes(BytesElements(kTextOid, v));
 }
 
 Command& Command::IntArray(const std::vector<std::optional<std::int64_t>>& v) {

@@ -36,9 +36,10 @@ struct Command {
   Command& Bool(bool v);
   Command& Bytes(std::string_view v);
   Command& Null();
-  // One-dimensional arrays, sent in binary (nullopt elements are NULL): bytea[], int8[],
-  // boolean[].
+  // One-dimensional arrays, sent in binary (nullopt elements are NULL): bytea[], text[] (UTF-8
+  // elements), int8[], boolean[].
   Command& BytesArray(const std::vector<std::optional<std::string_view>>& v);
+  Command& TextArray(const std::vector<std::optional<std::string_view>>& v);
   Command& IntArray(const std::vector<std::optional<std::int64_t>>& v);
   Command& BoolArray(const std::vector<bool>& v);
 };

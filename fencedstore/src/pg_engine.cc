@@ -15,7 +15,7 @@ using pg::Command;
 
 namespace {
 
-constexpr const char* kWrite = "fencekit_write";
+constexpr const char* kWriteMany = "fencekit_write_many";
 constexpr const char* kWriteBatch = "fencekit_write_batch";
 // Deadlocks between the batches of several fenced are resolved by PostgreSQL aborting one; the
 // aborted batch stored nothing and runs again, up to this many times in all.
@@ -46,19 +46,20 @@ Status PostgresEngine::Configure(pg::Conn& conn, const StoreOptions& options) {
     }
     // A commit is acknowledged once durable (and, with a synchronous standby, replicated as the
     // server's synchronous_commit says): never with synchronous_commit=off.
-    if (sync == "off") set = "SET synchronous_commit = on";
+    if (sync == "off") set = "SET synchronous_commit = on;";
   } else {
-    set = "SET synchronous_commit = off";
+    set = "SET synchronous_commit = off;";
   }
-  if (!set.empty()) {
-    if (auto r = conn.Exec(set, t); !r.ok()) return r.status();
-  }
-  if (auto s = conn.Prepare(kWrite,
+  // The statements of the functions below find rows by their keys whatever the arguments: one
+  // plan each, made once, rather than made again on every call.
+  set += "SET plan_cache_mode = force_generic_plan";
+  if (auto r = conn.Exec(set, t); !r.ok()) return r.status();
+  if (auto s = conn.Prepare(kWriteMany,
                             "SELECT o_outcome, o_highest, o_version, o_bound_lock, "
-                            "o_fence_service, o_prior FROM fencekit.write($1::boolean, $2::bytea, "
-                            "$3::int8, $4::bytea, $5::bytea, $6::text, $7::bytea, $8::int4, "
-                            "$9::text, $10::boolean, $11::boolean, $12::int8, $13::bytea, "
-                            "$14::boolean)",
+                            "o_fence_service, o_prior FROM fencekit.write_many($1::boolean[], "
+                            "$2::bytea[], $3::int8[], $4::bytea[], $5::bytea[], $6::text[], "
+                            "$7::bytea[], $8::int8[], $9::text[], $10::bytea[], $11::boolean[], "
+                            "$12::boolean, $13::boolean, $14::int8, $15::boolean)",
                             t);
       !s.ok()) {
     return s;
@@ -124,25 +125,45 @@ Status PostgresEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now
   return Status::Ok();
 }
 
+void PostgresEngine::AddWrite(WriteMany& many, const Pending& p, bool lock_fence) const {
+  const WriteRequest& w = p.grant();
+  std::string_view service;
+  Status mismatch = ResolveService(p, &service);
+  const bool put = w.kind == WriteRequest::Kind::kPut;
+  many.deletes.push_back(!put);
+  many.locks.emplace_back(w.lock);
+  many.tokens.emplace_back(w.token.value());
+  many.keys.emplace_back(w.key);
+  many.values.push_back(put ? std::optional<std::string_view>(w.value) : std::nullopt);
+  many.services.push_back(service.empty() ? std::nullopt
+                                          : std::optional<std::string_view>(service));
+  many.prefix_locks.push_back(p.prefix_locks[0] == nullptr
+                                  ? std::nullopt
+                                  : std::optional<std::string_view>(*p.prefix_locks[0]));
+  many.verifies.emplace_back(VerifyCode(p));
+  many.refusals.push_back(mismatch.ok()
+                              ? std::nullopt
+                              : std::optional<std::string_view>(StatusCodeName(mismatch.code())));
+  many.principals.push_back(w.principal.empty() ? std::nullopt
+                                                : std::optional<std::string_view>(w.principal));
+  many.lock_fences.push_back(lock_fence);
+}
+
+pg::Command PostgresEngine::WriteMany::Take(const StoreOptions& options, std::int64_t now_ms) {
+  pg::Command c{kWriteMany, true};
+  c.BoolArray(deletes).BytesArray(locks).IntArray(tokens).BytesArray(keys).BytesArray(values);
+  c.TextArray(services).BytesArray(prefix_locks).IntArray(verifies).TextArray(refusals);
+  c.BytesArray(principals).BoolArray(lock_fences);
+  c.Bool(options.strict).Bool(options.unguarded).Int(now_ms).Bool(options.history_limit > 0);
+  *this = WriteMany{};
+  return c;
+}
+
 pg::Command PostgresEngine::WriteCommand(const Pending& p, std::int64_t now_ms) const {
   const WriteRequest& g = p.grant();
   std::string_view service;
   Status mismatch = ResolveService(p, &service);
   const int verify = VerifyCode(p);
-  if (!p.atomic()) {
-    const WriteRequest& w = g;
-    pg::Command c{kWrite, true};
-    c.Bool(w.kind == WriteRequest::Kind::kDelete).Bytes(w.lock).Int(w.token.value()).Bytes(w.key);
-    c.Bytes(w.kind == WriteRequest::Kind::kPut ? std::string_view(w.value) : std::string_view());
-    service.empty() ? c.Null() : c.Text(service);
-    p.prefix_locks[0] == nullptr ? c.Null() : c.Bytes(*p.prefix_locks[0]);
-    c.Int(verify);
-    mismatch.ok() ? c.Null() : c.Text(StatusCodeName(mismatch.code()));
-    c.Bool(options_.strict).Bool(options_.unguarded).Int(now_ms);
-    w.principal.empty() ? c.Null() : c.Bytes(w.principal);
-    c.Bool(options_.history_limit > 0);
-    return c;
-  }
   pg::Command c{kWriteBatch, true};
   c.Bytes(g.lock).Int(g.token.value());
   service.empty() ? c.Null() : c.Text(service);
@@ -189,25 +210,27 @@ bool PostgresEngine::MixedFenceModes(const std::vector<Pending>& batch,
   return false;
 }
 
-Status PostgresEngine::ReadDecision(Pending& p, const PGresult* r) const {
+Status PostgresEngine::ReadDecision(Pending& p, const PGresult* r, int row) const {
   const int rows = PQntuples(r);
-  if (rows < 1 || PQnfields(r) != (p.atomic() ? 7 : 6)) {
+  if (rows <= row || PQnfields(r) != (p.atomic() ? 7 : 6)) {
     return BatchFailure(Status::Internal("fencekit.write returned an unexpected row"), false);
   }
-  std::string outcome = pg::GetBytes(r, 0, 0);
-  p.highest = pg::GetInt(r, 0, 1);
+  std::string outcome = pg::GetBytes(r, row, 0);
+  p.highest = pg::GetInt(r, row, 1);
   p.culprit = p.atomic() ? static_cast<std::size_t>(pg::GetInt(r, 0, 6)) : 0;
   if (outcome == "accepted") {
-    if (static_cast<std::size_t>(rows) != p.writes.size()) {
+    // fencekit.write_batch's whole result is `p`'s; of fencekit.write_many's, one row.
+    const int own = p.atomic() ? rows : 1;
+    if (static_cast<std::size_t>(own) != p.writes.size()) {
       return BatchFailure(Status::Internal("fencekit.write_batch returned too few rows"), false);
     }
     std::vector<WriteReceipt> receipts;
     receipts.reserve(p.writes.size());
-    for (int i = 0; i < rows; ++i) {
+    for (int i = 0; i < own; ++i) {
       const WriteRequest& w = p.writes[i];
       const bool put = w.kind == WriteRequest::Kind::kPut;
-      receipts.push_back(WriteReceipt{w.key, w.lock, w.token, pg::GetInt(r, i, 2),
-                                      put && pg::GetInt(r, i, 5) == 0});
+      receipts.push_back(WriteReceipt{w.key, w.lock, w.token, pg::GetInt(r, row + i, 2),
+                                      put && pg::GetInt(r, row + i, 5) == 0});
     }
     p.outcome = Outcome::kAccepted;
     p.result = std::move(receipts);
@@ -228,19 +251,19 @@ Status PostgresEngine::ReadDecision(Pending& p, const PGresult* r) const {
       refusal = StaleTokenStatus(p, p.highest, options_.strict);
       break;
     case StatusCode::kWrongLock:
-      refusal = WrongLockStatus(p, pg::GetBytes(r, 0, 3), p.prefix_locks[p.culprit] != nullptr);
+      refusal = WrongLockStatus(p, pg::GetBytes(r, row, 3), p.prefix_locks[p.culprit] != nullptr);
       break;
     case StatusCode::kWrongService: {
       std::string_view service;
       Status early = ResolveService(p, &service);
-      refusal = !early.ok() ? early : FenceServiceStatus(p, pg::GetBytes(r, 0, 4), service);
+      refusal = !early.ok() ? early : FenceServiceStatus(p, pg::GetBytes(r, row, 4), service);
       break;
     }
     case StatusCode::kUnverifiedToken:
       refusal = UnverifiedStatus(p);
       break;
     case StatusCode::kPreconditionFailed:
-      refusal = PreconditionStatus(p, pg::GetInt(r, 0, 5));
+      refusal = PreconditionStatus(p, pg::GetInt(r, row, 5));
       break;
     default:
       return BatchFailure(refusal, false);
@@ -259,27 +282,48 @@ Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<st
   // write may hold too, each then waiting for the other (a deadlock PostgreSQL breaks by
   // aborting a batch). So when the writes of one lock differ (token, service, verification),
   // the fence is locked exclusively before the first of them.
-  std::vector<std::size_t> result_of(order.size());  // the result of batch[order[j]]
+  // The result of batch[order[j]]: its command's, and its row there.
+  std::vector<std::pair<std::size_t, int>> result_of(order.size());
   std::size_t commands = 0;
+  // The unconditional writes since the last other command: one call for them all.
+  WriteMany many;
+  auto add_many = [&] {
+    if (many.size() == 0) return;
+    txn.Add(many.Take(options_, now_ms));
+    ++commands;
+  };
   for (std::size_t first = 0; first < order.size();) {
     const std::string& lock = batch[order[first]].grant().lock;
     std::size_t last = first + 1;
     while (last < order.size() && batch[order[last]].grant().lock == lock) ++last;
-    if (!options_.unguarded && MixedFenceModes(batch, order, first, last)) {
-      txn.Add(pg::Command{kLockFence}.Bytes(lock));
-      ++commands;
-    }
+    bool lock_fence = !options_.unguarded && MixedFenceModes(batch, order, first, last);
     for (std::size_t j = first; j < last; ++j) {
-      txn.Add(WriteCommand(batch[order[j]], now_ms));
-      result_of[j] = commands++;
+      const Pending& p = batch[order[j]];
+      if (!p.atomic()) {
+        result_of[j] = {commands, static_cast<int>(many.size())};
+        AddWrite(many, p, lock_fence);
+      } else {
+        add_many();
+        if (lock_fence) {
+          txn.Add(pg::Command{kLockFence}.Bytes(lock));
+          ++commands;
+        }
+        txn.Add(WriteCommand(p, now_ms));
+        result_of[j] = {commands++, 0};
+      }
+      lock_fence = false;
     }
     first = last;
   }
+  add_many();
   if (options_.history_limit > 0 && ++commits_ % 64 == 0) {
-    // Trimming every 64 commits keeps the history bounded without a delete per commit.
+    // Trimming every 64 commits keeps the history bounded without a delete per commit. The
+    // lower bound makes it a scan of the index over the rows to delete (about 64 batches'),
+    // not of the whole table, dead rows and all.
     txn.Add(
         Command{"DELETE FROM fencekit.history WHERE seq <= "
-                "(SELECT max(seq) FROM fencekit.history) - $1::int8"}
+                "(SELECT max(seq) FROM fencekit.history) - $1::int8 AND "
+                "seq >= (SELECT min(seq) FROM fencekit.history)"}
             .Int(static_cast<std::int64_t>(options_.history_limit)));
   }
   pg::Transaction::Failure failure;
@@ -292,7 +336,8 @@ Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<st
     return BatchFailure(failure.status, failure.maybe_committed);
   }
   for (std::size_t j = 0; j < order.size(); ++j) {
-    if (auto s = ReadDecision(batch[order[j]], (*results)[result_of[j]].get()); !s.ok()) {
+    const auto [command, row] = result_of[j];
+    if (auto s = ReadDecision(batch[order[j]], (*results)[command].get(), row); !s.ok()) {
       return s;
     }
   }

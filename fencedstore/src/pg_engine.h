@@ -1,5 +1,6 @@
 // The PostgreSQL engine: a batch of writes sent as one pipeline (BEGIN, one call of
-// fencekit.write per write, COMMIT), so that a batch costs one round trip and one commit
+// fencekit.write_many for the batch's unconditional writes, one of fencekit.write_batch per
+// client batch or conditional write, COMMIT), so that a batch costs one round trip and one commit
 // however many writes it holds. The connection is remade after it is lost (libpq picks a
 // read-write host of the URI's list), so fenced rides out a failover. Private to fencedstore.
 #pragma once
@@ -7,7 +8,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine.h"
@@ -40,8 +43,21 @@ class PostgresEngine final : public Engine {
   Status Attempt(std::vector<Pending>& batch, const std::vector<std::size_t>& order,
                  std::int64_t now_ms, bool* retry);
 
-  // The command deciding `p`: fencekit.write for one unconditional write, else
-  // fencekit.write_batch.
+  // The unconditional writes (not Pending::atomic) of a run of the batch, as the arguments of
+  // one call of fencekit.write_many. The views point into the batch's writes.
+  struct WriteMany {
+    std::vector<bool> deletes, lock_fences;
+    std::vector<std::optional<std::string_view>> locks, keys, values, services, prefix_locks,
+        refusals, principals;
+    std::vector<std::optional<std::int64_t>> tokens, verifies;
+
+    std::size_t size() const { return keys.size(); }
+    // The call, leaving the run empty.
+    pg::Command Take(const StoreOptions& options, std::int64_t now_ms);
+  };
+  // Adds unconditional `p` to `many`; `lock_fence`: its fence is locked exclusively first.
+  void AddWrite(WriteMany& many, const Pending& p, bool lock_fence) const;
+  // The command deciding atomic `p` (Pending::atomic): fencekit.write_batch.
   pg::Command WriteCommand(const Pending& p, std::int64_t now_ms) const;
   // The p_verify argument of `p`'s command (0: verification off).
   int VerifyCode(const Pending& p) const;
@@ -50,8 +66,9 @@ class PostgresEngine final : public Engine {
   // (one that moves, binds or confirms it).
   bool MixedFenceModes(const std::vector<Pending>& batch, const std::vector<std::size_t>& order,
                        std::size_t first, std::size_t last) const;
-  // Leaves in `p` the decision its command returned; an error for a result of another shape.
-  Status ReadDecision(Pending& p, const PGresult* r) const;
+  // Leaves in `p` the decision its command returned (row `row` of fencekit.write_many's
+  // result; fencekit.write_batch's whole result); an error for a result of another shape.
+  Status ReadDecision(Pending& p, const PGresult* r, int row) const;
 
   const StoreOptions& options_;
   std::unique_ptr<pg::Conn> conn_;

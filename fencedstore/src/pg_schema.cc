@@ -223,6 +223,166 @@ BEGIN
 END
 $fn$;
 
+-- Unconditional writes of a batch, each under its own grant, in order, decided by the rules of
+-- fencekit.write: one call per batch rather than one per write, the decisions recorded in one
+-- INSERT at the end rather than one per write. p_lock_fences[i]: lock write i's fence
+-- exclusively before deciding it (see Attempt in pg_engine.cc). Returns one row per write, in
+-- order, as fencekit.write's.
+--
+-- The common batch is decided for all its writes at once (a handful of statements per batch
+-- and per lock rather than about five per write): puts of distinct keys that leave their fences
+-- as they are (a holder's writes at its fence's token, and stale ones), without verification,
+-- strict or unguarded mode or lock_for prefixes. The locks are taken as fencekit.write takes
+-- them, lock by lock in the batch's order: the fence shared, then the keys its accepted writes
+-- change. Any other batch, or one whose fence moved before it was locked, goes write by write.
+CREATE OR REPLACE FUNCTION fencekit.write_many(
+    p_deletes boolean[], p_locks bytea[], p_tokens bigint[], p_keys bytea[], p_values bytea[],
+    p_services text[], p_prefix_locks bytea[], p_verifies bigint[], p_refusals text[],
+    p_principals bytea[], p_lock_fences boolean[], p_strict boolean, p_unguarded boolean,
+    p_now_ms bigint, p_record boolean)
+RETURNS TABLE(o_outcome text, o_highest bigint, o_version bigint, o_bound_lock bytea,
+              o_fence_service text, o_prior bigint)
+-- Its statements join a batch's few writes to the tables by key; planned for an unknown number
+-- of writes (a thousand, for generate_series), they would scan and hash whole tables instead.
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  n integer := coalesce(array_length(p_keys, 1), 0);
+  w record;
+  outcomes text[] := array_fill(NULL::text, ARRAY[n]);
+  highests bigint[] := array_fill(NULL::bigint, ARRAY[n]);
+  versions bigint[];
+  priors bigint[];
+  together boolean := false;
+  moved boolean;
+  fence_lock bytea;
+  fence_highest bigint;
+BEGIN
+  IF n > 0 AND NOT (p_strict OR p_unguarded OR true = ANY (p_deletes)
+                    OR true = ANY (p_lock_fences) OR 0 <> ANY (p_verifies))
+      AND num_nonnulls(VARIADIC p_prefix_locks) = 0 AND num_nonnulls(VARIADIC p_refusals) = 0
+      AND (SELECT count(DISTINCT k) FROM unnest(p_keys) AS k) = n THEN
+    -- As fencekit.write's first step: the fences and the keys' locks, unlocked, choose the way.
+    -- A write fits when its fence exists and needs neither a move nor a binding (its token at
+    -- the fence's, or below: stale), and no other service and no other lock owns what it names.
+    SELECT bool_and(fe.highest IS NOT NULL AND (ob.lock IS NULL OR ob.lock = p_locks[g.i])
+                    AND (p_services[g.i] IS NULL OR p_services[g.i] = fe.service
+                         OR (p_tokens[g.i] < fe.highest AND fe.service IS NULL))
+                    AND p_tokens[g.i] <= fe.highest)
+      INTO together
+      FROM generate_series(1, n) AS g(i)
+      LEFT JOIN fencekit.fences fe ON fe.lock = p_locks[g.i]
+      LEFT JOIN fencekit.objects ob ON ob.key = p_keys[g.i];
+    together := coalesce(together, false);
+    IF together THEN
+      FOR fence_lock IN SELECT DISTINCT x FROM unnest(p_locks) AS x ORDER BY x LOOP
+        -- The fence shared, and its writes judged again on it as locked.
+        SELECT fe.highest,
+               bool_and((p_services[g.i] IS NULL OR p_services[g.i] = fe.service
+                         OR (p_tokens[g.i] < fe.highest AND fe.service IS NULL))
+                        AND p_tokens[g.i] <= fe.highest)
+          INTO fence_highest, together
+          FROM (SELECT f.highest, f.service FROM fencekit.fences f WHERE f.lock = fence_lock
+                FOR SHARE) AS fe
+          CROSS JOIN generate_series(1, n) AS g(i)
+          WHERE p_locks[g.i] = fence_lock
+          GROUP BY fe.highest, fe.service;
+        together := coalesce(together, false);
+        -- Moved meanwhile (or gone): write by write, which locks it as each write needs.
+        EXIT WHEN NOT together;
+        PERFORM 1 FROM fencekit.objects ob
+          WHERE ob.key = ANY (ARRAY(SELECT p_keys[g.i] FROM generate_series(1, n) AS g(i)
+                                    WHERE p_locks[g.i] = fence_lock
+                                      AND p_tokens[g.i] = fence_highest))
+          ORDER BY ob.key FOR UPDATE;
+      END LOOP;
+    END IF;
+  END IF;
+  IF together THEN
+    -- Every fence is locked and stays as it is: below it stale, at it accepted. The keys of the
+    -- accepted writes are locked; their versions before the write are read under that lock.
+    SELECT array_agg(CASE WHEN p_tokens[g.i] < fe.highest THEN 'stale_token' ELSE 'accepted' END
+                     ORDER BY g.i),
+           array_agg(fe.highest ORDER BY g.i)
+      INTO outcomes, highests
+      FROM generate_series(1, n) AS g(i) JOIN fencekit.fences fe ON fe.lock = p_locks[g.i];
+    SELECT array_agg(coalesce(ob.version, 0) ORDER BY g.i),
+           coalesce(bool_or(ob.lock <> p_locks[g.i]), false)
+      INTO priors, moved
+      FROM generate_series(1, n) AS g(i)
+      LEFT JOIN fencekit.objects ob ON ob.key = p_keys[g.i] AND outcomes[g.i] = 'accepted';
+    IF moved THEN
+      -- A key was created under another lock after the unlocked read: decide again.
+      RAISE EXCEPTION 'a key was created under another lock meanwhile'
+        USING ERRCODE = 'serialization_failure';
+    END IF;
+    WITH changed AS (
+           UPDATE fencekit.objects ob SET value = p_values[g.i], lock = p_locks[g.i],
+               token = p_tokens[g.i], version = nextval('fencekit.versions')
+             FROM generate_series(1, n) AS g(i)
+             WHERE ob.key = p_keys[g.i] AND outcomes[g.i] = 'accepted' AND priors[g.i] <> 0
+             RETURNING g.i, ob.version),
+         created AS (
+           INSERT INTO fencekit.objects(key, value, lock, token, version)
+             SELECT p_keys[g.i], p_values[g.i], p_locks[g.i], p_tokens[g.i],
+                    nextval('fencekit.versions')
+               FROM generate_series(1, n) AS g(i)
+               WHERE outcomes[g.i] = 'accepted' AND priors[g.i] = 0
+               ORDER BY g.i
+             ON CONFLICT (key) DO NOTHING
+             RETURNING key, version)
+    SELECT array_agg(coalesce(changed.version, created.version, 0) ORDER BY g.i) INTO versions
+      FROM generate_series(1, n) AS g(i)
+      LEFT JOIN changed ON changed.i = g.i
+      LEFT JOIN created ON created.key = p_keys[g.i];
+    FOR i IN 1..n LOOP
+      IF outcomes[i] = 'accepted' AND versions[i] = 0 THEN
+        -- Created by another transaction since it was found absent: written as one write.
+        SELECT * INTO w FROM fencekit.write(false, p_locks[i], p_tokens[i], p_keys[i],
+            p_values[i], p_services[i], NULL, 0, NULL, false, false, p_now_ms,
+            p_principals[i], false);
+        outcomes[i] := w.o_outcome;
+        highests[i] := w.o_highest;
+        versions[i] := w.o_version;
+        priors[i] := w.o_prior;
+      END IF;
+    END LOOP;
+    RETURN QUERY SELECT outcomes[g.i], highests[g.i], versions[g.i], NULL::bytea, NULL::text,
+                        priors[g.i]
+                   FROM generate_series(1, n) AS g(i) ORDER BY g.i;
+  ELSE
+    FOR i IN 1..n LOOP
+      IF p_lock_fences[i] THEN
+        PERFORM 1 FROM fencekit.fences fe WHERE fe.lock = p_locks[i] FOR UPDATE;
+      END IF;
+      SELECT * INTO w FROM fencekit.write(p_deletes[i], p_locks[i], p_tokens[i], p_keys[i],
+          p_values[i], p_services[i], p_prefix_locks[i], p_verifies[i]::integer, p_refusals[i],
+          p_strict, p_unguarded, p_now_ms, p_principals[i], false);
+      outcomes[i] := w.o_outcome;
+      highests[i] := w.o_highest;
+      o_outcome := w.o_outcome;
+      o_highest := w.o_highest;
+      o_version := w.o_version;
+      o_bound_lock := w.o_bound_lock;
+      o_fence_service := w.o_fence_service;
+      o_prior := w.o_prior;
+      RETURN NEXT;
+    END LOOP;
+  END IF;
+  -- A write left for the lock service ('verify') is recorded when it comes back decided.
+  IF p_record THEN
+    INSERT INTO fencekit.history(time_ms, op, lock, token, key, accepted, highest, reason,
+                                 principal)
+      SELECT p_now_ms, CASE WHEN p_deletes[g.i] THEN 'delete' ELSE 'put' END, p_locks[g.i],
+             p_tokens[g.i], p_keys[g.i], outcomes[g.i] = 'accepted', highests[g.i],
+             nullif(outcomes[g.i], 'accepted'), p_principals[g.i]
+        FROM generate_series(1, n) AS g(i)
+        WHERE outcomes[g.i] <> 'verify'
+        ORDER BY g.i;
+  END IF;
+END
+$fn$;
+
 -- Several writes under one grant (p_lock, p_token), in order, each seeing the ones before it,
 -- applied all or none: in a subtransaction that a refusal (of fencekit.write, or of a write's
 -- version precondition p_if_versions[i]: NULL none, 0 absent, N version N) rolls back, so that
