@@ -198,6 +198,63 @@ TEST(PostgresStoreTest, AKeyCreatedByAnotherStoreMeanwhileIsWrittenAfterItNotOve
   EXPECT_EQ((*history)[2].key, "k2");
 }
 
+TEST(PostgresStoreTest, AWriteThatBindsAFenceIsDecidedAsSuchAmongWritesThatDoNot) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto a = Open({.path = db});
+  ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok() && a->Put("M", T(5), "m1", "v1").ok());
+  // Another transaction holds fence L: the store's next batch waits for it, and the writes
+  // queued meanwhile are decided together, in the batch after it.
+  testing::PgClient other(db);
+  ASSERT_TRUE(other.ok()) << other.error();
+  ASSERT_TRUE(other.Query("BEGIN; SELECT 1 FROM fencekit.fences WHERE lock = 'L' FOR UPDATE").ok());
+  auto submit = [&](std::string lock, std::string key, std::string service) {
+    auto done = std::make_shared<std::promise<Result<WriteReceipt>>>();
+    a->Submit(
+        {WriteRequest::Kind::kPut, std::move(lock), T(5), std::move(key), "v", std::move(service)},
+        [done](Result<WriteReceipt> r) { done->set_value(std::move(r)); });
+    return done->get_future();
+  };
+  auto first = submit("L", "k1", "");
+  ASSERT_TRUE(AStoreWaitsForALock(db));
+  // A holder's write at its fence's token, and one at M's that binds M to its service.
+  auto plain = submit("L", "k2", "");
+  auto binding = submit("M", "m2", "sqlite:2222");
+  ASSERT_TRUE(other.Query("COMMIT").ok());
+  for (auto* f : {&first, &plain, &binding}) {
+    auto r = f->get();
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+  }
+  auto fence = a->Fence("M");
+  ASSERT_TRUE(fence.ok() && fence->has_value());
+  EXPECT_EQ((*fence)->service, "sqlite:2222");
+  auto other_service = a->Write({WriteRequest::Kind::kPut, "M", T(6), "m1", "v", "sqlite:1111"});
+  EXPECT_TRUE(other_service.status().IsWrongService()) << other_service.status().ToString();
+  EXPECT_EQ((*a->Fence("L"))->service, "");
+}
+
+TEST(PostgresStoreTest, WriteManyCalledDirectlyBindsAFenceTheFirstServiceNamedAtItsToken) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto a = Open({.path = db});
+  ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok());
+  // Two writes of lock L at its token, one naming no service, one naming the first: fenced
+  // locks such a fence exclusively first, but the function must decide them right without it.
+  testing::PgClient direct(db);
+  ASSERT_TRUE(direct.ok()) << direct.error();
+  auto outcomes = direct.Value(
+      "SELECT string_agg(o_outcome, ',') FROM fencekit.write_many(ARRAY[false, false], "
+      "ARRAY['L', 'L']::bytea[], ARRAY[5, 5]::int8[], ARRAY['k2', 'k3']::bytea[], "
+      "ARRAY['v', 'v']::bytea[], ARRAY[NULL, 'sqlite:2222']::text[], ARRAY[NULL, NULL]::bytea[], "
+      "ARRAY[0, 0]::int8[], ARRAY[NULL, NULL]::text[], ARRAY[NULL, NULL]::bytea[], "
+      "ARRAY[false, false], false, false, 0, true)");
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
+  EXPECT_EQ(*outcomes, "accepted,accepted");
+  auto fence = a->Fence("L");
+  ASSERT_TRUE(fence.ok() && fence->has_value());
+  EXPECT_EQ((*fence)->service, "sqlite:2222");
+}
+
 TEST(PostgresStoreTest, ConditionalWritesAtOneTokenThroughTwoStoresLoseNoUpdate) {
   std::string db = testing::NewPostgresDatabase();
   ASSERT_FALSE(db.empty());

@@ -223,6 +223,19 @@ BEGIN
 END
 $fn$;
 
+-- Whether a write at p_token naming p_service (NULL: none) leaves the fence (f_highest,
+-- f_service) as it is, refused or not, with verification off and no other rule against it:
+-- below the fence (stale; unless it names another service than the fence's: wrong_service), or
+-- at it naming no service or the fence's own (accepted, binding nothing). Never NULL. Inlined
+-- where it is called (one SQL expression).
+CREATE OR REPLACE FUNCTION fencekit.leaves_fence(p_token bigint, p_service text,
+                                                 f_highest bigint, f_service text)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $fn$
+  SELECT coalesce(p_token <= f_highest
+                  AND (p_service IS NULL OR p_service = f_service
+                       OR (p_token < f_highest AND f_service IS NULL)), false)
+$fn$;
+
 -- Unconditional writes of a batch, each under its own grant, in order, decided by the rules of
 -- fencekit.write: one call per batch rather than one per write, the decisions recorded in one
 -- INSERT at the end rather than one per write. p_lock_fences[i]: lock write i's fence
@@ -265,10 +278,9 @@ BEGIN
     -- As fencekit.write's first step: the fences and the keys' locks, unlocked, choose the way.
     -- A write fits when its fence exists and needs neither a move nor a binding (its token at
     -- the fence's, or below: stale), and no other service and no other lock owns what it names.
-    SELECT bool_and(fe.highest IS NOT NULL AND (ob.lock IS NULL OR ob.lock = p_locks[g.i])
-                    AND (p_services[g.i] IS NULL OR p_services[g.i] = fe.service
-                         OR (p_tokens[g.i] < fe.highest AND fe.service IS NULL))
-                    AND p_tokens[g.i] <= fe.highest)
+    SELECT bool_and(fencekit.leaves_fence(p_tokens[g.i], p_services[g.i], fe.highest,
+                                          fe.service)
+                    AND (ob.lock IS NULL OR ob.lock = p_locks[g.i]))
       INTO together
       FROM generate_series(1, n) AS g(i)
       LEFT JOIN fencekit.fences fe ON fe.lock = p_locks[g.i]
@@ -278,9 +290,8 @@ BEGIN
       FOR fence_lock IN SELECT DISTINCT x FROM unnest(p_locks) AS x ORDER BY x LOOP
         -- The fence shared, and its writes judged again on it as locked.
         SELECT fe.highest,
-               bool_and((p_services[g.i] IS NULL OR p_services[g.i] = fe.service
-                         OR (p_tokens[g.i] < fe.highest AND fe.service IS NULL))
-                        AND p_tokens[g.i] <= fe.highest)
+               bool_and(fencekit.leaves_fence(p_tokens[g.i], p_services[g.i], fe.highest,
+                                              fe.service))
           INTO fence_highest, together
           FROM (SELECT f.highest, f.service FROM fencekit.fences f WHERE f.lock = fence_lock
                 FOR SHARE) AS fe

@@ -1,5 +1,6 @@
-// The PostgreSQL store's schema: tables fences, objects and history and the function `write`
-// (one write decided and applied in one call) in the schema `fencekit`, versioned in
+// The PostgreSQL store's schema: tables fences, objects and history and the functions `write`
+// (one write decided and applied in one call), `write_many` (a batch's unconditional writes)
+// and `write_batch` (a client batch, all or none) in the schema `fencekit`, versioned in
 // fencekit.schema_version and migrated forward on open. Private to fencedstore.
 #pragma once
 
