@@ -273,39 +273,44 @@ DECLARE
 BEGIN
   IF n > 0 AND NOT (p_strict OR p_unguarded OR true = ANY (p_deletes)
                     OR true = ANY (p_lock_fences) OR 0 <> ANY (p_verifies))
-      AND num_nonnulls(VARIADIC p_prefix_locks) = 0 AND num_nonnulls(VARIADIC p_refusals) = 0
-      AND (SELECT count(DISTINCT k) FROM unnest(p_keys) AS k) = n THEN
+      AND num_nonnulls(VARIADIC p_prefix_locks) = 0
+      AND num_nonnulls(VARIADIC p_refusals) = 0 THEN
     -- As fencekit.write's first step: the fences and the keys' locks, unlocked, choose the way.
     -- A write fits when its fence exists and needs neither a move nor a binding (its token at
     -- the fence's, or below: stale), and no other service and no other lock owns what it names.
-    SELECT bool_and(fencekit.leaves_fence(p_tokens[g.i], p_services[g.i], fe.highest,
-                                          fe.service)
-                    AND (ob.lock IS NULL OR ob.lock = p_locks[g.i]))
+    SELECT coalesce(bool_and(fencekit.leaves_fence(p_tokens[g.i], p_services[g.i], fe.highest,
+                                                   fe.service)
+                             AND (ob.lock IS NULL OR ob.lock = p_locks[g.i])), false)
+           AND count(DISTINCT p_keys[g.i]) = n
       INTO together
       FROM generate_series(1, n) AS g(i)
       LEFT JOIN fencekit.fences fe ON fe.lock = p_locks[g.i]
       LEFT JOIN fencekit.objects ob ON ob.key = p_keys[g.i];
-    together := coalesce(together, false);
     IF together THEN
-      FOR fence_lock IN SELECT DISTINCT x FROM unnest(p_locks) AS x ORDER BY x LOOP
-        -- The fence shared, and its writes judged again on it as locked.
-        SELECT fe.highest,
-               bool_and(fencekit.leaves_fence(p_tokens[g.i], p_services[g.i], fe.highest,
+      -- Lock by lock in the order given (fenced sends a batch by lock, then key).
+      FOR i IN 1..n LOOP
+        CONTINUE WHEN i > 1 AND p_locks[i] = p_locks[i - 1];
+        fence_lock := p_locks[i];
+        -- The fence shared, its writes judged again on it as locked, then the keys of those at
+        -- its token locked (the subquery runs once the fence's row is locked and read).
+        SELECT bool_and(fencekit.leaves_fence(p_tokens[g.i], p_services[g.i], fe.highest,
                                               fe.service))
-          INTO fence_highest, together
+                 AND (SELECT count(*) >= 0
+                        FROM (SELECT 1 FROM fencekit.objects ob
+                                WHERE ob.key = ANY (ARRAY(
+                                        SELECT p_keys[h.i] FROM generate_series(1, n) AS h(i)
+                                          WHERE p_locks[h.i] = fence_lock
+                                            AND p_tokens[h.i] = fe.highest))
+                                ORDER BY ob.key FOR UPDATE) AS keys)
+          INTO together
           FROM (SELECT f.highest, f.service FROM fencekit.fences f WHERE f.lock = fence_lock
                 FOR SHARE) AS fe
           CROSS JOIN generate_series(1, n) AS g(i)
           WHERE p_locks[g.i] = fence_lock
           GROUP BY fe.highest, fe.service;
-        together := coalesce(together, false);
         -- Moved meanwhile (or gone): write by write, which locks it as each write needs.
+        together := coalesce(together, false);
         EXIT WHEN NOT together;
-        PERFORM 1 FROM fencekit.objects ob
-          WHERE ob.key = ANY (ARRAY(SELECT p_keys[g.i] FROM generate_series(1, n) AS g(i)
-                                    WHERE p_locks[g.i] = fence_lock
-                                      AND p_tokens[g.i] = fence_highest))
-          ORDER BY ob.key FOR UPDATE;
       END LOOP;
     END IF;
   END IF;
@@ -314,14 +319,14 @@ BEGIN
     -- accepted writes are locked; their versions before the write are read under that lock.
     SELECT array_agg(CASE WHEN p_tokens[g.i] < fe.highest THEN 'stale_token' ELSE 'accepted' END
                      ORDER BY g.i),
-           array_agg(fe.highest ORDER BY g.i)
-      INTO outcomes, highests
-      FROM generate_series(1, n) AS g(i) JOIN fencekit.fences fe ON fe.lock = p_locks[g.i];
-    SELECT array_agg(coalesce(ob.version, 0) ORDER BY g.i),
-           coalesce(bool_or(ob.lock <> p_locks[g.i]), false)
-      INTO priors, moved
+           array_agg(fe.highest ORDER BY g.i),
+           array_agg(CASE WHEN p_tokens[g.i] = fe.highest THEN coalesce(ob.version, 0) ELSE 0 END
+                     ORDER BY g.i),
+           coalesce(bool_or(p_tokens[g.i] = fe.highest AND ob.lock <> p_locks[g.i]), false)
+      INTO outcomes, highests, priors, moved
       FROM generate_series(1, n) AS g(i)
-      LEFT JOIN fencekit.objects ob ON ob.key = p_keys[g.i] AND outcomes[g.i] = 'accepted';
+      JOIN fencekit.fences fe ON fe.lock = p_locks[g.i]
+      LEFT JOIN fencekit.objects ob ON ob.key = p_keys[g.i];
     IF moved THEN
       -- A key was created under another lock after the unlocked read: decide again.
       RAISE EXCEPTION 'a key was created under another lock meanwhile'
@@ -358,28 +363,37 @@ BEGIN
         priors[i] := w.o_prior;
       END IF;
     END LOOP;
-    RETURN QUERY SELECT outcomes[g.i], highests[g.i], versions[g.i], NULL::bytea, NULL::text,
-                        priors[g.i]
-                   FROM generate_series(1, n) AS g(i) ORDER BY g.i;
-  ELSE
-    FOR i IN 1..n LOOP
-      IF p_lock_fences[i] THEN
-        PERFORM 1 FROM fencekit.fences fe WHERE fe.lock = p_locks[i] FOR UPDATE;
-      END IF;
-      SELECT * INTO w FROM fencekit.write(p_deletes[i], p_locks[i], p_tokens[i], p_keys[i],
-          p_values[i], p_services[i], p_prefix_locks[i], p_verifies[i]::integer, p_refusals[i],
-          p_strict, p_unguarded, p_now_ms, p_principals[i], false);
-      outcomes[i] := w.o_outcome;
-      highests[i] := w.o_highest;
-      o_outcome := w.o_outcome;
-      o_highest := w.o_highest;
-      o_version := w.o_version;
-      o_bound_lock := w.o_bound_lock;
-      o_fence_service := w.o_fence_service;
-      o_prior := w.o_prior;
-      RETURN NEXT;
-    END LOOP;
+    RETURN QUERY
+      WITH recorded AS (
+             INSERT INTO fencekit.history(time_ms, op, lock, token, key, accepted, highest,
+                                          reason, principal)
+               SELECT p_now_ms, 'put', p_locks[g.i], p_tokens[g.i], p_keys[g.i],
+                      outcomes[g.i] = 'accepted', highests[g.i],
+                      nullif(outcomes[g.i], 'accepted'), p_principals[g.i]
+                 FROM generate_series(1, n) AS g(i)
+                 WHERE p_record
+                 ORDER BY g.i)
+      SELECT outcomes[g.i], highests[g.i], versions[g.i], NULL::bytea, NULL::text, priors[g.i]
+        FROM generate_series(1, n) AS g(i) ORDER BY g.i;
+    RETURN;
   END IF;
+  FOR i IN 1..n LOOP
+    IF p_lock_fences[i] THEN
+      PERFORM 1 FROM fencekit.fences fe WHERE fe.lock = p_locks[i] FOR UPDATE;
+    END IF;
+    SELECT * INTO w FROM fencekit.write(p_deletes[i], p_locks[i], p_tokens[i], p_keys[i],
+        p_values[i], p_services[i], p_prefix_locks[i], p_verifies[i]::integer, p_refusals[i],
+        p_strict, p_unguarded, p_now_ms, p_principals[i], false);
+    outcomes[i] := w.o_outcome;
+    highests[i] := w.o_highest;
+    o_outcome := w.o_outcome;
+    o_highest := w.o_highest;
+    o_version := w.o_version;
+    o_bound_lock := w.o_bound_lock;
+    o_fence_service := w.o_fence_service;
+    o_prior := w.o_prior;
+    RETURN NEXT;
+  END LOOP;
   -- A write left for the lock service ('verify') is recorded when it comes back decided.
   IF p_record THEN
     INSERT INTO fencekit.history(time_ms, op, lock, token, key, accepted, highest, reason,
