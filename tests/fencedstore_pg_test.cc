@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <thread>
 #include <vector>
@@ -36,6 +37,15 @@ std::vector<std::string> StoreBackends(const std::string& uri) {
                        "AND pid <> pg_backend_pid() AND datname = current_database()");
   EXPECT_TRUE(pids.ok()) << pids.status().ToString();
   return pids.ok() ? *pids : std::vector<std::string>{};
+}
+
+// Begins a transaction on `other` in which another fenced's batch writes `key` = `value` under
+// lock L at `token`: decided, its locks held, not committed. Its outcome.
+Result<std::string> WriteInAnOpenTransaction(testing::PgClient& other, int token,
+                                             const std::string& key, const std::string& value) {
+  return other.Value("BEGIN; SELECT o_outcome FROM fencekit.write(false, 'L'::bytea, " +
+                     std::to_string(token) + ", '" + key + "'::bytea, '" + value +
+                     "'::bytea, NULL, NULL, 0, NULL, false, false, 0, NULL, true)");
 }
 
 TEST(PostgresStoreTest, TwoStoresOnOneDatabaseShareEveryFence) {
@@ -111,9 +121,7 @@ TEST(PostgresStoreTest, WritesAtTheFencesTokenDoNotWaitForEachOthersCommits) {
   // Another fenced's batch at the fence's token, decided and not committed yet.
   testing::PgClient other(db);
   ASSERT_TRUE(other.ok()) << other.error();
-  auto open = other.Value(
-      "BEGIN; SELECT o_outcome FROM fencekit.write(false, 'L'::bytea, 5, 'k2'::bytea, "
-      "'v2'::bytea, NULL, NULL, 0, NULL, false, false, 0, NULL, true)");
+  auto open = WriteInAnOpenTransaction(other, 5, "k2", "v2");
   ASSERT_TRUE(open.ok()) << open.status().ToString();
   ASSERT_EQ(*open, "accepted");
   auto b = Open({.path = db, .database_timeout = std::chrono::milliseconds(3000)});
@@ -144,54 +152,56 @@ bool AStoreWaitsForALock(const std::string& uri) {
   });
 }
 
-TEST(PostgresStoreTest, AWriteIsDecidedOnTheFenceAsLockedNotAsFirstRead) {
-  std::string db = testing::NewPostgresDatabase();
-  ASSERT_FALSE(db.empty());
-  auto a = Open({.path = db});
-  ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok());
-  // Another fenced's batch moves the fence to 6 and has not committed: a write at 5 reads the
-  // fence at 5 unlocked (a holder's write at its token), then waits for the lock.
-  testing::PgClient other(db);
-  ASSERT_TRUE(other.ok()) << other.error();
-  auto moved = other.Value(
-      "BEGIN; SELECT o_outcome FROM fencekit.write(false, 'L'::bytea, 6, 'k2'::bytea, "
-      "'v2'::bytea, NULL, NULL, 0, NULL, false, false, 0, NULL, true)");
-  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
-  ASSERT_EQ(*moved, "accepted");
-  auto late = std::async(std::launch::async, [&] { return a->Put("L", T(5), "k1", "late"); });
-  ASSERT_TRUE(AStoreWaitsForALock(db));
-  ASSERT_TRUE(other.Query("COMMIT").ok());
-  auto r = late.get();
+// A store whose lock L has its fence at 5 (k1 = "v1"), beside another fenced's batch left open.
+class PostgresBesideAnOpenBatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = testing::NewPostgresDatabase();
+    ASSERT_FALSE(db_.empty());
+    store_ = Open({.path = db_});
+    ASSERT_TRUE(store_ && store_->Put("L", T(5), "k1", "v1").ok());
+  }
+
+  // The other batch writes `key` = `value` under L at `token` and keeps its transaction open;
+  // `write` runs through the store meanwhile and must wait for that transaction's locks; then
+  // the other batch commits. `write`'s answer.
+  Result<WriteReceipt> WriteBesideIt(int token, const std::string& key, const std::string& value,
+                                     std::function<Result<WriteReceipt>()> write) {
+    testing::PgClient other(db_);
+    EXPECT_TRUE(other.ok()) << other.error();
+    auto outcome = WriteInAnOpenTransaction(other, token, key, value);
+    EXPECT_TRUE(outcome.ok() && *outcome == "accepted")
+        << (outcome.ok() ? *outcome : outcome.status().ToString());
+    auto answer = std::async(std::launch::async, std::move(write));
+    EXPECT_TRUE(AStoreWaitsForALock(db_));
+    EXPECT_TRUE(other.Query("COMMIT").ok());
+    return answer.get();
+  }
+
+  std::string db_;
+  std::unique_ptr<FencedStore> store_;
+};
+
+TEST_F(PostgresBesideAnOpenBatchTest, AWriteIsDecidedOnTheFenceAsLockedNotAsFirstRead) {
+  // The other batch moves the fence to 6: a write at 5 reads the fence at 5 unlocked (a
+  // holder's write at its token), then waits for the lock.
+  auto r = WriteBesideIt(6, "k2", "v2", [&] { return store_->Put("L", T(5), "k1", "late"); });
   ASSERT_TRUE(r.status().IsStaleToken()) << r.status().ToString();
   EXPECT_EQ(HighestToken(r.status()), 6);
-  EXPECT_EQ(a->Get("k1")->value, "v1");
+  EXPECT_EQ(store_->Get("k1")->value, "v1");
 }
 
-TEST(PostgresStoreTest, AKeyCreatedByAnotherStoreMeanwhileIsWrittenAfterItNotOverIt) {
-  std::string db = testing::NewPostgresDatabase();
-  ASSERT_FALSE(db.empty());
-  auto a = Open({.path = db});
-  ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok());
-  // Another fenced's batch creates k2 at the fence's token and has not committed: a write of k2
-  // finds it absent, then waits to create it.
-  testing::PgClient other(db);
-  ASSERT_TRUE(other.ok()) << other.error();
-  auto created = other.Value(
-      "BEGIN; SELECT o_outcome FROM fencekit.write(false, 'L'::bytea, 5, 'k2'::bytea, "
-      "'first'::bytea, NULL, NULL, 0, NULL, false, false, 0, NULL, true)");
-  ASSERT_TRUE(created.ok()) << created.status().ToString();
-  ASSERT_EQ(*created, "accepted");
-  auto second = std::async(std::launch::async, [&] { return a->Put("L", T(5), "k2", "second"); });
-  ASSERT_TRUE(AStoreWaitsForALock(db));
-  ASSERT_TRUE(other.Query("COMMIT").ok());
-  auto r = second.get();
+TEST_F(PostgresBesideAnOpenBatchTest, AKeyCreatedByAnotherStoreMeanwhileIsWrittenAfterItNotOverIt) {
+  // The other batch creates k2 at the fence's token: a write of k2 finds it absent, then waits
+  // to create it.
+  auto r = WriteBesideIt(5, "k2", "first", [&] { return store_->Put("L", T(5), "k2", "second"); });
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_FALSE(r->created);
-  auto now = a->Get("k2");
+  auto now = store_->Get("k2");
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(now->value, "second");
   EXPECT_EQ(now->version, r->version);
-  auto history = a->History(10);
+  auto history = store_->History(10);
   ASSERT_TRUE(history.ok());
   ASSERT_EQ(history->size(), 3u);
   EXPECT_TRUE((*history)[2].accepted);
