@@ -269,7 +269,6 @@ DECLARE
   together boolean := false;
   moved boolean;
   fence_lock bytea;
-  fence_highest bigint;
 BEGIN
   IF n > 0 AND NOT (p_strict OR p_unguarded OR true = ANY (p_deletes)
                     OR true = ANY (p_lock_fences) OR 0 <> ANY (p_verifies))
