@@ -1,7 +1,6 @@
-// The PostgreSQL store's schema: tables fences, objects and history and the functions `write`
-// (one write decided and applied in one call), `write_many` (a batch's unconditional writes)
-// and `write_batch` (a client batch, all or none) in the schema `fencekit`, versioned in
-// fencekit.schema_version and migrated forward on open. Private to fencedstore.
+// The PostgreSQL store's schema: tables fences, objects and history in the schema `fencekit`,
+// versioned in fencekit.schema_version and migrated forward on open, then the functions of
+// pg_functions.h made at their latest version. Private to fencedstore.
 #pragma once
 
 #include <chrono>
