@@ -53,7 +53,6 @@ DROP FUNCTION IF EXISTS fencekit.write(boolean, bytea, bigint, bytea, bytea, tex
 };
 constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
-
 // Any constant: the advisory lock that serialises migrations of one database.
 constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(4604535542338244931)";
 
