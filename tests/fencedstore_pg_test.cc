@@ -265,6 +265,29 @@ TEST(PostgresStoreTest, WriteManyCalledDirectlyBindsAFenceTheFirstServiceNamedAt
   EXPECT_EQ((*fence)->service, "sqlite:2222");
 }
 
+TEST(PostgresStoreTest, WriteManyCalledDirectlyWritesOneKeyTwiceInOrder) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto a = Open({.path = db});
+  ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok());
+  // fenced never sends one key twice in a call, but the function must apply both, in order:
+  // one statement writing both would change the row once.
+  testing::PgClient direct(db);
+  ASSERT_TRUE(direct.ok()) << direct.error();
+  auto versions = direct.Value(
+      "SELECT string_agg(o_outcome || ' ' || o_version, ',') FROM fencekit.write_many("
+      "ARRAY[false, false], ARRAY['L', 'L']::bytea[], ARRAY[5, 5]::int8[], "
+      "ARRAY['k1', 'k1']::bytea[], ARRAY['first', 'second']::bytea[], ARRAY[NULL, NULL]::text[], "
+      "ARRAY[NULL, NULL]::bytea[], ARRAY[0, 0]::int8[], ARRAY[NULL, NULL]::text[], "
+      "ARRAY[NULL, NULL]::bytea[], ARRAY[false, false], false, false, 0, true)");
+  ASSERT_TRUE(versions.ok()) << versions.status().ToString();
+  auto now = a->Get("k1");
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->value, "second");
+  EXPECT_EQ(*versions, "accepted " + std::to_string(now->version - 1) + ",accepted " +
+                           std::to_string(now->version));
+}
+
 TEST(PostgresStoreTest, ConditionalWritesAtOneTokenThroughTwoStoresLoseNoUpdate) {
   std::string db = testing::NewPostgresDatabase();
   ASSERT_FALSE(db.empty());

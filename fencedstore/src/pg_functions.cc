@@ -193,12 +193,13 @@ $fn$;
 -- exclusively before deciding it (see Attempt in pg_engine.cc). Returns one row per write, in
 -- order, as fencekit.write's.
 --
--- The common batch is decided for all its writes at once (a handful of statements per batch
--- and per lock rather than about five per write): puts of distinct keys that leave their fences
--- as they are (a holder's writes at its fence's token, and stale ones), without verification,
--- strict or unguarded mode or lock_for prefixes. The locks are taken as fencekit.write takes
--- them, lock by lock in the batch's order: the fence shared, then the keys its accepted writes
--- change. Any other batch, or one whose fence moved before it was locked, goes write by write.
+-- The common batch is decided for all its writes at once (one statement to choose the way, one
+-- per lock, one that decides, writes and records them all, rather than about five per write):
+-- puts that leave their fences as they are (a holder's writes at its fence's token, and stale
+-- ones), given in (lock, key) order with no pair twice, without verification, strict or
+-- unguarded mode or lock_for prefixes. The locks are taken as fencekit.write takes them, lock
+-- by lock in that order: the fence shared, then the keys its accepted writes change. Any other
+-- batch, or one whose fence moved before it was locked, goes write by write.
 CREATE OR REPLACE FUNCTION fencekit.write_many(
     p_deletes boolean[], p_locks bytea[], p_tokens bigint[], p_keys bytea[], p_values bytea[],
     p_services text[], p_prefix_locks bytea[], p_verifies bigint[], p_refusals text[],
@@ -218,7 +219,6 @@ DECLARE
   versions bigint[];
   priors bigint[];
   together boolean := false;
-  moved boolean;
   fence_lock bytea;
 BEGIN
   IF n > 0 AND NOT (p_strict OR p_unguarded OR true = ANY (p_deletes)
@@ -231,13 +231,16 @@ BEGIN
     SELECT coalesce(bool_and(fencekit.leaves_fence(p_tokens[g.i], p_services[g.i], fe.highest,
                                                    fe.service)
                              AND (ob.lock IS NULL OR ob.lock = p_locks[g.i])), false)
-           AND count(DISTINCT p_keys[g.i]) = n
+           -- In (lock, key) order, each pair once: the locks are then taken in fencekit.write's
+           -- order, and no key is written twice by one statement.
+           AND bool_and(g.i = 1 OR p_locks[g.i - 1] < p_locks[g.i]
+                        OR (p_locks[g.i - 1] = p_locks[g.i] AND p_keys[g.i - 1] < p_keys[g.i]))
       INTO together
       FROM generate_series(1, n) AS g(i)
       LEFT JOIN fencekit.fences fe ON fe.lock = p_locks[g.i]
       LEFT JOIN fencekit.objects ob ON ob.key = p_keys[g.i];
     IF together THEN
-      -- Lock by lock in the order given (fenced sends a batch by lock, then key).
+      -- Lock by lock, in the (lock, key) order checked above.
       FOR i IN 1..n LOOP
         CONTINUE WHEN i > 1 AND p_locks[i] = p_locks[i - 1];
         fence_lock := p_locks[i];
@@ -266,47 +269,55 @@ BEGIN
   END IF;
   IF together THEN
     -- Every fence is locked and stays as it is: below it stale, at it accepted. The keys of the
-    -- accepted writes are locked; their versions before the write are read under that lock.
-    SELECT array_agg(CASE WHEN p_tokens[g.i] < fe.highest THEN 'stale_token' ELSE 'accepted' END
-                     ORDER BY g.i),
-           array_agg(fe.highest ORDER BY g.i),
-           array_agg(CASE WHEN p_tokens[g.i] = fe.highest THEN coalesce(ob.version, 0) ELSE 0 END
-                     ORDER BY g.i),
-           coalesce(bool_or(p_tokens[g.i] = fe.highest AND ob.lock <> p_locks[g.i]), false)
-      INTO outcomes, highests, priors, moved
-      FROM generate_series(1, n) AS g(i)
-      JOIN fencekit.fences fe ON fe.lock = p_locks[g.i]
-      LEFT JOIN fencekit.objects ob ON ob.key = p_keys[g.i];
-    IF moved THEN
-      -- A key was created under another lock after the unlocked read: decide again.
-      RAISE EXCEPTION 'a key was created under another lock meanwhile'
-        USING ERRCODE = 'serialization_failure';
-    END IF;
-    WITH changed AS (
-           UPDATE fencekit.objects ob SET value = p_values[g.i], lock = p_locks[g.i],
-               token = p_tokens[g.i], version = nextval('fencekit.versions')
+    -- accepted writes are locked, so this statement's snapshot holds their current versions.
+    -- A write it leaves undecided (NULL: its key created by another transaction since it was
+    -- found absent, or under another lock) is decided below by fencekit.write.
+    WITH d AS MATERIALIZED (
+           SELECT g.i, fe.highest, p_tokens[g.i] = fe.highest AS ok, ob.version AS prior,
+                  ob.lock AS owner
              FROM generate_series(1, n) AS g(i)
-             WHERE ob.key = p_keys[g.i] AND outcomes[g.i] = 'accepted' AND priors[g.i] <> 0
-             RETURNING g.i, ob.version),
+             JOIN fencekit.fences fe ON fe.lock = p_locks[g.i]
+             LEFT JOIN fencekit.objects ob ON ob.key = p_keys[g.i]),
+         changed AS (
+           UPDATE fencekit.objects ob SET value = p_values[d.i], lock = p_locks[d.i],
+               token = p_tokens[d.i], version = nextval('fencekit.versions')
+             FROM d
+             WHERE d.ok AND d.owner = p_locks[d.i] AND ob.key = p_keys[d.i]
+             RETURNING d.i, ob.version),
          created AS (
            INSERT INTO fencekit.objects(key, value, lock, token, version)
-             SELECT p_keys[g.i], p_values[g.i], p_locks[g.i], p_tokens[g.i],
+             SELECT p_keys[d.i], p_values[d.i], p_locks[d.i], p_tokens[d.i],
                     nextval('fencekit.versions')
-               FROM generate_series(1, n) AS g(i)
-               WHERE outcomes[g.i] = 'accepted' AND priors[g.i] = 0
-               ORDER BY g.i
+               FROM d WHERE d.ok AND d.prior IS NULL ORDER BY d.i
              ON CONFLICT (key) DO NOTHING
-             RETURNING key, version)
-    SELECT array_agg(coalesce(changed.version, created.version, 0) ORDER BY g.i) INTO versions
-      FROM generate_series(1, n) AS g(i)
-      LEFT JOIN changed ON changed.i = g.i
-      LEFT JOIN created ON created.key = p_keys[g.i];
+             RETURNING key, version),
+         decided AS MATERIALIZED (
+           SELECT d.i, d.highest,
+                  CASE WHEN NOT d.ok THEN 'stale_token'
+                       WHEN coalesce(changed.version, created.version) IS NOT NULL
+                         THEN 'accepted' END AS outcome,
+                  coalesce(changed.version, created.version, 0) AS version,
+                  CASE WHEN d.ok THEN coalesce(d.prior, 0) ELSE 0 END AS prior
+             FROM d
+             LEFT JOIN changed ON changed.i = d.i
+             LEFT JOIN created ON created.key = p_keys[d.i]),
+         recorded AS (
+           INSERT INTO fencekit.history(time_ms, op, lock, token, key, accepted, highest,
+                                        reason, principal)
+             SELECT p_now_ms, 'put', p_locks[i], p_tokens[i], p_keys[i],
+                    outcome = 'accepted', highest, nullif(outcome, 'accepted'), p_principals[i]
+               FROM decided
+               WHERE p_record AND outcome IS NOT NULL
+               ORDER BY i)
+    SELECT array_agg(outcome ORDER BY i), array_agg(highest ORDER BY i),
+           array_agg(version ORDER BY i), array_agg(prior ORDER BY i)
+      INTO outcomes, highests, versions, priors
+      FROM decided;
     FOR i IN 1..n LOOP
-      IF outcomes[i] = 'accepted' AND versions[i] = 0 THEN
-        -- Created by another transaction since it was found absent: written as one write.
+      IF outcomes[i] IS NULL THEN
         SELECT * INTO w FROM fencekit.write(false, p_locks[i], p_tokens[i], p_keys[i],
             p_values[i], p_services[i], NULL, 0, NULL, false, false, p_now_ms,
-            p_principals[i], false);
+            p_principals[i], p_record);
         outcomes[i] := w.o_outcome;
         highests[i] := w.o_highest;
         versions[i] := w.o_version;
@@ -314,17 +325,8 @@ BEGIN
       END IF;
     END LOOP;
     RETURN QUERY
-      WITH recorded AS (
-             INSERT INTO fencekit.history(time_ms, op, lock, token, key, accepted, highest,
-                                          reason, principal)
-               SELECT p_now_ms, 'put', p_locks[g.i], p_tokens[g.i], p_keys[g.i],
-                      outcomes[g.i] = 'accepted', highests[g.i],
-                      nullif(outcomes[g.i], 'accepted'), p_principals[g.i]
-                 FROM generate_series(1, n) AS g(i)
-                 WHERE p_record
-                 ORDER BY g.i)
-      SELECT outcomes[g.i], highests[g.i], versions[g.i], NULL::bytea, NULL::text, priors[g.i]
-        FROM generate_series(1, n) AS g(i) ORDER BY g.i;
+      SELECT u.outcome, u.highest, u.version, NULL::bytea, NULL::text, u.prior
+        FROM unnest(outcomes, highests, versions, priors) AS u(outcome, highest, version, prior);
     RETURN;
   END IF;
   FOR i IN 1..n LOOP
