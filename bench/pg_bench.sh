@@ -11,6 +11,12 @@
 #   c. two fenced processes on the same database, one wrk -t2 -c32 each at once (total writes/s),
 #      each wrk with holders (locks) and keys of its own (bench/put_prefixed.lua)
 #   cs. the same, but both wrk with put.lua: the same two holders write through both fenced
+#   cx. control for c and cs: two fenced on two databases of the server (nothing shared but the
+#       server and its WAL), one wrk -t2 -c32 each with put.lua. cs / cx is what sharing the
+#       holders' rows costs; cx / b what splitting the load over two fenced costs
+#   b2. control for the load generator: one fenced, two wrk -t2 -c32 at once with holders of
+#       their own (put_prefixed.lua), as arm c drives its two fenced. b2 / b is what the two wrk
+#       processes cost
 #   d. fenced on SQLite (a file, durability full), wrk -t2 -c64, beside them
 # Loopback only; everything started here is stopped on exit, also on failure or Ctrl-C. Builds
 # nothing: give the fenced binary in $FENCED.
@@ -20,7 +26,8 @@
 #   PG_BIN=dir              PostgreSQL's initdb, postgres, pgbench, psql (default the newest
 #                           /usr/lib/postgresql/*/bin)
 #   FENCED_ARGS="..."       extra options for every fenced, e.g. "--threads 2"
-#   PG_BENCH_ARMS="a b c cs d" the arms to run (default all; "a" needs no fenced)
+#   PG_BENCH_ARMS="a b c cs d" the arms to run (default a b c cs d; the controls cx and b2 when
+#                           named; "a" needs no fenced)
 #   PG_BENCH_WARMUP=6       seconds pgbench runs before arm a's window (see run_a)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -37,11 +44,11 @@ for b in initdb postgres pg_ctl pgbench psql; do
 done
 arms=()
 for arm in ${PG_BENCH_ARMS:-a b c cs d}; do
-  case "$arm" in a | b | c | cs | d) arms+=("$arm") ;; *) echo "pg_bench: unknown arm '$arm' in PG_BENCH_ARMS; use a, b, c, cs, d" >&2; exit 2 ;; esac
+  case "$arm" in a | b | b2 | c | cs | cx | d) arms+=("$arm") ;; *) echo "pg_bench: unknown arm '$arm' in PG_BENCH_ARMS; use a, b, c, cs, d, cx, b2" >&2; exit 2 ;; esac
 done
 [ "${#arms[@]}" -gt 0 ] || { echo "pg_bench: PG_BENCH_ARMS names no arm" >&2; exit 2; }
 wants() { [[ " ${arms[*]} " == *" $1 "* ]]; }
-if wants b || wants c || wants cs || wants d; then
+if wants b || wants b2 || wants c || wants cs || wants cx || wants d; then
   [ -x "$fenced" ] || { echo "pg_bench: no fenced binary at $fenced; build it or set FENCED" >&2; exit 1; }
 fi
 
@@ -125,6 +132,7 @@ for attempt in 1 2 3 4 5; do
 done
 sql() { "$pg_bin/psql" -h 127.0.0.1 -p "$pg_port" -U postgres -v ON_ERROR_STOP=1 -Atq "$@"; }
 sql -d postgres -c 'CREATE DATABASE fencekit'
+if wants cx; then sql -d postgres -c 'CREATE DATABASE fencekit_other'; fi
 # Arm a's own tables, beside the schema fencekit that fenced makes in the same database.
 sql -d fencekit <<'SQL'
 CREATE SCHEMA baseline;
@@ -151,8 +159,9 @@ start_fenced() {
   declare -g "url_$name=$url" "pid_$name=${pids[-1]}"
 }
 # One after the other: the first makes the schema.
-if wants b || wants c || wants cs; then start_fenced pg1 "$pg_url"; fi
+if wants b || wants b2 || wants c || wants cs || wants cx; then start_fenced pg1 "$pg_url"; fi
 if wants c || wants cs; then start_fenced pg2 "$pg_url"; fi
+if wants cx; then start_fenced pgx "${pg_url%/fencekit}/fencekit_other"; fi
 if wants d; then start_fenced lite "$work/sqlite.db"; fi
 sleep 0.5
 
@@ -285,19 +294,29 @@ run_wrk() {
     "$round" "$server" "$(us_per "$((p1 - p0))" "${f[3]}")"
 }
 
-# run_c ARM: wrk -t2 -c32 against each of the two fenced on the database, at once; for arm c
-# each with holders and keys of its own, for arm cs both with put.lua's (the same holders).
+# run_c ARM: two wrk -t2 -c32 at once; for arm c against the two fenced on the database, each
+# with holders and keys of its own; for cs the same with put.lua's (the same holders); for cx
+# against the fenced of each database, with put.lua; for b2 both against one fenced, each with
+# holders of its own.
 run_c() {
-  local arm="$1" b1 b2 a1 a2 f1 f2 w1 w2 script1 script2 t0 t1 p0 p1 n
-  script1="$root/bench/put.lua" script2="$root/bench/put.lua"
-  if [ "$arm" = c ]; then script1="$root/bench/put_prefixed.lua" script2="$root/bench/put_prefixed.lua"; fi
-  read -r -a b1 < <(batch_counters "$url_pg1")
-  read -r -a b2 < <(batch_counters "$url_pg2")
-  t0="$(pg_ticks)" p0=$(($(proc_ticks "$pid_pg1") + $(proc_ticks "$pid_pg2")))
-  BENCH_PREFIX=one- wrk -t2 -c32 -d"${secs}s" --latency -s "$script1" "$url_pg1" >"$work/c1.round$round.txt" &
+  local arm="$1" b1 b2 a1 a2 f1 f2 w1 w2 t0 t1 p0 p1 n
+  local script1="$root/bench/put.lua" script2="$root/bench/put.lua" u1="$url_pg1" u2="$url_pg1"
+  local fenced_pids=("$pid_pg1")
+  case "$arm" in
+    c | b2) script1="$root/bench/put_prefixed.lua" script2="$root/bench/put_prefixed.lua" ;;
+  esac
+  case "$arm" in
+    c | cs) u2="$url_pg2" fenced_pids+=("$pid_pg2") ;;
+    cx) u2="$url_pgx" fenced_pids+=("$pid_pgx") ;;
+  esac
+  fenced_ticks() { local p t=0; for p in "${fenced_pids[@]}"; do t=$((t + $(proc_ticks "$p"))); done; echo "$t"; }
+  read -r -a b1 < <(batch_counters "$u1")
+  read -r -a b2 < <(batch_counters "$u2")
+  t0="$(pg_ticks)" p0="$(fenced_ticks)"
+  BENCH_PREFIX=one- wrk -t2 -c32 -d"${secs}s" --latency -s "$script1" "$u1" >"$work/c1.round$round.txt" &
   w1=$!
   pids+=("$w1")
-  BENCH_PREFIX=two- wrk -t2 -c32 -d"${secs}s" --latency -s "$script2" "$url_pg2" >"$work/c2.round$round.txt" &
+  BENCH_PREFIX=two- wrk -t2 -c32 -d"${secs}s" --latency -s "$script2" "$u2" >"$work/c2.round$round.txt" &
   w2=$!
   pids+=("$w2")
   wait "$w1"
@@ -305,16 +324,19 @@ run_c() {
   # The two wrk, the last two: one at a time, as an unset shifts what [-2] names.
   unset 'pids[-1]'
   unset 'pids[-1]'
-  t1="$(pg_ticks)" p1=$(($(proc_ticks "$pid_pg1") + $(proc_ticks "$pid_pg2")))
-  read -r -a a1 < <(batch_counters "$url_pg1")
-  read -r -a a2 < <(batch_counters "$url_pg2")
+  t1="$(pg_ticks)" p1="$(fenced_ticks)"
+  read -r -a a1 < <(batch_counters "$u1")
+  read -r -a a2 < <(batch_counters "$u2")
   read -r -a f1 < <(wrk_figures "$work/c1.round$round.txt")
   read -r -a f2 < <(wrk_figures "$work/c2.round$round.txt")
   n=$((f1[3] + f2[3]))
+  # One fenced (b2): its counters once.
+  local commits=$((a1[1] - b1[1] + a2[1] - b2[1])) batched=$((a1[0] - b1[0] + a2[0] - b2[0]))
+  [ "$u1" != "$u2" ] || commits=$((a1[1] - b1[1])) batched=$((a1[0] - b1[0]))
   echo "  ($arm: ${f1[0]} + ${f2[0]} req/s)" >&2
   record "$arm" "$(awk -v x="${f1[0]}" -v y="${f2[0]}" 'BEGIN{print x + y}')" \
     "$(awk -v x="${f1[1]}" -v y="${f2[1]}" 'BEGIN{print (x > y ? x : y)}')" "$((f1[2] + f2[2]))" \
-    "$(per_commit "$((a1[0] - b1[0] + a2[0] - b2[0]))" "$((a1[1] - b1[1] + a2[1] - b2[1]))")" \
+    "$(per_commit "$batched" "$commits")" \
     "$round" "$(us_per "$((t1 - t0))" "$n")" "$(us_per "$((p1 - p0))" "$n")"
 }
 
@@ -328,7 +350,7 @@ for round in $(seq "$rounds"); do
     case "$arm" in
       a) run_a ;;
       b) run_wrk b pg1 ;;
-      c | cs) run_c "$arm" ;;
+      b2 | c | cs | cx) run_c "$arm" ;;
       d) run_wrk d lite ;;
     esac
   done
@@ -351,9 +373,12 @@ declare -A label=(
   [b]="b. fenced on PostgreSQL, wrk -c64"
   [c]="c. 2 fenced on PostgreSQL, own holders, 2 wrk -c32"
   [cs]="cs. 2 fenced on PostgreSQL, same holders, 2 wrk -c32"
+  [cx]="cx. 2 fenced on 2 databases, 2 wrk -c32 (control)"
+  [b2]="b2. 1 fenced, 2 wrk -c32, own holders (control)"
   [d]="d. fenced on SQLite (durability full), wrk -c64"
 )
-rps_a=0 rps_b=0 rps_c=0 rps_cs=0 rps_d=0 bad_a=0 bad_b=0 bad_c=0 bad_cs=0 bad_d=0 pgus_a=0 pgus_b=0
+rps_a=0 rps_b=0 rps_c=0 rps_cs=0 rps_d=0 rps_cx=0 rps_b2=0 pgus_a=0 pgus_b=0
+bad_a=0 bad_b=0 bad_c=0 bad_cs=0 bad_d=0 bad_cx=0 bad_b2=0
 for arm in "${arms[@]}"; do
   rps="$(col "$arm" 2 | median)"
   p99="$(col "$arm" 3 | median)"
@@ -370,8 +395,10 @@ done
 echo
 awk -v a="$rps_a" -v b="$rps_b" -v c="$rps_c" -v cs="$rps_cs" -v d="$rps_d" \
     -v rb="$(round_ratio b a)" -v rc="$(round_ratio c a)" -v rcb="$(round_ratio c b)" \
-    -v rcsb="$(round_ratio cs b)" -v rd="$(round_ratio d a)" \
-    -v bad="$((bad_a + bad_b + bad_c + bad_cs + bad_d))" -v ua="$pgus_a" -v ub="$pgus_b" 'BEGIN{
+    -v rcsb="$(round_ratio cs b)" -v rd="$(round_ratio d a)" -v cx="$rps_cx" -v b2="$rps_b2" \
+    -v rcscx="$(round_ratio cs cx)" -v rcxb="$(round_ratio cx b)" -v rb2b="$(round_ratio b2 b)" \
+    -v rcsb2="$(round_ratio cs b2)" \
+    -v bad="$((bad_a + bad_b + bad_c + bad_cs + bad_d + bad_cx + bad_b2))" -v ua="$pgus_a" -v ub="$pgus_b" 'BEGIN{
   if (a > 0 && b > 0) {
     ba = b / a
     printf "b/a fenced on PostgreSQL / pgbench:     %.2fx (median of per-round ratios %.2fx; target >= 1.5x: %s)\n",
@@ -379,7 +406,11 @@ awk -v a="$rps_a" -v b="$rps_b" -v c="$rps_c" -v cs="$rps_cs" -v d="$rps_d" \
   }
   if (a > 0 && c > 0) printf "c/a two fenced on PostgreSQL / pgbench: %.2fx (per-round %.2fx)\n", c / a, rc
   if (b > 0 && c > 0) printf "c/b two fenced / one fenced:            %.2fx (per-round %.2fx)\n", c / b, rcb
-  if (b > 0 && cs > 0) printf "cs/b two fenced, same holders / one:    %.2fx (per-round %.2fx)\n", cs / b, rcsb
+  if (b > 0 && cs > 0) printf "cs/b two fenced, same holders / one:    %.2fx (per-round %.2fx; target >= 0.9x: %s)\n", cs / b, rcsb, (cs / b >= 0.9 ? "met" : "not met")
+  if (cx > 0 && cs > 0) printf "cs/cx sharing holders / sharing nothing: %.2fx (per-round %.2fx: what sharing costs)\n", cs / cx, rcscx
+  if (b > 0 && cx > 0) printf "cx/b two fenced sharing nothing / one:  %.2fx (per-round %.2fx: what the split costs)\n", cx / b, rcxb
+  if (b > 0 && b2 > 0) printf "b2/b one fenced, two wrk / one wrk:     %.2fx (per-round %.2fx: what the two wrk cost)\n", b2 / b, rb2b
+  if (b2 > 0 && cs > 0) printf "cs/b2 two fenced / one, both by two wrk: %.2fx (per-round %.2fx)\n", cs / b2, rcsb2
   if (a > 0 && d > 0) printf "d/a fenced on SQLite / pgbench:         %.2fx (per-round %.2fx)\n", d / a, rd
   if (b > 0 && d > 0) printf "b/d fenced on PostgreSQL / on SQLite:   %.2fx\n", b / d
   if (ua > 0 && ub > 0) printf "PostgreSQL CPU per write, a/b:          %.1fx (%d us for pgbench, %d us through fenced)\n", ua / ub, ua, ub

@@ -243,6 +243,43 @@ TEST(PostgresStoreTest, AWriteThatBindsAFenceIsDecidedAsSuchAmongWritesThatDoNot
   EXPECT_EQ((*a->Fence("L"))->service, "");
 }
 
+TEST(PostgresStoreTest, WritesOfOneKeyInOneBatchApplyInTheOrderSent) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto a = Open({.path = db});
+  ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok());
+  // Another transaction holds fence L: the writes queued meanwhile are one batch, after it.
+  testing::PgClient other(db);
+  ASSERT_TRUE(other.ok()) << other.error();
+  ASSERT_TRUE(other.Query("BEGIN; SELECT 1 FROM fencekit.fences WHERE lock = 'L' FOR UPDATE").ok());
+  auto submit = [&](std::string key, std::string value) {
+    auto done = std::make_shared<std::promise<Result<WriteReceipt>>>();
+    a->Submit({WriteRequest::Kind::kPut, "L", T(5), std::move(key), std::move(value)},
+              [done](Result<WriteReceipt> r) { done->set_value(std::move(r)); });
+    return done->get_future();
+  };
+  auto first = submit("k1", "v2");
+  ASSERT_TRUE(AStoreWaitsForALock(db));
+  auto one = submit("k2", "one");
+  auto two = submit("k2", "two");
+  auto three = submit("k2", "three");
+  auto after = submit("k3", "v");
+  ASSERT_TRUE(other.Query("COMMIT").ok());
+  std::vector<std::int64_t> versions;
+  for (auto* f : {&first, &one, &two, &three, &after}) {
+    auto r = f->get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    versions.push_back(r->version);
+  }
+  EXPECT_LT(versions[1], versions[2]);
+  EXPECT_LT(versions[2], versions[3]);
+  auto now = a->Get("k2");
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->value, "three");
+  EXPECT_EQ(now->version, versions[3]);
+  EXPECT_EQ(a->Get("k3")->value, "v");
+}
+
 TEST(PostgresStoreTest, WriteManyCalledDirectlyBindsAFenceTheFirstServiceNamedAtItsToken) {
   std::string db = testing::NewPostgresDatabase();
   ASSERT_FALSE(db.empty());
@@ -270,8 +307,8 @@ TEST(PostgresStoreTest, WriteManyCalledDirectlyWritesOneKeyTwiceInOrder) {
   ASSERT_FALSE(db.empty());
   auto a = Open({.path = db});
   ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok());
-  // fenced never sends one key twice in a call, but the function must apply both, in order:
-  // one statement writing both would change the row once.
+  // fenced sends a key written twice in a batch as two calls, but the function must apply
+  // both, in order: one statement writing both would change the row once.
   testing::PgClient direct(db);
   ASSERT_TRUE(direct.ok()) << direct.error();
   auto versions = direct.Value(

@@ -300,6 +300,13 @@ Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<st
     for (std::size_t j = first; j < last; ++j) {
       const Pending& p = batch[order[j]];
       if (!p.atomic()) {
+        // A key written again (sorted, its writes are adjacent) starts a new call:
+        // fencekit.write_many decides a call of distinct keys set-based, else write by write.
+        // Both calls take their locks in the batch's order.
+        if (many.size() > 0 && many.keys.back() == p.grant().key &&
+            many.locks.back() == p.grant().lock) {
+          add_many();
+        }
         result_of[j] = {commands, static_cast<int>(many.size())};
         AddWrite(many, p, lock_fence);
       } else {
