@@ -152,8 +152,33 @@ bool AStoreWaitsForALock(const std::string& uri) {
   });
 }
 
-// A store whose lock L has its fence at 5 (k1 = "v1"), beside another fenced's batch left open.
-class PostgresBesideAnOpenBatchTest : public ::testing::Test {
+// Submits `w` to `store` without waiting for its answer.
+std::future<Result<WriteReceipt>> Submitted(FencedStore& store, WriteRequest w) {
+  auto done = std::make_shared<std::promise<Result<WriteReceipt>>>();
+  store.Submit(std::move(w), [done](Result<WriteReceipt> r) { done->set_value(std::move(r)); });
+  return done->get_future();
+}
+
+// Begins a transaction on `other` that holds lock `lock`'s fence: a store's next batch that
+// writes under it waits, and the writes queued meanwhile make the batch after it.
+bool HoldFence(testing::PgClient& other, const std::string& lock) {
+  return other.Query("BEGIN; SELECT 1 FROM fencekit.fences WHERE lock = '" + lock + "' FOR UPDATE")
+      .ok();
+}
+
+// A query of `what` over the rows of fencekit.write_many called directly with two puts under
+// lock L at token 5: keys, values and services (SQL literals) of each.
+std::string WriteManyOfTwoPuts(const std::string& what, const std::string& keys,
+                               const std::string& values, const std::string& services) {
+  return "SELECT " + what + " FROM fencekit.write_many(ARRAY[false, false], " +
+         "ARRAY['L', 'L']::bytea[], ARRAY[5, 5]::int8[], ARRAY[" + keys + "]::bytea[], ARRAY[" +
+         values + "]::bytea[], ARRAY[" + services + "]::text[], ARRAY[NULL, NULL]::bytea[], " +
+         "ARRAY[0, 0]::int8[], ARRAY[NULL, NULL]::text[], ARRAY[NULL, NULL]::bytea[], " +
+         "ARRAY[false, false], false, false, 0, true)";
+}
+
+// A store whose lock L has its fence at 5 (k1 = "v1").
+class PostgresFenceAtFiveTest : public ::testing::Test {
  protected:
   void SetUp() override {
     db_ = testing::NewPostgresDatabase();
@@ -162,6 +187,13 @@ class PostgresBesideAnOpenBatchTest : public ::testing::Test {
     ASSERT_TRUE(store_ && store_->Put("L", T(5), "k1", "v1").ok());
   }
 
+  std::string db_;
+  std::unique_ptr<FencedStore> store_;
+};
+
+// The same, beside another fenced's batch left open.
+class PostgresBesideAnOpenBatchTest : public PostgresFenceAtFiveTest {
+ protected:
   // The other batch writes `key` = `value` under L at `token` and keeps its transaction open;
   // `write` runs through the store meanwhile and must wait for that transaction's locks; then
   // the other batch commits. `write`'s answer.
@@ -177,9 +209,6 @@ class PostgresBesideAnOpenBatchTest : public ::testing::Test {
     EXPECT_TRUE(other.Query("COMMIT").ok());
     return answer.get();
   }
-
-  std::string db_;
-  std::unique_ptr<FencedStore> store_;
 };
 
 TEST_F(PostgresBesideAnOpenBatchTest, AWriteIsDecidedOnTheFenceAsLockedNotAsFirstRead) {
@@ -208,25 +237,18 @@ TEST_F(PostgresBesideAnOpenBatchTest, AKeyCreatedByAnotherStoreMeanwhileIsWritte
   EXPECT_EQ((*history)[2].key, "k2");
 }
 
-TEST(PostgresStoreTest, AWriteThatBindsAFenceIsDecidedAsSuchAmongWritesThatDoNot) {
-  std::string db = testing::NewPostgresDatabase();
-  ASSERT_FALSE(db.empty());
-  auto a = Open({.path = db});
-  ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok() && a->Put("M", T(5), "m1", "v1").ok());
-  // Another transaction holds fence L: the store's next batch waits for it, and the writes
-  // queued meanwhile are decided together, in the batch after it.
-  testing::PgClient other(db);
+TEST_F(PostgresFenceAtFiveTest, AWriteThatBindsAFenceIsDecidedAsSuchAmongWritesThatDoNot) {
+  ASSERT_TRUE(store_->Put("M", T(5), "m1", "v1").ok());
+  // Another transaction holds fence L: the writes queued meanwhile are decided together.
+  testing::PgClient other(db_);
   ASSERT_TRUE(other.ok()) << other.error();
-  ASSERT_TRUE(other.Query("BEGIN; SELECT 1 FROM fencekit.fences WHERE lock = 'L' FOR UPDATE").ok());
+  ASSERT_TRUE(HoldFence(other, "L"));
   auto submit = [&](std::string lock, std::string key, std::string service) {
-    auto done = std::make_shared<std::promise<Result<WriteReceipt>>>();
-    a->Submit(
-        {WriteRequest::Kind::kPut, std::move(lock), T(5), std::move(key), "v", std::move(service)},
-        [done](Result<WriteReceipt> r) { done->set_value(std::move(r)); });
-    return done->get_future();
+    return Submitted(*store_, {WriteRequest::Kind::kPut, std::move(lock), T(5), std::move(key), "v",
+                               std::move(service)});
   };
   auto first = submit("L", "k1", "");
-  ASSERT_TRUE(AStoreWaitsForALock(db));
+  ASSERT_TRUE(AStoreWaitsForALock(db_));
   // A holder's write at its fence's token, and one at M's that binds M to its service.
   auto plain = submit("L", "k2", "");
   auto binding = submit("M", "m2", "sqlite:2222");
@@ -235,31 +257,26 @@ TEST(PostgresStoreTest, AWriteThatBindsAFenceIsDecidedAsSuchAmongWritesThatDoNot
     auto r = f->get();
     EXPECT_TRUE(r.ok()) << r.status().ToString();
   }
-  auto fence = a->Fence("M");
+  auto fence = store_->Fence("M");
   ASSERT_TRUE(fence.ok() && fence->has_value());
   EXPECT_EQ((*fence)->service, "sqlite:2222");
-  auto other_service = a->Write({WriteRequest::Kind::kPut, "M", T(6), "m1", "v", "sqlite:1111"});
+  auto other_service =
+      store_->Write({WriteRequest::Kind::kPut, "M", T(6), "m1", "v", "sqlite:1111"});
   EXPECT_TRUE(other_service.status().IsWrongService()) << other_service.status().ToString();
-  EXPECT_EQ((*a->Fence("L"))->service, "");
+  EXPECT_EQ((*store_->Fence("L"))->service, "");
 }
 
-TEST(PostgresStoreTest, WritesOfOneKeyInOneBatchApplyInTheOrderSent) {
-  std::string db = testing::NewPostgresDatabase();
-  ASSERT_FALSE(db.empty());
-  auto a = Open({.path = db});
-  ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok());
+TEST_F(PostgresFenceAtFiveTest, WritesOfOneKeyInOneBatchApplyInTheOrderSent) {
   // Another transaction holds fence L: the writes queued meanwhile are one batch, after it.
-  testing::PgClient other(db);
+  testing::PgClient other(db_);
   ASSERT_TRUE(other.ok()) << other.error();
-  ASSERT_TRUE(other.Query("BEGIN; SELECT 1 FROM fencekit.fences WHERE lock = 'L' FOR UPDATE").ok());
+  ASSERT_TRUE(HoldFence(other, "L"));
   auto submit = [&](std::string key, std::string value) {
-    auto done = std::make_shared<std::promise<Result<WriteReceipt>>>();
-    a->Submit({WriteRequest::Kind::kPut, "L", T(5), std::move(key), std::move(value)},
-              [done](Result<WriteReceipt> r) { done->set_value(std::move(r)); });
-    return done->get_future();
+    return Submitted(*store_,
+                     {WriteRequest::Kind::kPut, "L", T(5), std::move(key), std::move(value)});
   };
   auto first = submit("k1", "v2");
-  ASSERT_TRUE(AStoreWaitsForALock(db));
+  ASSERT_TRUE(AStoreWaitsForALock(db_));
   auto one = submit("k2", "one");
   auto two = submit("k2", "two");
   auto three = submit("k2", "three");
@@ -273,52 +290,36 @@ TEST(PostgresStoreTest, WritesOfOneKeyInOneBatchApplyInTheOrderSent) {
   }
   EXPECT_LT(versions[1], versions[2]);
   EXPECT_LT(versions[2], versions[3]);
-  auto now = a->Get("k2");
+  auto now = store_->Get("k2");
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(now->value, "three");
   EXPECT_EQ(now->version, versions[3]);
-  EXPECT_EQ(a->Get("k3")->value, "v");
+  EXPECT_EQ(store_->Get("k3")->value, "v");
 }
 
-TEST(PostgresStoreTest, WriteManyCalledDirectlyBindsAFenceTheFirstServiceNamedAtItsToken) {
-  std::string db = testing::NewPostgresDatabase();
-  ASSERT_FALSE(db.empty());
-  auto a = Open({.path = db});
-  ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok());
+TEST_F(PostgresFenceAtFiveTest, WriteManyCalledDirectlyBindsAFenceTheFirstServiceNamedAtItsToken) {
   // Two writes of lock L at its token, one naming no service, one naming the first: fenced
   // locks such a fence exclusively first, but the function must decide them right without it.
-  testing::PgClient direct(db);
+  testing::PgClient direct(db_);
   ASSERT_TRUE(direct.ok()) << direct.error();
-  auto outcomes = direct.Value(
-      "SELECT string_agg(o_outcome, ',') FROM fencekit.write_many(ARRAY[false, false], "
-      "ARRAY['L', 'L']::bytea[], ARRAY[5, 5]::int8[], ARRAY['k2', 'k3']::bytea[], "
-      "ARRAY['v', 'v']::bytea[], ARRAY[NULL, 'sqlite:2222']::text[], ARRAY[NULL, NULL]::bytea[], "
-      "ARRAY[0, 0]::int8[], ARRAY[NULL, NULL]::text[], ARRAY[NULL, NULL]::bytea[], "
-      "ARRAY[false, false], false, false, 0, true)");
+  auto outcomes = direct.Value(WriteManyOfTwoPuts("string_agg(o_outcome, ',')", "'k2', 'k3'",
+                                                  "'v', 'v'", "NULL, 'sqlite:2222'"));
   ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
   EXPECT_EQ(*outcomes, "accepted,accepted");
-  auto fence = a->Fence("L");
+  auto fence = store_->Fence("L");
   ASSERT_TRUE(fence.ok() && fence->has_value());
   EXPECT_EQ((*fence)->service, "sqlite:2222");
 }
 
-TEST(PostgresStoreTest, WriteManyCalledDirectlyWritesOneKeyTwiceInOrder) {
-  std::string db = testing::NewPostgresDatabase();
-  ASSERT_FALSE(db.empty());
-  auto a = Open({.path = db});
-  ASSERT_TRUE(a && a->Put("L", T(5), "k1", "v1").ok());
+TEST_F(PostgresFenceAtFiveTest, WriteManyCalledDirectlyWritesOneKeyTwiceInOrder) {
   // fenced sends a key written twice in a batch as two calls, but the function must apply
   // both, in order: one statement writing both would change the row once.
-  testing::PgClient direct(db);
+  testing::PgClient direct(db_);
   ASSERT_TRUE(direct.ok()) << direct.error();
-  auto versions = direct.Value(
-      "SELECT string_agg(o_outcome || ' ' || o_version, ',') FROM fencekit.write_many("
-      "ARRAY[false, false], ARRAY['L', 'L']::bytea[], ARRAY[5, 5]::int8[], "
-      "ARRAY['k1', 'k1']::bytea[], ARRAY['first', 'second']::bytea[], ARRAY[NULL, NULL]::text[], "
-      "ARRAY[NULL, NULL]::bytea[], ARRAY[0, 0]::int8[], ARRAY[NULL, NULL]::text[], "
-      "ARRAY[NULL, NULL]::bytea[], ARRAY[false, false], false, false, 0, true)");
+  auto versions = direct.Value(WriteManyOfTwoPuts("string_agg(o_outcome || ' ' || o_version, ',')",
+                                                  "'k1', 'k1'", "'first', 'second'", "NULL, NULL"));
   ASSERT_TRUE(versions.ok()) << versions.status().ToString();
-  auto now = a->Get("k1");
+  auto now = store_->Get("k1");
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(now->value, "second");
   EXPECT_EQ(*versions, "accepted " + std::to_string(now->version - 1) + ",accepted " +
