@@ -299,24 +299,33 @@ run_wrk() {
 # against the fenced of each database, with put.lua; for b2 both against one fenced, each with
 # holders of its own.
 run_c() {
-  local arm="$1" b1 b2 a1 a2 f1 f2 w1 w2 t0 t1 p0 p1 n
-  local script1="$root/bench/put.lua" script2="$root/bench/put.lua" u1="$url_pg1" u2="$url_pg1"
-  local fenced_pids=("$pid_pg1")
+  local arm="$1" f1 f2 w1 w2 t0 t1 p0 p1 n before after name
+  local script1="$root/bench/put.lua" script2="$root/bench/put.lua" names=(pg1)
   case "$arm" in
     c | b2) script1="$root/bench/put_prefixed.lua" script2="$root/bench/put_prefixed.lua" ;;
   esac
   case "$arm" in
-    c | cs) u2="$url_pg2" fenced_pids+=("$pid_pg2") ;;
-    cx) u2="$url_pgx" fenced_pids+=("$pid_pgx") ;;
+    c | cs) names+=(pg2) ;;
+    cx) names+=(pgx) ;;
   esac
-  fenced_ticks() { local p t=0; for p in "${fenced_pids[@]}"; do t=$((t + $(proc_ticks "$p"))); done; echo "$t"; }
-  read -r -a b1 < <(batch_counters "$u1")
-  read -r -a b2 < <(batch_counters "$u2")
-  t0="$(pg_ticks)" p0="$(fenced_ticks)"
-  BENCH_PREFIX=one- wrk -t2 -c32 -d"${secs}s" --latency -s "$script1" "$u1" >"$work/c1.round$round.txt" &
+  # The first wrk drives the first fenced, the second the last (the same one for b2).
+  local url1_var="url_${names[0]}" url2_var="url_${names[-1]}"
+  # Over the fenced of this arm: "CPU_ticks batched_writes commits".
+  fenced_totals() {
+    local t=0 s=0 c=0 pid_var url_var counters
+    for name in "${names[@]}"; do
+      pid_var="pid_$name" url_var="url_$name"
+      read -r -a counters < <(batch_counters "${!url_var}")
+      t=$((t + $(proc_ticks "${!pid_var}"))) s=$((s + counters[0])) c=$((c + counters[1]))
+    done
+    echo "$t $s $c"
+  }
+  read -r -a before < <(fenced_totals)
+  t0="$(pg_ticks)"
+  BENCH_PREFIX=one- wrk -t2 -c32 -d"${secs}s" --latency -s "$script1" "${!url1_var}" >"$work/c1.round$round.txt" &
   w1=$!
   pids+=("$w1")
-  BENCH_PREFIX=two- wrk -t2 -c32 -d"${secs}s" --latency -s "$script2" "$u2" >"$work/c2.round$round.txt" &
+  BENCH_PREFIX=two- wrk -t2 -c32 -d"${secs}s" --latency -s "$script2" "${!url2_var}" >"$work/c2.round$round.txt" &
   w2=$!
   pids+=("$w2")
   wait "$w1"
@@ -324,19 +333,16 @@ run_c() {
   # The two wrk, the last two: one at a time, as an unset shifts what [-2] names.
   unset 'pids[-1]'
   unset 'pids[-1]'
-  t1="$(pg_ticks)" p1="$(fenced_ticks)"
-  read -r -a a1 < <(batch_counters "$u1")
-  read -r -a a2 < <(batch_counters "$u2")
+  t1="$(pg_ticks)"
+  read -r -a after < <(fenced_totals)
   read -r -a f1 < <(wrk_figures "$work/c1.round$round.txt")
   read -r -a f2 < <(wrk_figures "$work/c2.round$round.txt")
   n=$((f1[3] + f2[3]))
-  # One fenced (b2): its counters once.
-  local commits=$((a1[1] - b1[1] + a2[1] - b2[1])) batched=$((a1[0] - b1[0] + a2[0] - b2[0]))
-  [ "$u1" != "$u2" ] || commits=$((a1[1] - b1[1])) batched=$((a1[0] - b1[0]))
+  p0="${before[0]}" p1="${after[0]}"
   echo "  ($arm: ${f1[0]} + ${f2[0]} req/s)" >&2
   record "$arm" "$(awk -v x="${f1[0]}" -v y="${f2[0]}" 'BEGIN{print x + y}')" \
     "$(awk -v x="${f1[1]}" -v y="${f2[1]}" 'BEGIN{print (x > y ? x : y)}')" "$((f1[2] + f2[2]))" \
-    "$(per_commit "$batched" "$commits")" \
+    "$(per_commit "$((after[1] - before[1]))" "$((after[2] - before[2]))")" \
     "$round" "$(us_per "$((t1 - t0))" "$n")" "$(us_per "$((p1 - p0))" "$n")"
 }
 
