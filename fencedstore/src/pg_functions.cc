@@ -268,8 +268,8 @@ BEGIN
     END IF;
   END IF;
   IF together THEN
-    -- Every fence is locked and stays as it is: below it stale, at it accepted. The keys of the
-    -- accepted writes are locked, so this statement's snapshot holds their current versions.
+    -- Every fence is locked and stays as it is: below it stale, at it accepted. The accepted
+    -- writes' keys that existed are locked, so this statement reads their current versions.
     -- A write it leaves undecided (NULL: its key created by another transaction since it was
     -- found absent, or under another lock) is decided below by fencekit.write.
     WITH d AS MATERIALIZED (
