@@ -11,7 +11,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
@@ -124,6 +126,34 @@ TEST(PostgresReplicationTest, PromoteRefusesAServerThatIsNoStandby) {
   Status s = alone.Promote(5s);
   EXPECT_TRUE(s.IsUnavailable()) << s.ToString();
   EXPECT_NE(s.message().find("not in standby mode"), std::string::npos) << s.message();
+}
+
+// True once `pid` has exited (gone, or a zombie not yet reaped by its new parent).
+bool Exited(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return true;
+  return stat[close + 2] == 'Z' || stat[close + 2] == 'X';
+}
+
+// A crash takes every process of the server: a backend that would not notice its postmaster's
+// death (here stopped; in the failover soak, blocked on a lock held by a stopped WAL sender)
+// must not live on and hold its client's connection open.
+TEST(PostgresServerTest, KillEndsEveryBackendEvenOneThatIsStopped) {
+  TempDir dir;
+  procutil::PostgresServer server;
+  ASSERT_TRUE(testing::StartPostgresFromTemplate(server, dir.File("p")).ok());
+  PgClient client(Db(server, "postgres"));
+  ASSERT_TRUE(client.ok()) << client.error();
+  auto backend = client.Value("SELECT pg_backend_pid()");
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  const pid_t pid = std::stoi(*backend);
+  pausetest::ProcessPauser pauser;
+  ASSERT_TRUE(pauser.Pause(pid));
+  server.Kill();
+  EXPECT_TRUE(WaitFor([&] { return Exited(pid); }, 5s))
+      << "backend " << pid << " outlived its server's SIGKILL";
 }
 
 // What one write did, as its writer saw it.
@@ -320,9 +350,8 @@ Audit RunFailover(bool sync, bool standby_behind) {
   }
   const int acked_while_behind = writers.acked() - acked_in_step;
   const auto killed = std::chrono::steady_clock::now();
-  primary.Kill();  // mid-stream: the writers are writing
+  primary.Kill();  // mid-stream: the writers are writing; its WAL sender goes with it
   writers.MarkPrimaryKilled();
-  ::kill(sender_pid, SIGKILL);  // the rest of the primary goes with it
   Status promoted = standby.Promote();
   EXPECT_TRUE(promoted.ok()) << promoted.ToString();
   const auto promoted_at = std::chrono::steady_clock::now();

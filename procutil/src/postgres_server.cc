@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -60,7 +61,40 @@ Status RunToEnd(const std::vector<std::string>& argv, const std::string& log_pat
   return Status::Ok();
 }
 
+// The processes whose parent is `parent`, from /proc (a process gone meanwhile is skipped).
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> children;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so parse after the
+    // last ')'.
+    auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    char state = 0;
+    pid_t ppid = 0;
+    if (rest >> state >> ppid && ppid == parent) children.push_back(std::stoi(name));
+  }
+  return children;
+}
+
 }  // namespace
+
+void PostgresServer::Kill() {
+  const pid_t postmaster = process_.pid();
+  if (postmaster > 0) {
+    // Each backend would notice the postmaster's death by itself, but one stopped or blocked
+    // (on a lock held by a stopped process) never does, and its client would wait on a live
+    // connection. Stopped, the postmaster forks nothing while its children are listed.
+    ::kill(postmaster, SIGSTOP);
+    for (pid_t child : ChildrenOf(postmaster)) ::kill(child, SIGKILL);
+  }
+  process_.Kill();
+}
 
 std::vector<std::string> PostgresServer::AsServerUser(const std::string& program) const {
   std::vector<std::string> argv;

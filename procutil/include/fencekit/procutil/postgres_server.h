@@ -56,8 +56,10 @@ class PostgresServer {
   // Fast shutdown (SIGINT: running transactions are rolled back, the rest is durable), then
   // waits. Does nothing if it is not running.
   void Stop();
-  // SIGKILL, as a crash: what was committed survives, by WAL recovery at the next Start.
-  void Kill() { process_.Kill(); }
+  // SIGKILL to the postmaster and every process it started, at once, as the machine's crash
+  // would: no backend lives on to answer, or to hold its client's connection open.
+  // What was committed survives, by WAL recovery at the next Start.
+  void Kill();
   // Makes a standby the primary (pg_ctl promote) and returns once it accepts writes.
   // kUnavailable, quoting pg_ctl, when it is no standby or is not promoted within `timeout`.
   Status Promote(std::chrono::seconds timeout = std::chrono::seconds(30));
