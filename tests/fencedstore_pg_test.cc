@@ -326,6 +326,23 @@ TEST_F(PostgresFenceAtFiveTest, WriteManyCalledDirectlyWritesOneKeyTwiceInOrder)
                            std::to_string(now->version));
 }
 
+TEST_F(PostgresFenceAtFiveTest, WriteManyCalledDirectlyRefusesAKeyOfAnotherLockAndWritesTheRest) {
+  // The set-based statement leaves a key bound to another lock undecided; fencekit.write then
+  // refuses it in the same call, and the batch's other write is made.
+  ASSERT_TRUE(store_->Put("M", T(3), "m1", "theirs").ok());
+  testing::PgClient direct(db_);
+  ASSERT_TRUE(direct.ok()) << direct.error();
+  auto outcomes = direct.Value(WriteManyOfTwoPuts("string_agg(o_outcome, ',')", "'k1', 'm1'",
+                                                  "'mine', 'mine too'", "NULL, NULL"));
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
+  EXPECT_EQ(*outcomes, "accepted,wrong_lock");
+  auto k1 = store_->Get("k1");
+  auto m1 = store_->Get("m1");
+  ASSERT_TRUE(k1.ok() && m1.ok());
+  EXPECT_EQ(k1->value, "mine");
+  EXPECT_EQ(m1->value, "theirs");
+}
+
 TEST(PostgresStoreTest, ConditionalWritesAtOneTokenThroughTwoStoresLoseNoUpdate) {
   std::string db = testing::NewPostgresDatabase();
   ASSERT_FALSE(db.empty());

@@ -193,13 +193,15 @@ $fn$;
 -- exclusively before deciding it (see Attempt in pg_engine.cc). Returns one row per write, in
 -- order, as fencekit.write's.
 --
--- The common batch is decided for all its writes at once (one statement to choose the way, one
--- per lock, one that decides, writes and records them all, rather than about five per write):
--- puts that leave their fences as they are (a holder's writes at its fence's token, and stale
--- ones), given in (lock, key) order with no pair twice, without verification, strict or
+-- The common batch is decided for all its writes at once (one statement to check the order,
+-- one per lock, one that decides, writes and records them all, rather than about five per
+-- write): puts that leave their fences as they are (a holder's writes at its fence's token, and
+-- stale ones), given in (lock, key) order with no pair twice, without verification, strict or
 -- unguarded mode or lock_for prefixes. The locks are taken as fencekit.write takes them, lock
--- by lock in that order: the fence shared, then the keys its accepted writes change. Any other
--- batch, or one whose fence moved before it was locked, goes write by write.
+-- by lock in that order: the fence shared, then the keys its accepted writes change. A batch
+-- with a lock whose writes would move its fence (or whose fence is missing) goes write by write
+-- from there, still in that order, holding the fences it has locked shared (which its writes
+-- leave as they are, so none of them needs the lock raised).
 CREATE OR REPLACE FUNCTION fencekit.write_many(
     p_deletes boolean[], p_locks bytea[], p_tokens bigint[], p_keys bytea[], p_values bytea[],
     p_services text[], p_prefix_locks bytea[], p_verifies bigint[], p_refusals text[],
@@ -225,43 +227,42 @@ BEGIN
                     OR true = ANY (p_lock_fences) OR 0 <> ANY (p_verifies))
       AND num_nonnulls(VARIADIC p_prefix_locks) = 0
       AND num_nonnulls(VARIADIC p_refusals) = 0 THEN
-    -- As fencekit.write's first step: the fences and the keys' locks, unlocked, choose the way.
-    -- A write fits when its fence exists and needs neither a move nor a binding (its token at
-    -- the fence's, or below: stale), and no other service and no other lock owns what it names.
-    SELECT coalesce(bool_and(fencekit.leaves_fence(p_tokens[g.i], p_services[g.i], fe.highest,
-                                                   fe.service)
-                             AND (ob.lock IS NULL OR ob.lock = p_locks[g.i])), false)
-           -- In (lock, key) order, each pair once: the locks are then taken in fencekit.write's
-           -- order, and no key is written twice by one statement.
-           AND bool_and(g.i = 1 OR p_locks[g.i - 1] < p_locks[g.i]
-                        OR (p_locks[g.i - 1] = p_locks[g.i] AND p_keys[g.i - 1] < p_keys[g.i]))
+    -- In (lock, key) order, each pair once: the locks are then taken in fencekit.write's order,
+    -- and no key is written twice by one statement. Checked on the arguments alone; the fences
+    -- are judged below once locked, and a key under another lock is left undecided by the
+    -- statement that writes and so decided by fencekit.write.
+    SELECT coalesce(bool_and(p_locks[g.i - 1] < p_locks[g.i]
+                             OR (p_locks[g.i - 1] = p_locks[g.i]
+                                 AND p_keys[g.i - 1] < p_keys[g.i])), true)
       INTO together
-      FROM generate_series(1, n) AS g(i)
-      LEFT JOIN fencekit.fences fe ON fe.lock = p_locks[g.i]
-      LEFT JOIN fencekit.objects ob ON ob.key = p_keys[g.i];
+      FROM generate_series(2, n) AS g(i);
     IF together THEN
       -- Lock by lock, in the (lock, key) order checked above.
       FOR i IN 1..n LOOP
         CONTINUE WHEN i > 1 AND p_locks[i] = p_locks[i - 1];
         fence_lock := p_locks[i];
-        -- The fence shared, its writes judged again on it as locked, then the keys of those at
-        -- its token locked (the subquery runs once the fence's row is locked and read).
-        SELECT bool_and(fencekit.leaves_fence(p_tokens[g.i], p_services[g.i], fe.highest,
-                                              fe.service))
-                 AND (SELECT count(*) >= 0
-                        FROM (SELECT 1 FROM fencekit.objects ob
-                                WHERE ob.key = ANY (ARRAY(
-                                        SELECT p_keys[h.i] FROM generate_series(1, n) AS h(i)
-                                          WHERE p_locks[h.i] = fence_lock
-                                            AND p_tokens[h.i] = fe.highest))
-                                ORDER BY ob.key FOR UPDATE) AS keys)
+        -- The fence locked shared only if all its writes leave it as it is (judged on its
+        -- latest version: a row changed meanwhile is read again before it is locked), so that
+        -- none of them would need the lock raised; then the keys of those at its token locked
+        -- (the outer query runs on the locked row).
+        SELECT (SELECT count(*) >= 0
+                  FROM (SELECT 1 FROM fencekit.objects ob
+                          WHERE ob.key = ANY (ARRAY(
+                                  SELECT p_keys[h.i] FROM generate_series(1, n) AS h(i)
+                                    WHERE p_locks[h.i] = fence_lock
+                                      AND p_tokens[h.i] = fe.highest))
+                          ORDER BY ob.key FOR UPDATE) AS keys)
           INTO together
-          FROM (SELECT f.highest, f.service FROM fencekit.fences f WHERE f.lock = fence_lock
-                FOR SHARE) AS fe
-          CROSS JOIN generate_series(1, n) AS g(i)
-          WHERE p_locks[g.i] = fence_lock
-          GROUP BY fe.highest, fe.service;
-        -- Moved meanwhile (or gone): write by write, which locks it as each write needs.
+          FROM (SELECT f.highest, f.service FROM fencekit.fences f
+                  WHERE f.lock = fence_lock
+                    AND NOT EXISTS (
+                          SELECT 1 FROM generate_series(1, n) AS g(i)
+                            WHERE p_locks[g.i] = fence_lock
+                              AND NOT fencekit.leaves_fence(p_tokens[g.i], p_services[g.i],
+                                                            f.highest, f.service))
+                FOR SHARE) AS fe;
+        -- A write that would move it, or no fence: write by write from here, which locks each
+        -- fence as its writes need.
         together := coalesce(together, false);
         EXIT WHEN NOT together;
       END LOOP;
