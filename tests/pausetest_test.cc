@@ -6,13 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <limits>
 
 #include "fencekit/pausetest/checker.h"
 #include "fencekit/pausetest/history.h"
 #include "fencekit/pausetest/pauser.h"
 #include "fencekit/pausetest/runner.h"
+#include "fencekit/procutil/proc_stat.h"
 #include "support/test_support.h"
 
 namespace fencekit::pausetest {
@@ -207,17 +207,10 @@ TEST(PauseScheduleTest, IsReproducibleFromItsSeedAndWithinBounds) {
   EXPECT_TRUE(differs);
 }
 
-char ProcessState(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto paren = stat.rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
-}
-
 // Waits for the state to change, as the signal is delivered asynchronously.
 bool WaitForState(pid_t pid, bool stopped) {
   for (int i = 0; i < 2000; ++i) {
-    if ((ProcessState(pid) == 'T') == stopped) return true;
+    if ((procutil::ReadProcStat(pid).state == 'T') == stopped) return true;
     usleep(1000);
   }
   return false;

@@ -11,9 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
@@ -25,6 +23,7 @@
 #include "fencekit/pausetest/pauser.h"
 #include "fencekit/procutil/fenced_server.h"
 #include "fencekit/procutil/postgres_server.h"
+#include "fencekit/procutil/proc_stat.h"
 #include "support/pg_client.h"
 #include "support/store_engines.h"
 #include "support/test_support.h"
@@ -130,11 +129,8 @@ TEST(PostgresReplicationTest, PromoteRefusesAServerThatIsNoStandby) {
 
 // True once `pid` has exited (gone, or a zombie not yet reaped by its new parent).
 bool Exited(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) return true;
-  return stat[close + 2] == 'Z' || stat[close + 2] == 'X';
+  const char state = procutil::ReadProcStat(pid).state;
+  return state == '?' || state == 'Z' || state == 'X';
 }
 
 // A crash takes every process of the server: a backend that would not notice its postmaster's

@@ -8,11 +8,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 #include <thread>
 
 #include "fencekit/procutil/loopback.h"
+#include "fencekit/procutil/proc_stat.h"
 #include "server_user.h"
 
 namespace fencekit::procutil {
@@ -59,27 +59,6 @@ Status RunToEnd(const std::vector<std::string>& argv, const std::string& log_pat
     return Status::Unavailable(what + " failed; its output:\n" + child.OutputTail());
   }
   return Status::Ok();
-}
-
-// The processes whose parent is `parent`, from /proc (a process gone meanwhile is skipped).
-std::vector<pid_t> ChildrenOf(pid_t parent) {
-  std::vector<pid_t> children;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so parse after the
-    // last ')'.
-    auto close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(stat.substr(close + 1));
-    char state = 0;
-    pid_t ppid = 0;
-    if (rest >> state >> ppid && ppid == parent) children.push_back(std::stoi(name));
-  }
-  return children;
 }
 
 }  // namespace
