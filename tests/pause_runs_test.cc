@@ -25,8 +25,12 @@ struct Summary {
 };
 
 Summary RunPauseTest(std::vector<std::string> extra) {
-  std::vector<std::string> argv = {testing::FencectlBinary(), "pause-test", "--quiet", "--fenced",
-                                   testing::FencedBinary()};
+  // The files of failed runs go under the test's own directory, removed at its end: the control
+  // arms fail runs on purpose, and the tool keeps a failed run's files for whoever debugs it.
+  testing::TempDir tmp;
+  std::vector<std::string> argv = {
+      testing::FencectlBinary(), "pause-test", "--quiet",       "--fenced",
+      testing::FencedBinary(),   "--work-dir", tmp.File("runs")};
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto r = testing::RunCommand(argv);
   Summary s;

@@ -3,9 +3,11 @@
 // user's own GoogleTest suite would call it.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <limits>
 
 #include "fencekit/pausetest/checker.h"
@@ -251,6 +253,27 @@ TEST(RunPauseTestsTest, FromAUsersSuiteFencingKeepsEveryIncrement) {
   EXPECT_GT(fenced->acknowledged_writes, 0);
   EXPECT_EQ(fenced->Line().rfind("pause-runs: runs=3 stale_accepted=0 lost_updates=0 ", 0), 0u)
       << fenced->Line();
+}
+
+// A run that cannot finish (here its fenced exits at start) stops the runs, and the error says
+// where that run's files stay, so that its logs can be read.
+TEST(RunPauseTestsTest, ARunThatCannotFinishNamesTheFolderItsFilesStayIn) {
+  testing::TempDir tmp;
+  const std::string broken = tmp.File("fenced");
+  {
+    std::ofstream script(broken);
+    script << "#!/bin/sh\necho 'cannot start' >&2\nexit 1\n";
+  }
+  ASSERT_EQ(::chmod(broken.c_str(), 0755), 0);
+  PauseTestOptions options;
+  options.runs = 2;
+  options.fenced_path = broken;
+  options.work_dir = tmp.File("runs");
+  auto r = RunPauseTests(options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("run 0's files: " + tmp.File("runs") + "/run-0"),
+            std::string::npos)
+      << r.status().ToString();
 }
 
 TEST(RunPauseTestsTest, RefusesOptionsThatCannotTestAnything) {

@@ -287,7 +287,12 @@ Result<PauseTestSummary> RunPauseTests(const PauseTestOptions& options) {
     fs::create_directories(dir, ec);
     if (ec) return Status::Unavailable("cannot create " + dir + ": " + ec.message());
     auto outcome = RunOnce(options, *fenced, run, run_seed, dir);
-    if (!outcome.ok()) return outcome.status();
+    if (!outcome.ok()) {  // the run's files stay, for its logs: say where
+      const Status& s = outcome.status();
+      return Status::WithDetail(
+          s.code(), s.message() + " (run " + std::to_string(run) + "'s files: " + dir + ")",
+          nullptr);
+    }
     const CheckReport& report = outcome->report;
     summary.runs += 1;
     summary.stale_accepted += report.stale_accepted;
