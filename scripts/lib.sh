@@ -40,6 +40,24 @@ ensure_packages() {
   fi
 }
 
+# ensure_disk_space GIB WHAT: stops, saying why, when the file system of the project or of
+# $TMPDIR (where the tests keep their servers' data) has less than GIB GiB free. A full disk
+# otherwise shows up as servers that exit at start and compilers that cannot write.
+# FENCEKIT_MIN_FREE_GIB replaces GIB; 0 skips the check.
+ensure_disk_space() {
+  local need="${FENCEKIT_MIN_FREE_GIB:-$1}" what="$2" dir free
+  [ "$need" = 0 ] && return 0
+  for dir in "$FENCEKIT_ROOT" "${TMPDIR:-/tmp}"; do
+    free="$(df -Pk "$dir" | awk 'NR == 2 { print int($4 / 1048576) }')"
+    if [ "$free" -lt "$need" ]; then
+      echo "$(basename "$0"): $free GiB free on the file system of $dir; $what needs about" \
+        "$need GiB (builds, and the data of the servers the tests start). Free some space, or" \
+        "set FENCEKIT_MIN_FREE_GIB=0 to run anyway." >&2
+      exit 1
+    fi
+  done
+}
+
 build() {
   cd "$FENCEKIT_ROOT"
   if [ ! -f "$BUILD_DIR/build.ninja" ]; then

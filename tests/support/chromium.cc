@@ -17,6 +17,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "fencekit/common/text.h"
@@ -70,6 +71,14 @@ Chromium::Chromium(const std::string& dir, int width, int height) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // Its temporary files (a singleton lock folder it leaves when killed) in the test's folder.
+  std::string tmpdir = "TMPDIR=" + dir;
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string_view(*e).substr(0, 7) != "TMPDIR=") env.push_back(*e);
+  }
+  env.push_back(tmpdir.data());
+  env.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   // The protocol's pipe: the browser reads commands on fd 3 and writes replies on fd 4.
@@ -82,7 +91,7 @@ Chromium::Chromium(const std::string& dir, int width, int height) {
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);  // its helpers die with it
   posix_spawnattr_setpgroup(&attr, 0);
-  int rc = posix_spawnp(&pid_, "chromium", &actions, &attr, argv.data(), environ);
+  int rc = posix_spawnp(&pid_, "chromium", &actions, &attr, argv.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   close(child_in);
