@@ -11,6 +11,10 @@
 #   c. two fenced processes on the same database, one wrk -t2 -c32 each at once (total writes/s),
 #      each wrk with holders (locks) and keys of its own (bench/put_prefixed.lua)
 #   cs. the same, but both wrk with put.lua: the same two holders write through both fenced
+#   cl. as cs, but each of its two fenced (their own, started for it) with --batch-linger
+#       $PG_BENCH_LINGER (default 200us): after a transaction of several writes each waits that
+#       long for more to join the next, so that the two fenced commit batches as large as one
+#       fenced does
 #   cx. control for c and cs: two fenced on two databases of the server (nothing shared but the
 #       server and its WAL), one wrk -t2 -c32 each with put.lua. cs / cx is what sharing the
 #       holders' rows costs; cx / b what splitting the load over two fenced costs
@@ -26,8 +30,9 @@
 #   PG_BIN=dir              PostgreSQL's initdb, postgres, pgbench, psql (default the newest
 #                           /usr/lib/postgresql/*/bin)
 #   FENCED_ARGS="..."       extra options for every fenced, e.g. "--threads 2"
-#   PG_BENCH_ARMS="a b c cs d" the arms to run (default a b c cs d; the controls cx and b2 when
-#                           named; "a" needs no fenced)
+#   PG_BENCH_ARMS="a b c cs d" the arms to run (default a b c cs d; cl and the controls cx and
+#                           b2 when named; "a" needs no fenced)
+#   PG_BENCH_LINGER=200us   arm cl's --batch-linger
 #   PG_BENCH_WARMUP=6       seconds pgbench runs before arm a's window (see run_a)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -44,11 +49,11 @@ for b in initdb postgres pg_ctl pgbench psql; do
 done
 arms=()
 for arm in ${PG_BENCH_ARMS:-a b c cs d}; do
-  case "$arm" in a | b | b2 | c | cs | cx | d) arms+=("$arm") ;; *) echo "pg_bench: unknown arm '$arm' in PG_BENCH_ARMS; use a, b, c, cs, d, cx, b2" >&2; exit 2 ;; esac
+  case "$arm" in a | b | b2 | c | cs | cl | cx | d) arms+=("$arm") ;; *) echo "pg_bench: unknown arm '$arm' in PG_BENCH_ARMS; use a, b, c, cs, cl, d, cx, b2" >&2; exit 2 ;; esac
 done
 [ "${#arms[@]}" -gt 0 ] || { echo "pg_bench: PG_BENCH_ARMS names no arm" >&2; exit 2; }
 wants() { [[ " ${arms[*]} " == *" $1 "* ]]; }
-if wants b || wants b2 || wants c || wants cs || wants cx || wants d; then
+if wants b || wants b2 || wants c || wants cs || wants cl || wants cx || wants d; then
   [ -x "$fenced" ] || { echo "pg_bench: no fenced binary at $fenced; build it or set FENCED" >&2; exit 1; }
 fi
 
@@ -143,11 +148,12 @@ SQL
 pg_url="postgresql://postgres@127.0.0.1:$pg_port/fencekit"
 
 # --- fenced: two on the database (arms b and c), one on SQLite (arm d).
-# start_fenced NAME DB: starts fenced on a free port; sets url_NAME.
+# start_fenced NAME DB [OPTION...]: starts fenced on a free port; sets url_NAME.
 start_fenced() {
   local name="$1" db="$2" url
+  shift 2
   # shellcheck disable=SC2086  # FENCED_ARGS is a list of options
-  "$fenced" --listen 127.0.0.1:0 --db "$db" --durability full ${FENCED_ARGS:-} >"$work/$name.log" 2>&1 &
+  "$fenced" --listen 127.0.0.1:0 --db "$db" --durability full ${FENCED_ARGS:-} "$@" >"$work/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 300); do
     grep -q "listening on" "$work/$name.log" && break
@@ -159,8 +165,12 @@ start_fenced() {
   declare -g "url_$name=$url" "pid_$name=${pids[-1]}"
 }
 # One after the other: the first makes the schema.
-if wants b || wants b2 || wants c || wants cs || wants cx; then start_fenced pg1 "$pg_url"; fi
+if wants b || wants b2 || wants c || wants cs || wants cl || wants cx; then start_fenced pg1 "$pg_url"; fi
 if wants c || wants cs; then start_fenced pg2 "$pg_url"; fi
+if wants cl; then
+  start_fenced pgl1 "$pg_url" --batch-linger "${PG_BENCH_LINGER:-200us}"
+  start_fenced pgl2 "$pg_url" --batch-linger "${PG_BENCH_LINGER:-200us}"
+fi
 if wants cx; then start_fenced pgx "${pg_url%/fencekit}/fencekit_other"; fi
 if wants d; then start_fenced lite "$work/sqlite.db"; fi
 sleep 0.5
@@ -306,6 +316,7 @@ run_c() {
   esac
   case "$arm" in
     c | cs) names+=(pg2) ;;
+    cl) names=(pgl1 pgl2) ;;
     cx) names+=(pgx) ;;
   esac
   # The first wrk drives the first fenced, the second the last (the same one for b2).
@@ -356,7 +367,7 @@ for round in $(seq "$rounds"); do
     case "$arm" in
       a) run_a ;;
       b) run_wrk b pg1 ;;
-      b2 | c | cs | cx) run_c "$arm" ;;
+      b2 | c | cs | cl | cx) run_c "$arm" ;;
       d) run_wrk d lite ;;
     esac
   done
@@ -379,12 +390,13 @@ declare -A label=(
   [b]="b. fenced on PostgreSQL, wrk -c64"
   [c]="c. 2 fenced on PostgreSQL, own holders, 2 wrk -c32"
   [cs]="cs. 2 fenced on PostgreSQL, same holders, 2 wrk -c32"
+  [cl]="cl. as cs, both fenced --batch-linger ${PG_BENCH_LINGER:-200us}"
   [cx]="cx. 2 fenced on 2 databases, 2 wrk -c32 (control)"
   [b2]="b2. 1 fenced, 2 wrk -c32, own holders (control)"
   [d]="d. fenced on SQLite (durability full), wrk -c64"
 )
-rps_a=0 rps_b=0 rps_c=0 rps_cs=0 rps_d=0 rps_cx=0 rps_b2=0 pgus_a=0 pgus_b=0
-bad_a=0 bad_b=0 bad_c=0 bad_cs=0 bad_d=0 bad_cx=0 bad_b2=0
+rps_a=0 rps_b=0 rps_c=0 rps_cs=0 rps_cl=0 rps_d=0 rps_cx=0 rps_b2=0 pgus_a=0 pgus_b=0
+bad_a=0 bad_b=0 bad_c=0 bad_cs=0 bad_cl=0 bad_d=0 bad_cx=0 bad_b2=0
 for arm in "${arms[@]}"; do
   rps="$(col "$arm" 2 | median)"
   p99="$(col "$arm" 3 | median)"
@@ -403,8 +415,9 @@ awk -v a="$rps_a" -v b="$rps_b" -v c="$rps_c" -v cs="$rps_cs" -v d="$rps_d" \
     -v rb="$(round_ratio b a)" -v rc="$(round_ratio c a)" -v rcb="$(round_ratio c b)" \
     -v rcsb="$(round_ratio cs b)" -v rd="$(round_ratio d a)" -v cx="$rps_cx" -v b2="$rps_b2" \
     -v rcscx="$(round_ratio cs cx)" -v rcxb="$(round_ratio cx b)" -v rb2b="$(round_ratio b2 b)" \
-    -v rcsb2="$(round_ratio cs b2)" \
-    -v bad="$((bad_a + bad_b + bad_c + bad_cs + bad_d + bad_cx + bad_b2))" -v ua="$pgus_a" -v ub="$pgus_b" 'BEGIN{
+    -v rcsb2="$(round_ratio cs b2)" -v cl="$rps_cl" -v rclb="$(round_ratio cl b)" \
+    -v rclcs="$(round_ratio cl cs)" \
+    -v bad="$((bad_a + bad_b + bad_c + bad_cs + bad_cl + bad_d + bad_cx + bad_b2))" -v ua="$pgus_a" -v ub="$pgus_b" 'BEGIN{
   if (a > 0 && b > 0) {
     ba = b / a
     printf "b/a fenced on PostgreSQL / pgbench:     %.2fx (median of per-round ratios %.2fx; target >= 1.5x: %s)\n",
@@ -413,6 +426,8 @@ awk -v a="$rps_a" -v b="$rps_b" -v c="$rps_c" -v cs="$rps_cs" -v d="$rps_d" \
   if (a > 0 && c > 0) printf "c/a two fenced on PostgreSQL / pgbench: %.2fx (per-round %.2fx)\n", c / a, rc
   if (b > 0 && c > 0) printf "c/b two fenced / one fenced:            %.2fx (per-round %.2fx)\n", c / b, rcb
   if (b > 0 && cs > 0) printf "cs/b two fenced, same holders / one:    %.2fx (per-round %.2fx; target >= 0.9x: %s)\n", cs / b, rcsb, (cs / b >= 0.9 ? "met" : "not met")
+  if (b > 0 && cl > 0) printf "cl/b two fenced lingering, same holders / one: %.2fx (per-round %.2fx; target >= 0.9x: %s)\n", cl / b, rclb, (cl / b >= 0.9 ? "met" : "not met")
+  if (cs > 0 && cl > 0) printf "cl/cs what the linger buys two fenced:  %.2fx (per-round %.2fx)\n", cl / cs, rclcs
   if (cx > 0 && cs > 0) printf "cs/cx sharing holders / sharing nothing: %.2fx (per-round %.2fx: what sharing costs)\n", cs / cx, rcscx
   if (b > 0 && cx > 0) printf "cx/b two fenced sharing nothing / one:  %.2fx (per-round %.2fx: what the split costs)\n", cx / b, rcxb
   if (b > 0 && b2 > 0) printf "b2/b one fenced, two wrk / one wrk:     %.2fx (per-round %.2fx: what the two wrk cost)\n", b2 / b, rb2b

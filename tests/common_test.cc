@@ -55,6 +55,29 @@ TEST(UnitsTest, ParsesDurationsAndSizes) {
                   "h (500ms, 2m)");
   }
   EXPECT_NE(ParseDuration("99999999999h").status().message().find("too long"), std::string::npos);
+  EXPECT_FALSE(ParseDuration("300us").ok());  // a flag in milliseconds takes no microseconds
+}
+
+TEST(UnitsTest, FineDurationsTakeMicrosecondsAndTheSameGrammar) {
+  EXPECT_EQ(ParseFineDuration("300us").value(), std::chrono::microseconds(300));
+  EXPECT_EQ(ParseFineDuration("1.5ms").value(), std::chrono::microseconds(1500));
+  EXPECT_EQ(ParseFineDuration("0.0025").value(), std::chrono::microseconds(2500));
+  EXPECT_EQ(ParseFineDuration("2m").value(), std::chrono::minutes(2));
+  EXPECT_EQ(ParseFineDuration("0.0000005").value(), std::chrono::microseconds(1));  // nearest
+  EXPECT_EQ(ParseFineDuration("0").value(), std::chrono::microseconds(0));
+  for (const char* bad : {"", "us", "-1us", "1.us", "10x", "1 us", "0.0000000001"}) {
+    auto d = ParseFineDuration(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_EQ(d.status().message(),
+              "duration \"" + std::string(bad) +
+                  "\" is invalid: write seconds (10, 1.5) or a number with a unit, us, ms, s, m or "
+                  "h (300us, 1.5ms)");
+  }
+  EXPECT_NE(ParseFineDuration("99999999999h").status().message().find("too long"),
+            std::string::npos);
+}
+
+TEST(UnitsTest, ParsesSizes) {
   EXPECT_EQ(ParseSize("1MiB").value(), 1u << 20);
   EXPECT_EQ(ParseSize("512").value(), 512u);
   EXPECT_FALSE(ParseSize("1MB").ok());
@@ -93,27 +116,32 @@ TEST(Base64Test, RefusesTextThatIsNotBase64) {
 }
 
 TEST(Utf8Test, AcceptsEveryWellFormedSequence) {
-  for (std::string_view ok : {"", "plain ascii", "\x7F", "\xC2\x80", "\xDF\xBF", "\xE0\xA0\x80",
-                              "\xED\x9F\xBF", "\xEE\x80\x80", "\xEF\xBF\xBF",
-                              "\xF0\x90\x80\x80", "\xF0\x9F\x98\x80", "\xF4\x8F\xBF\xBF",
-                              "r\xC3\xA9sum\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC"}) {
+  for (std::string_view ok :
+       {"", "plain ascii", "\x7F", "\xC2\x80", "\xDF\xBF", "\xE0\xA0\x80", "\xED\x9F\xBF",
+        "\xEE\x80\x80", "\xEF\xBF\xBF", "\xF0\x90\x80\x80", "\xF0\x9F\x98\x80", "\xF4\x8F\xBF\xBF",
+        "r\xC3\xA9sum\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC"}) {
     EXPECT_TRUE(IsValidUtf8(ok)) << PercentEncode(ok);
   }
 }
 
 TEST(Utf8Test, RefusesOverlongSurrogateAndOutOfRangeForms) {
   for (std::string_view bad : {
-           "\xC0\xAF",              // overlong '/'
-           "\xC1\xBF",              // overlong
-           "\xE0\x80\xAF",          // overlong 3-byte
-           "\xE0\x9F\xBF",          // overlong 3-byte, highest
-           "\xF0\x80\x80\xAF",      // overlong 4-byte
-           "\xF0\x8F\xBF\xBF",      // overlong 4-byte, highest
-           "\xED\xA0\x80",          // U+D800, a surrogate
-           "\xED\xBF\xBF",          // U+DFFF
-           "\xF4\x90\x80\x80",      // U+110000
-           "\xF5\x80\x80\x80",      // lead byte above F4
-           "\xFF", "\x80", "\xC2", "\xE6\x97", "\xC2\x41", "a\xF0\x9F\x98",
+           "\xC0\xAF",          // overlong '/'
+           "\xC1\xBF",          // overlong
+           "\xE0\x80\xAF",      // overlong 3-byte
+           "\xE0\x9F\xBF",      // overlong 3-byte, highest
+           "\xF0\x80\x80\xAF",  // overlong 4-byte
+           "\xF0\x8F\xBF\xBF",  // overlong 4-byte, highest
+           "\xED\xA0\x80",      // U+D800, a surrogate
+           "\xED\xBF\xBF",      // U+DFFF
+           "\xF4\x90\x80\x80",  // U+110000
+           "\xF5\x80\x80\x80",  // lead byte above F4
+           "\xFF",
+           "\x80",
+           "\xC2",
+           "\xE6\x97",
+           "\xC2\x41",
+           "a\xF0\x9F\x98",
        }) {
     EXPECT_FALSE(IsValidUtf8(bad)) << PercentEncode(bad);
     bool encoded = false;

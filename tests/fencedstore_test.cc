@@ -154,6 +154,59 @@ TEST_P(FencedStoreEngineTest, RestartKeepsHighestToken) {
   EXPECT_EQ(store->Get("k")->value, "v");
 }
 
+// The linger (StoreOptions::batch_linger) for the next transaction after one of several writes:
+// a write waits for another to join it, here until the batch is full (max_batch 2), however
+// long the linger.
+TEST_F(FencedStoreTest, WithALingerAWriteAfterATransactionOfSeveralWaitsForAnotherToJoinIt) {
+  StoreOptions o;
+  o.max_batch = 2;
+  o.batch_linger = std::chrono::minutes(10);
+  auto store = Open(o);
+  ASSERT_NE(store, nullptr);
+  // A lone write after a lone write does not wait.
+  ASSERT_TRUE(store->Put("lock", T(1), "a", "1").ok());
+  ASSERT_TRUE(store->Put("lock", T(1), "a", "2").ok());
+  // A transaction of two writes.
+  ASSERT_TRUE(
+      store->WriteBatch({"lock", T(1), "", "", {{false, "b", "1"}, {false, "c", "1"}}}).ok());
+  std::promise<Result<WriteReceipt>> first;
+  store->Submit({WriteRequest::Kind::kPut, "lock", T(1), "d", "1"},
+                [&first](Result<WriteReceipt> r) { first.set_value(std::move(r)); });
+  auto first_done = first.get_future();
+  // Without the linger it would commit within milliseconds.
+  EXPECT_EQ(first_done.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  ASSERT_TRUE(store->Put("lock", T(1), "e", "1").ok());  // joins it: the batch is full
+  ASSERT_EQ(first_done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(first_done.get().ok());
+  // Commits of 1 write: two; of 2: the client's batch and the one the lone write waited for.
+  const StoreStats stats = store->Stats();
+  EXPECT_EQ(stats.batch_size_buckets[0], 2u);
+  EXPECT_EQ(stats.batch_size_buckets[1], 2u);
+  EXPECT_EQ(stats.commits, 4u);
+}
+
+// Close does not wait out a linger: the queued write commits at once.
+TEST_F(FencedStoreTest, CloseCommitsAWriteWaitingInALingerAtOnce) {
+  StoreOptions o;
+  o.batch_linger = std::chrono::minutes(10);
+  auto store = Open(o);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(
+      store->WriteBatch({"lock", T(1), "", "", {{false, "b", "1"}, {false, "c", "1"}}}).ok());
+  std::promise<Result<WriteReceipt>> lingering;
+  store->Submit({WriteRequest::Kind::kPut, "lock", T(1), "d", "1"},
+                [&lingering](Result<WriteReceipt> r) { lingering.set_value(std::move(r)); });
+  auto done = lingering.get_future();
+  ASSERT_EQ(done.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  Status closed = Status::Internal("not closed");
+  std::thread closer([&] { closed = store->Close(); });
+  const bool in_time = done.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  if (!in_time) std::abort();  // Close waits out the linger: the thread cannot be joined
+  EXPECT_TRUE(done.get().ok());
+  closer.join();
+  EXPECT_TRUE(closed.ok()) << closed.ToString();
+}
+
 TEST_F(FencedStoreTest, RefusesNonFencekitDatabase) {
   std::string path = dir_.File("other.db");
   sqlite3* db = nullptr;

@@ -269,6 +269,23 @@ TEST(FencedFlagsTest, AccessLogAndRefusalsGoToStandardError) {
   EXPECT_NE(fenced.Output().find("/ui"), std::string::npos) << "the start line names the page";
 }
 
+// --batch-linger takes microseconds; a malformed or too long one is a usage error naming it.
+TEST(FencedFlagsTest, BatchLingerTakesMicrosecondsAndRefusesAMalformedOrTooLongOne) {
+  testing::TempDir dir;
+  for (auto [value, says] : std::vector<std::pair<std::string, std::string>>{
+           {"5x", "--batch-linger: duration \"5x\" is invalid"},
+           {"1s", "--batch-linger 1s is too long"}}) {
+    auto r = testing::RunCommand({testing::FencedBinary(), "--db", dir.File("store.db"), "--listen",
+                                  "127.0.0.1:0", "--batch-linger", value});
+    EXPECT_EQ(r.exit_code, 2) << value << ": " << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  }
+  testing::FencedProcess lingering(dir.File("store.db"), {"--batch-linger", "300us"});
+  RawConnection c(lingering.port());
+  c.Send(Request("PUT", "/v1/objects/k", {{"Fencing-Token", "2"}}, "v"));
+  EXPECT_EQ(c.Read().status, 201);
+}
+
 // fenced that refuses to start leaves no database file of its own making behind (it was made
 // before the listen address was tried), and never removes one that was there before.
 TEST(FencedFlagsTest, ARefusedStartLeavesNoNewDatabaseFileBehind) {

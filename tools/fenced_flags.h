@@ -23,6 +23,7 @@ struct Flags {
   unsigned threads = 0;
   std::size_t max_connections = 0;
   std::size_t max_batch = 0, history = 0;
+  std::string batch_linger;
   bool no_fencing = false, strict = false, require_service = false, insecure_no_auth = false,
        access_log = false;
 };

@@ -96,8 +96,14 @@ void Writer::Enqueue(Pending p) {
   {
     MutexLock lock(mu_);
     if (!closing_) {
+      const std::size_t writes = p.writes.size();
       queue_.push_back(std::move(p));
-      if (queue_.size() == 1) cv_.NotifyOne();
+      queued_writes_ += writes;
+      // The writer waits for a first write, or lingers until a full batch (batch_linger).
+      if (queue_.size() == 1 ||
+          (queued_writes_ >= options_.max_batch && queued_writes_ - writes < options_.max_batch)) {
+        cv_.NotifyOne();
+      }
       return;
     }
   }
@@ -133,6 +139,7 @@ void Writer::ProbeCommit(std::function<void(Status)> done) {
 void Writer::Resume(Pending p) {
   MutexLock lock(mu_);
   --awaiting_;
+  queued_writes_ += p.writes.size();
   queue_.push_back(std::move(p));
   cv_.NotifyOne();
 }
@@ -201,6 +208,7 @@ void Writer::WriterLoop() {
   batch.reserve(options_.max_batch);
   std::vector<AdminOp> admin;
   std::vector<std::function<void(Status)>> probes;
+  std::size_t last_writes = 0;  // in the last transaction
   for (;;) {
     {
       MutexLock lock(mu_);
@@ -208,6 +216,13 @@ void Writer::WriterLoop() {
         cv_.Wait(mu_);
       }
       if (queue_.empty() && admin_.empty() && probes_.empty()) break;
+      // After a transaction of several writes, more are likely on their way: with a linger, wait
+      // for them until the batch is full or the linger is over (StoreOptions::batch_linger).
+      if (options_.batch_linger.count() > 0 && last_writes > 1 && !queue_.empty()) {
+        const auto until = std::chrono::steady_clock::now() + options_.batch_linger;
+        while (!closing_ && queued_writes_ < options_.max_batch && cv_.WaitUntil(mu_, until)) {
+        }
+      }
       for (auto& op : admin_) admin.push_back(std::move(op));
       admin_.clear();
       for (auto& p : probes_) probes.push_back(std::move(p));
@@ -219,6 +234,8 @@ void Writer::WriterLoop() {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
+      queued_writes_ -= writes;
+      if (!batch.empty()) last_writes = writes;
     }
     for (auto& op : admin) op.done(engine_->SetFence(op, NowMs()));
     admin.clear();

@@ -68,6 +68,7 @@ class Writer {
   Mutex mu_;
   CondVar cv_;
   std::deque<Pending> queue_ FENCEKIT_GUARDED_BY(mu_);
+  std::size_t queued_writes_ FENCEKIT_GUARDED_BY(mu_) = 0;  // the writes of queue_'s entries
   std::deque<AdminOp> admin_ FENCEKIT_GUARDED_BY(mu_);
   std::deque<std::function<void(Status)>> probes_
       FENCEKIT_GUARDED_BY(mu_);                        // ProbeCommit's callers

@@ -34,9 +34,9 @@
 
 #include "fencekit/common/clock.h"
 #include "fencekit/common/status.h"
+#include "fencekit/common/token.h"
 #include "fencekit/fencedstore/refusal.h"
 #include "fencekit/fencedstore/types.h"
-#include "fencekit/common/token.h"
 
 namespace fencekit {
 
@@ -108,6 +108,12 @@ struct StoreOptions {
   // Most writes committed in one transaction (group commit). 1 commits each write on its own.
   // A batch (SubmitBatch) is never split: a transaction takes batches while it holds fewer.
   std::size_t max_batch = 256;
+  // After a transaction of more than one write, how long the writer waits before the next for
+  // more writes to join it (it goes at once when max_batch are queued): fewer, larger
+  // transactions, each write waiting up to this long more. Pays where the database server's CPU
+  // is what runs out, as with several fenced on one server with few cores; costs throughput
+  // where the server would otherwise idle (docs/operations-postgresql.md). 0 never waits.
+  std::chrono::microseconds batch_linger{0};
   // Threads calling `verify`, and the most distinct (lock, token) verifications waiting for
   // one; a write needing one more is answered kTimeout at once.
   unsigned verify_threads = 4;
