@@ -154,6 +154,16 @@ TEST_P(FencedStoreEngineTest, RestartKeepsHighestToken) {
   EXPECT_EQ(store->Get("k")->value, "v");
 }
 
+// Commits a transaction of two writes, then queues a put: what the put answers.
+std::future<Result<WriteReceipt>> PutAfterATransactionOfTwo(FencedStore& store) {
+  EXPECT_TRUE(
+      store.WriteBatch({"lock", T(1), "", "", {{false, "b", "1"}, {false, "c", "1"}}}).ok());
+  auto put = std::make_shared<std::promise<Result<WriteReceipt>>>();
+  store.Submit({WriteRequest::Kind::kPut, "lock", T(1), "d", "1"},
+               [put](Result<WriteReceipt> r) { put->set_value(std::move(r)); });
+  return put->get_future();
+}
+
 // The linger (StoreOptions::batch_linger) for the next transaction after one of several writes:
 // a write waits for another to join it, here until the batch is full (max_batch 2), however
 // long the linger.
@@ -166,13 +176,7 @@ TEST_F(FencedStoreTest, WithALingerAWriteAfterATransactionOfSeveralWaitsForAnoth
   // A lone write after a lone write does not wait.
   ASSERT_TRUE(store->Put("lock", T(1), "a", "1").ok());
   ASSERT_TRUE(store->Put("lock", T(1), "a", "2").ok());
-  // A transaction of two writes.
-  ASSERT_TRUE(
-      store->WriteBatch({"lock", T(1), "", "", {{false, "b", "1"}, {false, "c", "1"}}}).ok());
-  std::promise<Result<WriteReceipt>> first;
-  store->Submit({WriteRequest::Kind::kPut, "lock", T(1), "d", "1"},
-                [&first](Result<WriteReceipt> r) { first.set_value(std::move(r)); });
-  auto first_done = first.get_future();
+  auto first_done = PutAfterATransactionOfTwo(*store);
   // Without the linger it would commit within milliseconds.
   EXPECT_EQ(first_done.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
   ASSERT_TRUE(store->Put("lock", T(1), "e", "1").ok());  // joins it: the batch is full
@@ -191,12 +195,7 @@ TEST_F(FencedStoreTest, CloseCommitsAWriteWaitingInALingerAtOnce) {
   o.batch_linger = std::chrono::minutes(10);
   auto store = Open(o);
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(
-      store->WriteBatch({"lock", T(1), "", "", {{false, "b", "1"}, {false, "c", "1"}}}).ok());
-  std::promise<Result<WriteReceipt>> lingering;
-  store->Submit({WriteRequest::Kind::kPut, "lock", T(1), "d", "1"},
-                [&lingering](Result<WriteReceipt> r) { lingering.set_value(std::move(r)); });
-  auto done = lingering.get_future();
+  auto done = PutAfterATransactionOfTwo(*store);
   ASSERT_EQ(done.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
   Status closed = Status::Internal("not closed");
   std::thread closer([&] { closed = store->Close(); });
