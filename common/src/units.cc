@@ -14,10 +14,6 @@ bool SplitNumber(std::string_view text, std::uint64_t& number, std::string_view&
   return true;
 }
 
-}  // namespace
-
-namespace {
-
 // `text` in 1/`per_second` s, rounded to the nearest; `units` names the units accepted, for the
 // error. Microseconds ("us") only when per_second counts them.
 Result<std::uint64_t> ParseDurationIn(std::string_view text, std::uint64_t per_second,
@@ -44,18 +40,12 @@ Result<std::uint64_t> ParseDurationIn(std::string_view text, std::uint64_t per_s
   }
   // A bare number is seconds, as sleep(1)'s.
   std::uint64_t factor = 0;
-  if (unit.empty() || unit == "s")
-    factor = per_second;
-  else if (unit == "ms")
-    factor = per_second / 1000;
-  else if (unit == "us" && per_second >= 1'000'000)
-    factor = per_second / 1'000'000;
-  else if (unit == "m")
-    factor = 60 * per_second;
-  else if (unit == "h")
-    factor = 3600 * per_second;
-  else
-    return bad;
+  if (unit.empty() || unit == "s") factor = per_second;
+  else if (unit == "ms") factor = per_second / 1000;
+  else if (unit == "us" && per_second >= 1'000'000) factor = per_second / 1'000'000;
+  else if (unit == "m") factor = 60 * per_second;
+  else if (unit == "h") factor = 3600 * per_second;
+  else return bad;
   // At most 2^40 ms (about 35 years).
   if (whole > ((std::uint64_t{1} << 40) * (per_second / 1000)) / factor) {
     return Status::InvalidArgument("duration \"" + std::string(text) + "\" is too long");
@@ -85,16 +75,11 @@ Result<std::uint64_t> ParseSize(std::string_view text) {
                                      "followed by B, KiB, MiB or GiB, for example 1MiB");
   if (!SplitNumber(text, n, unit)) return bad;
   std::uint64_t factor = 0;
-  if (unit.empty() || unit == "B")
-    factor = 1;
-  else if (unit == "KiB")
-    factor = 1024;
-  else if (unit == "MiB")
-    factor = 1024 * 1024;
-  else if (unit == "GiB")
-    factor = 1024 * 1024 * 1024;
-  else
-    return bad;
+  if (unit.empty() || unit == "B") factor = 1;
+  else if (unit == "KiB") factor = 1024;
+  else if (unit == "MiB") factor = 1024 * 1024;
+  else if (unit == "GiB") factor = 1024 * 1024 * 1024;
+  else return bad;
   if (n > (std::uint64_t{1} << 50) / factor) {
     return Status::InvalidArgument("size \"" + std::string(text) + "\" is too large");
   }
