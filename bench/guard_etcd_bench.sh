@@ -13,10 +13,11 @@
 #              fsync of its log, which sets both rates: keep it on the disk you mean to measure.
 #   ETCD_ARGS  extra etcd arguments
 #   EXPLAIN=1  adds arms that split the cost: txn-put (the data put alone inside a transaction:
-#              what any conditional write in etcd costs) and txn-compare-put (the guard's compare
-#              and the data put, without the fence put); starts etcd with --metrics extensive and
-#              prints each arm's time inside etcd's gRPC handler (the rest is the JSON gateway,
-#              HTTP and the client)
+#              what any conditional write in etcd costs), txn-compare-put (the guard's compare
+#              and the data put, without the fence put) and guarded-reading (the guard whose
+#              refusing branch reads the fence, as before 2026-11-27); starts etcd with
+#              --metrics extensive and prints each arm's time inside etcd's gRPC handler (the
+#              rest is the JSON gateway, HTTP and the client)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 n="${1:-2000}"
@@ -60,16 +61,18 @@ def post(path, body):
 
 fence, data, token = b64("bench/fence"), b64("bench/data"), b64("%020d" % 5)
 put = lambda key: {"request_put": {"key": key, "value": token}}
-# The guard's transaction with `writes` in its writing branch. The token stays 5: after the
-# first write each guarded one is the equal-token case.
-guard = lambda *writes: ("/v3/kv/txn", json.dumps({
+# The guard's transaction with `writes` in its writing branch and `refusing` in the other. The
+# token stays 5: after the first write each guarded one is the equal-token case.
+guard = lambda *writes, refusing=(): ("/v3/kv/txn", json.dumps({
     "compare": [{"key": fence, "target": "VALUE", "result": "GREATER", "value": token}],
-    "success": [{"request_range": {"key": fence}}], "failure": list(writes)}))
+    **({"success": list(refusing)} if refusing else {}), "failure": list(writes)}))
 arms = {"put": ("/v3/kv/put", json.dumps({"key": data, "value": token})),
         "guarded": guard(put(fence), put(data))}
 if explain:
     arms["txn-put"] = ("/v3/kv/txn", json.dumps({"success": [put(data)]}))
     arms["txn-compare-put"] = guard(put(data))
+    # The recipe before 2026-11-27: the refusing branch read the fence, never taken here.
+    arms["guarded-reading"] = guard(put(fence), put(data), refusing=[{"request_range": {"key": fence}}])
 
 def handler_seconds():
     """etcd's gRPC handling time so far, (seconds, calls) per method (--metrics extensive)."""

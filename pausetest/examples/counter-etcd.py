@@ -86,10 +86,10 @@ def guarded(fence, token, puts):
     written; otherwise (False) the fence is put to `token` and each (key, value) of `puts`."""
     padded = b64(fence_value(token))
     reply = call("/v3/kv/txn", {
-        # A value compare on a missing key is false: a new fence takes the writing branch.
+        # A value compare on a missing key is false: a new fence takes the writing branch. The
+        # refusing branch is empty (etcd would log it with every write, taken or not).
         "compare": [{"key": b64(fence), "target": "VALUE", "result": "GREATER",
                      "value": padded}],
-        "success": [{"request_range": {"key": b64(fence)}}],
         "failure": [{"request_put": {"key": b64(fence), "value": padded}}] +
                    [{"request_put": {"key": b64(k), "value": b64(v)}} for k, v in puts],
     })
