@@ -46,7 +46,7 @@ class GatewayGuard final : public EtcdGuard {
     // The compare is the stale case: a value compare on a missing key is false, so a new fence
     // takes the writing (failure) branch too. The refusing (success) branch is empty: the
     // gateway decodes and etcd logs a branch it does not take (reading the fence there cost
-    // each write 0-5%), so a refusal reads the fence afterwards, for its message.
+    // accepted writes a few percent), so a refusal reads the fence afterwards, for its message.
     json::object body{
         {"compare",
          json::array{json::object{
