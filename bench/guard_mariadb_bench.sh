@@ -33,7 +33,13 @@
 #                       round trip: no-op (DO 0: the round trip alone), other-row (an UPDATE of
 #                       a row of another table: one more modified row), no-trigger (the upsert
 #                       on a copy of the fence table without triggers, GREATEST in place of the
-#                       check), same-token (the statement repeating one token: no row change)
+#                       check), same-token (the statement repeating one token: no row change);
+#                       and in with-write's form (the fence statement and the UPDATE as one
+#                       query): update-write (an UPDATE of a fence row made beforehand, checked
+#                       by the trigger: no insert attempt), bare-write (the trigger-less upsert);
+#                       and one-unguarded / one-guarded (the whole transaction as one query,
+#                       without and with the statement: the guard's cost with no round trip to
+#                       dilute it; compare the two with each other)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/lib.sh"  # median, free_port
@@ -109,8 +115,9 @@ if [ -n "${EXPLAIN:-}" ]; then
   # another table to write.
   "${client[@]}" bench -e "CREATE TABLE fences_bare (lock_name VARBINARY(255) NOT NULL PRIMARY KEY,
     highest BIGINT NOT NULL) ENGINE=InnoDB; CREATE TABLE other (id INT PRIMARY KEY, v BIGINT NOT NULL)
-    ENGINE=InnoDB; INSERT INTO other VALUES (1, 0);"
-  arms+=(no-op other-row no-trigger same-token)
+    ENGINE=InnoDB; INSERT INTO other VALUES (1, 0);
+    INSERT INTO fencekit_fences VALUES ('update-write', 1);"
+  arms+=(no-op other-row no-trigger same-token update-write bare-write one-unguarded one-guarded)
 fi
 if [ -n "${BEFORE_SQL:-}" ]; then
   "${client[@]}" -e "CREATE DATABASE before_"
@@ -134,7 +141,12 @@ awk -v cycles="$((cycles + 1))" -v b="$block" -v arms="${arms[*]}" 'BEGIN {
         t = ++token[a]
         write = "UPDATE rows_ SET v = v + 1 WHERE id = " (c * b + i) % 1000 ";"
         advance = "INSERT INTO fencekit_fences (lock_name, highest) VALUES (" q a q ", " t ") ON DUPLICATE KEY UPDATE highest = VALUES(highest);"
+        bare = "INSERT INTO fences_bare VALUES (" q a q ", " t ") ON DUPLICATE KEY UPDATE highest = GREATEST(highest, VALUES(highest));"
         # The client sends everything up to the delimiter as one query.
+        if (a == "one-unguarded" || a == "one-guarded") {
+          print "DELIMITER $$"; print "START TRANSACTION; " (a == "one-guarded" ? advance " " : "") write " COMMIT$$"; print "DELIMITER ;"
+          continue
+        }
         if (a == "with-begin") { print "DELIMITER $$"; print "START TRANSACTION; " advance "$$"; print "DELIMITER ;"; print write }
         else print "START TRANSACTION;"
         if (a == "unguarded") print write
@@ -143,7 +155,9 @@ awk -v cycles="$((cycles + 1))" -v b="$block" -v arms="${arms[*]}" 'BEGIN {
         if (a == "with-write") { print "DELIMITER $$"; print advance " " write "$$"; print "DELIMITER ;" }
         if (a == "no-op") { print "DO 0;"; print write }
         if (a == "other-row") { print "UPDATE other SET v = " t " WHERE id = 1;"; print write }
-        if (a == "no-trigger") { print "INSERT INTO fences_bare VALUES (" q a q ", " t ") ON DUPLICATE KEY UPDATE highest = GREATEST(highest, VALUES(highest));"; print write }
+        if (a == "no-trigger") { print bare; print write }
+        if (a == "update-write") { print "DELIMITER $$"; print "UPDATE fencekit_fences SET highest = " t " WHERE lock_name = " q a q "; " write "$$"; print "DELIMITER ;" }
+        if (a == "bare-write") { print "DELIMITER $$"; print bare " " write "$$"; print "DELIMITER ;" }
         if (a == "same-token") { print "INSERT INTO fencekit_fences (lock_name, highest) VALUES (" q a q ", 1) ON DUPLICATE KEY UPDATE highest = VALUES(highest);"; print write }
         if (a == "before") { print "CALL before_.fencekit_advance(" q a q ", " t ");"; print write }
         print "COMMIT;"
@@ -163,7 +177,7 @@ per_arm=$(((cycles + 1) * block))
 got="$("${client[@]}" -N bench -e "SELECT SUM(v) FROM rows_")"
 [ "$got" -eq $((${#arms[@]} * per_arm)) ] || { echo "guard_mariadb_bench: $got updates applied, expected $((${#arms[@]} * per_arm))" >&2; exit 1; }
 for arm in "${arms[@]}"; do
-  case "$arm" in unguarded | no-op | other-row | no-trigger | same-token) continue ;; esac
+  case "$arm" in unguarded | no-op | other-row | no-trigger | same-token | bare-write | one-unguarded) continue ;; esac
   db=bench
   [ "$arm" = before ] && db=before_
   highest="$("${client[@]}" -N "$db" -e "SELECT highest FROM fencekit_fences WHERE lock_name = '$arm'")"
