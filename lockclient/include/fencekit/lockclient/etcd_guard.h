@@ -29,7 +29,8 @@ class EtcdGuard {
   // In one transaction: when `fence_key` is absent or holds a token <= `token`, sets it to
   // EtcdFenceValue(token) and `data_key` to `value`; OK. Otherwise writes nothing and returns
   // kStaleToken "stale token T for fence key "K": the highest is H" (H read just after the
-  // refusal, so it may be higher than the token that refused T). kInvalidArgument for a
+  // refusal, so possibly above the token that refused T; "unknown (why)" when that read
+  // fails). kInvalidArgument for a
   // token < 1, empty keys or the same key twice; kUnavailable (and the like) when etcd did not
   // answer: the write may or may not have happened.
   virtual Status Put(std::string_view fence_key, std::string_view data_key, std::string_view value,
