@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <initializer_list>
+#include <string>
+
 #include "fencekit/common/clock.h"
 #include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
@@ -34,6 +37,19 @@ TEST(FencingTokenTest, RejectsEverythingElseWithoutClamping) {
   EXPECT_FALSE(FencingToken::FromInt(-5).ok());
 }
 
+// Each of `bad` is refused by `parse` with the durations' one message, naming `units`.
+template <typename Parse>
+void ExpectEachRefusedSaying(Parse parse, std::initializer_list<const char*> bad,
+                             const std::string& units) {
+  for (const char* text : bad) {
+    auto d = parse(text);
+    ASSERT_FALSE(d.ok()) << text;
+    EXPECT_EQ(d.status().message(),
+              "duration \"" + std::string(text) +
+                  "\" is invalid: write seconds (10, 1.5) or a number with a unit, " + units);
+  }
+}
+
 TEST(UnitsTest, ParsesDurationsAndSizes) {
   EXPECT_EQ(ParseDuration("250ms").value(), std::chrono::milliseconds(250));
   EXPECT_EQ(ParseDuration("10s").value(), std::chrono::seconds(10));
@@ -45,15 +61,10 @@ TEST(UnitsTest, ParsesDurationsAndSizes) {
   EXPECT_EQ(ParseDuration("1.5m").value(), std::chrono::seconds(90));
   EXPECT_EQ(ParseDuration("2.0005").value(), std::chrono::milliseconds(2001));
   EXPECT_EQ(ParseDuration("0").value(), std::chrono::milliseconds(0));
-  for (const char* bad : {"", "s", "-1s", "1.", ".5", "1.5.2", "10x", "1 s", "0.0000000001"}) {
-    auto d = ParseDuration(bad);
-    ASSERT_FALSE(d.ok()) << bad;
-    // One message for every flag, saying what to write.
-    EXPECT_EQ(d.status().message(),
-              "duration \"" + std::string(bad) +
-                  "\" is invalid: write seconds (10, 1.5) or a number with a unit, ms, s, m or "
-                  "h (500ms, 2m)");
-  }
+  // One message for every flag, saying what to write.
+  ExpectEachRefusedSaying(ParseDuration,
+                          {"", "s", "-1s", "1.", ".5", "1.5.2", "10x", "1 s", "0.0000000001"},
+                          "ms, s, m or h (500ms, 2m)");
   EXPECT_NE(ParseDuration("99999999999h").status().message().find("too long"), std::string::npos);
   EXPECT_FALSE(ParseDuration("300us").ok());  // a flag in milliseconds takes no microseconds
 }
@@ -65,14 +76,9 @@ TEST(UnitsTest, FineDurationsTakeMicrosecondsAndTheSameGrammar) {
   EXPECT_EQ(ParseFineDuration("2m").value(), std::chrono::minutes(2));
   EXPECT_EQ(ParseFineDuration("0.0000005").value(), std::chrono::microseconds(1));  // nearest
   EXPECT_EQ(ParseFineDuration("0").value(), std::chrono::microseconds(0));
-  for (const char* bad : {"", "us", "-1us", "1.us", "10x", "1 us", "0.0000000001"}) {
-    auto d = ParseFineDuration(bad);
-    ASSERT_FALSE(d.ok()) << bad;
-    EXPECT_EQ(d.status().message(),
-              "duration \"" + std::string(bad) +
-                  "\" is invalid: write seconds (10, 1.5) or a number with a unit, us, ms, s, m or "
-                  "h (300us, 1.5ms)");
-  }
+  ExpectEachRefusedSaying(ParseFineDuration,
+                          {"", "us", "-1us", "1.us", "10x", "1 us", "0.0000000001"},
+                          "us, ms, s, m or h (300us, 1.5ms)");
   EXPECT_NE(ParseFineDuration("99999999999h").status().message().find("too long"),
             std::string::npos);
 }
