@@ -37,7 +37,7 @@ std::string Example(const std::string& name) {
 
 struct Summary {
   int exit_code = -1;
-  int runs = -1, failed_runs = -1, expired = -1;
+  int runs = -1, failed_runs = -1, expired = -1, operations = -1;
 };
 
 // `fencectl pause-test --worker WORKER` with a lock service of its own in `dir`, then `extra`;
@@ -59,12 +59,15 @@ Summary RunWorker(const TempDir& dir, const std::string& worker, std::vector<std
   s.exit_code = r.exit_code;
   std::smatch m;
   // The last line of stdout, exactly.
-  std::regex line(R"(pause-runs: runs=(\d+) failed_runs=(\d+) expired_leases=(\d+)\n$)");
+  std::regex line(
+      R"(pause-runs: runs=(\d+) failed_runs=(\d+) expired_leases=(\d+) operations=(\d+)\n$)");
   EXPECT_TRUE(std::regex_search(r.out, m, line)) << "stdout: " << r.out << "\nstderr: " << r.err;
   if (!m.empty()) {
     s.runs = std::stoi(m[1]);
     s.failed_runs = std::stoi(m[2]);
     s.expired = std::stoi(m[3]);
+    s.operations = std::stoi(m[4]);
+    EXPECT_GE(s.operations, s.runs) << "every run judged at least one operation";
   }
   EXPECT_EQ(s.exit_code, s.failed_runs > 0 ? 4 : 0) << r.err;
   return s;
@@ -104,6 +107,27 @@ TEST(PauseWorkerExamplesTest, CurlWorkerWithFencingFailsNoRun) {
   EXPECT_EQ(s.runs, 3);
   EXPECT_EQ(s.failed_runs, 0);
   EXPECT_GT(s.expired, 0);  // the pauses really outlived leases
+}
+
+// A second command against the same fenced with a lock service of its own (the first one's
+// --locks forgotten): fenced, bound to the first service, answers 409 wrong_service to every
+// write, the worker records nothing, and the kit says nothing was checked (exit 1), where it
+// used to pass.
+TEST(PauseWorkerExamplesTest, CurlWorkerWhoseWritesAreAllRefusedAsAnotherServiceIsNotJudged) {
+  TempDir dir, other;
+  FencedProcess fenced(dir.File("store.db"));
+  const std::vector<std::string> env = {"FENCED_URL=" + fenced.url()};
+  Summary first = RunWorker(dir, Example("counter-curl.sh"),
+                            {"--runs", "1", "--pauses", "0", "--run-length", "500ms"}, env);
+  ASSERT_EQ(first.exit_code, 0);
+  auto r = testing::RunCommand({testing::FencectlBinary(), "pause-test", "--worker",
+                                Example("counter-curl.sh"), "--work-dir", other.File("runs"),
+                                "--runs", "2", "--pauses", "0", "--run-length", "500ms", "-q"},
+                               env);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("nothing was checked: no worker recorded an operation"), std::string::npos)
+      << r.err;
 }
 
 TEST(PauseWorkerExamplesTest, CurlWorkerAgainstNoFencingStoreIsCaught) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <regex>
 
 namespace fencekit::timeline {
 namespace {
@@ -206,7 +207,11 @@ TEST(TimelineCustomLanesTest, FlaggedEventsAreRingedAndExplained) {
               {12, "worker 1", "reads k", std::nullopt, "", Kind::kRead},
               {14, "worker 1", "writes k=2", 5, "", Kind::kAccepted, "", true}};
   std::string html = RenderHtml(t);
-  EXPECT_EQ(Occurrences(html, "<g class=\"event flagged\">"), 2u) << html;
+  EXPECT_EQ(Occurrences(html, "<g class=\"event flagged\""), 2u) << html;
+  // The first flagged (in time) is the one the page opens scrolled to.
+  EXPECT_EQ(Occurrences(html, "<g class=\"event flagged\" id=\"first-flagged\">"), 1u) << html;
+  EXPECT_LT(html.find("first-flagged"), html.find("writes k=1"));
+  EXPECT_NE(html.find("<div id=\"drawing\">"), std::string::npos);
   EXPECT_EQ(Occurrences(html, "class=\"flag-ring\""), 2u);
   EXPECT_EQ(Occurrences(html, "<g class=\"event\">"), 1u);
   EXPECT_NE(html.find("font-weight=\"bold\">writes k=1</text>"), std::string::npos) << html;
@@ -220,6 +225,43 @@ TEST(TimelineCustomLanesTest, FlaggedEventsAreRingedAndExplained) {
   html = RenderHtml(t);
   EXPECT_EQ(html.find("flag"), std::string::npos) << "no legend without a flagged event";
   EXPECT_EQ(RenderJson(t).find("flagged"), std::string::npos);
+}
+
+TEST(TimelineCustomLanesTest, AnEventWithAnEndIsABarAsLongAsItTook) {
+  Timeline t = WorkerTimeline();
+  t.events = {{10, "worker 0", "read k = 1", std::nullopt, "", Kind::kAccepted},
+              {20, "worker 1", "write k := 2", std::nullopt, "", Kind::kUnknown},
+              {30, "worker 0", "releases", std::nullopt, "", Kind::kRelease}};
+  t.events[0].end_ms = 20;  // ends at the next event's moment
+  t.events[1].end_ms = 25;  // halfway between two events
+  const std::string html = RenderHtml(t);
+  std::smatch m;
+  std::vector<std::pair<int, int>> bars;  // x, width
+  const std::regex rect("<rect class=\"op\" x=\"([0-9]+)\" y=\"[0-9]+\" width=\"([0-9]+)\"");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), rect); it != std::sregex_iterator();
+       ++it) {
+    bars.emplace_back(std::stoi((*it)[1]), std::stoi((*it)[2]));
+  }
+  ASSERT_EQ(bars.size(), 2u) << html;
+  // The first ends where the second starts; the second ends halfway to the third event.
+  EXPECT_EQ(bars[0].first + bars[0].second, bars[1].first) << html;
+  const TimeAxis axis = LayOutTime({10, 20, 30}, 0);
+  EXPECT_NEAR(bars[1].second, (axis.x[2] - axis.x[1]) / 2, 1) << html;
+  EXPECT_NE(html.find("fill=\"#999\"/>"), std::string::npos);  // unknown: grey
+  EXPECT_EQ(html.find("id=\"drawing\""), std::string::npos) << "nothing flagged: no scrolling";
+}
+
+TEST(TimelineCustomLanesTest, ATableIsShownAboveTheDrawingEscaped) {
+  Timeline t = WorkerTimeline();
+  t.events = {{10, "worker 0", "read k = 1", std::nullopt, "", Kind::kAccepted}};
+  t.table = {.caption = "Named <ops>", .head = {"client", "value"}, .rows = {{"0", "<b>"}}};
+  const std::string html = RenderHtml(t);
+  EXPECT_NE(html.find("<caption>Named &lt;ops&gt;</caption>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<tr><th>client</th><th>value</th></tr>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<tr><td>0</td><td>&lt;b&gt;</td></tr>"), std::string::npos) << html;
+  EXPECT_LT(html.find("<table"), html.find("<svg"));
+  t.table.rows.clear();
+  EXPECT_EQ(RenderHtml(t).find("<table"), std::string::npos);
 }
 
 TEST(TimelineHtmlTest, ATitleReplacesTheDemosHeading) {

@@ -55,7 +55,8 @@ store commands take --token-file FILE (default: the token in $FENCEKIT_STORE_TOK
 --service defaults to $FENCING_SERVICE (set by fencectl run), else none is sent.
 Exit codes: 0 success; 1 error; 2 lock busy or wait timed out (run: -E CODE); 3 write refused
 as stale, or check-token: the token is not the current holder's; 4 pause-test: the expectation
-failed (with --worker: a run failed its check); 5 run: the lease was lost while the command ran
+failed (with --worker: a check ran and judged a run wrong; a run it could not judge exits 1);
+5 run: the lease was lost while the command ran
 (whatever the command returned); 6 put, delete, batch: a version precondition failed; 64 usage
 error. run otherwise exits with the command's code.
 

@@ -12,16 +12,40 @@ namespace {
 // The options only the built-in workload takes, and those only --worker takes.
 constexpr const char* kBuiltInOnly[] = {"no-fencing",       "kill-store", "restart-locks",
                                         "kill-etcd-leader", "max-delay",  "fenced"};
-constexpr const char* kWorkerOnly[] = {"check",          "setup",      "lock",
-                                       "worker-timeout", "kill-grace", "check-timeout"};
+constexpr const char* kWorkerOnly[] = {"check",      "setup",         "lock",          "worker-timeout",
+                                       "kill-grace", "check-timeout", "min-operations"};
+
+// The harness's errors: a usage error exits 64, anything else that stopped the runs 1 (never 2
+// or 4: those say something about locks or runs).
+int FailHarness(const Status& s) {
+  return s.IsInvalidArgument() ? FailUsage(s) : Fail(kExitError, s.message());
+}
+
+// Whether the option was on the command line (not its default, nor absent).
+bool Given(const po::variables_map& vm, const char* name) {
+  return vm.count(name) > 0 && !vm[name].defaulted();
+}
+
+std::string Plural(long long n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
 
 // fencectl pause-test --worker CMD: the user's own worker under the kit's pauses.
 int WorkerPauseTest(const po::variables_map& vm) {
   for (const char* name : kBuiltInOnly) {
-    if (!vm[name].defaulted()) {
+    if (Given(vm, name)) {
       return Fail(kExitUsage, std::string("--") + name +
                                   " is for the built-in workload, not with --worker: the kit "
                                   "does not own your store (see fencectl pause-test --help)");
+    }
+  }
+  for (const char* name : {"check", "setup"}) {
+    // Given but empty (an unset variable): not the built-in check, nor no setup.
+    if (Given(vm, name) && vm[name].as<std::string>().empty()) {
+      return Fail(kExitError, std::string("--") + name +
+                                  " is an empty command, so it cannot be started (an unset "
+                                  "variable in a script?); give the command, or leave --" +
+                                  name + " out");
     }
   }
   pausetest::WorkerTestOptions o;
@@ -38,6 +62,10 @@ int WorkerPauseTest(const po::variables_map& vm) {
   o.pauses_per_run = vm["pauses"].as<int>();
   o.work_dir = vm["work-dir"].as<std::string>();
   o.keep_all = vm["keep"].as<bool>();
+  if (vm.count("min-operations")) {
+    o.min_operations = vm["min-operations"].as<int>();
+    if (o.min_operations < 0) return Fail(kExitUsage, "--min-operations must be >= 0");
+  }
   for (auto [name, out] :
        {std::pair{"ttl", &o.ttl}, std::pair{"run-length", &o.run_length},
         std::pair{"worker-timeout", &o.worker_timeout}, std::pair{"kill-grace", &o.kill_grace},
@@ -58,14 +86,13 @@ int WorkerPauseTest(const po::variables_map& vm) {
     };
   }
   auto summary = pausetest::RunWorkerPauseTests(o);
-  if (!summary.ok()) {
-    if (summary.status().IsInvalidArgument()) return FailUsage(summary.status());
-    return FailOpen(summary.status());
-  }
+  if (!summary.ok()) return FailHarness(summary.status());
   const auto& s = *summary;
-  std::cerr << "pause-test: " << s.runs << " runs of --worker, " << s.worker_invocations
-            << " invocations (" << s.worker_failures << " did not exit 0); "
-            << s.runs_with_expired_leases << " runs with a lease that expired while in use; "
+  std::cerr << "pause-test: " << Plural(s.runs, "run") << " of --worker, "
+            << Plural(s.worker_invocations, "invocation") << " (" << s.worker_failures
+            << " did not exit 0), " << Plural(s.operations, "operation") << " checked; "
+            << Plural(s.runs_with_expired_leases, "run")
+            << " with a lease that expired while in use; "
             << (s.work_dir.empty() ? "files: none kept (no run failed; --keep keeps them)"
                                    : "files: " + s.work_dir)
             << "\n";
@@ -121,14 +148,19 @@ int PauseTest(const std::vector<std::string>& args) {
       "with --worker: how long a worker still running at the run's end may finish, and "
       "between SIGTERM and SIGKILL")(
       "check-timeout", po::value<std::string>()->default_value("60s"),
-      "with --worker: the limit of --setup, --check and the built-in check");
+      "with --worker: the limit of --setup, --check and the built-in check")(
+      "min-operations", po::value<int>(),
+      "with --worker: a run is judged only when its check had at least N operations (default: "
+      "1 with the built-in check; with --check, 0, else lines of the merged history)");
   auto p = Parse("pause-test", desc, {}, args);
   if (!p.ok()) return FailUsage(p.status());
   if (p->help) return kExitOk;
   const auto& vm = p->vm;
-  if (!vm["worker"].as<std::string>().empty()) return WorkerPauseTest(vm);
+  // Given, even empty (an unset variable), --worker means the user's worker, never the
+  // built-in workload.
+  if (Given(vm, "worker")) return WorkerPauseTest(vm);
   for (const char* name : kWorkerOnly) {
-    if (!vm[name].defaulted()) {
+    if (Given(vm, name)) {
       return Fail(kExitUsage, std::string("--") + name + " needs --worker CMD");
     }
   }
@@ -171,9 +203,9 @@ int PauseTest(const std::vector<std::string>& args) {
   }
   auto summary = pausetest::RunPauseTests(o);
   // kInvalidArgument: options that cannot go together, or a malformed --locks (usage errors).
-  if (!summary.ok()) return FailOpen(summary.status());
+  if (!summary.ok()) return FailHarness(summary.status());
   const auto& s = *summary;
-  std::cerr << "pause-test: " << s.runs << " runs (" << (o.fencing ? "fencing on" : "no fencing")
+  std::cerr << "pause-test: " << Plural(s.runs, "run") << " (" << (o.fencing ? "fencing on" : "no fencing")
             << ", locks "
             << (o.start_redis      ? "own redis-server"
                 : o.start_etcd > 0 ? "own etcd cluster of " + std::to_string(o.start_etcd) +
@@ -186,8 +218,7 @@ int PauseTest(const std::vector<std::string>& args) {
                                          std::to_string(s.runs) + " runs; "
                                    : "")
             << s.runs_with_expired_leases << " with a lease that expired while in use; "
-            << s.acknowledged_writes
-            << " acknowledged writes; missing_acknowledged=" << s.missing_acknowledged << "; "
+            << Plural(s.acknowledged_writes, "acknowledged write") << "; missing_acknowledged=" << s.missing_acknowledged << "; "
             << (s.work_dir.empty() ? "files: none kept (no run failed; --keep keeps them)"
                                    : "files: " + s.work_dir)
             << "\n";

@@ -292,6 +292,35 @@ const char* Fill(Kind k) {
   }
 }
 
+// The x of time `ms` on `axis` (laid out for `times`, in order): an event's own x, else
+// interpolated between the events around it (past the last, kPxPerMs on from it).
+int XAtTime(const TimeAxis& axis, const std::vector<std::int64_t>& times, std::int64_t ms) {
+  if (times.empty()) return axis.end;
+  auto after = std::upper_bound(times.begin(), times.end(), ms);
+  if (after == times.begin()) return axis.x.front();
+  const std::size_t i = static_cast<std::size_t>(after - times.begin()) - 1;
+  if (after == times.end()) {
+    return axis.x[i] + static_cast<int>(std::min<double>(
+                           static_cast<double>(ms - times[i]) * TimeAxis::kPxPerMs, 400));
+  }
+  const std::size_t j = i + 1;
+  const double f = static_cast<double>(ms - times[i]) / static_cast<double>(times[j] - times[i]);
+  return axis.x[i] + static_cast<int>(f * (axis.x[j] - axis.x[i]));
+}
+
+std::string TableHtml(const Table& table) {
+  if (table.rows.empty()) return "";
+  std::string html = "<table class=\"named\"><caption>" + Escape(table.caption) + "</caption>\n<tr>";
+  for (const auto& h : table.head) html += "<th>" + Escape(h) + "</th>";
+  html += "</tr>\n";
+  for (const auto& row : table.rows) {
+    html += "<tr>";
+    for (const auto& cell : row) html += "<td>" + Escape(cell) + "</td>";
+    html += "</tr>\n";
+  }
+  return html + "</table>\n";
+}
+
 }  // namespace
 
 std::string RenderHtml(const Timeline& t) {
@@ -315,7 +344,11 @@ std::string RenderHtml(const Timeline& t) {
   std::vector<std::int64_t> times;
   for (const Event* e : events) times.push_back(e->time_ms);
   const TimeAxis axis = LayOutTime(times, kLeft + 20);
-  const int width = axis.end + 360;
+  int last_end = axis.end;
+  for (const Event* e : events) {
+    if (e->end_ms) last_end = std::max(last_end, XAtTime(axis, times, *e->end_ms));
+  }
+  const int width = last_end + 360;
   std::vector<std::vector<std::size_t>> lane_members(lane_count);
   for (std::size_t i = 0; i < n; ++i) lane_members[lane_of[i]].push_back(i);
   // Each lane's labels in rows above its line, and its events' times in rows below it (once
@@ -386,14 +419,25 @@ std::string RenderHtml(const Timeline& t) {
   }
   Appendf(svg, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#bbb\"/>\n",
           axis_from, kTop - 14, width - 20, kTop - 14);
+  // When the drawing scrolls (something is flagged), the lanes' titles stay put beside it.
+  const bool scrolls =
+      std::any_of(events.begin(), events.end(), [](const Event* e) { return e->flagged; });
+  std::string titles;
+  if (scrolls) {
+    Appendf(titles,
+            "<svg class=\"lane-titles\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+            "height=\"%d\" font-family=\"sans-serif\" font-size=\"11\">\n",
+            kLeft, height);
+  }
   for (std::size_t lane = 0; lane < lane_count; ++lane) {
-    Appendf(svg,
-            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>\n"
+    Appendf(svg, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>\n", kLeft,
+            line_y[lane], width - 20, line_y[lane]);
+    Appendf(scrolls ? titles : svg,
             "<text class=\"lane-label\" x=\"10\" y=\"%d\" font-weight=\"bold\" "
             "font-size=\"12\">%s</text>\n",
-            kLeft, line_y[lane], width - 20, line_y[lane], line_y[lane] + 4,
-            Escape(lanes.lanes[lane].title).c_str());
+            line_y[lane] + 4, Escape(lanes.lanes[lane].title).c_str());
   }
+  if (scrolls) titles += "</svg>";
   auto x_at = [&](std::size_t i) { return i < n ? axis.x[i] : axis.end + 40; };
   auto bar = [&](const std::string& actor, std::size_t from, std::size_t to,
                  const std::string& label) {
@@ -439,13 +483,24 @@ std::string RenderHtml(const Timeline& t) {
     const Event& e = *events[i];
     int ly = line_y[lane_of[i]];
     int label_y = ly - 22 - row[i] * kRowHeight;
-    any_flagged = any_flagged || e.flagged;
-    // A flagged event: a red ring around its dot, its label bold.
+    // A flagged event: a red ring around its dot, its label bold; the first is scrolled to.
     Appendf(svg,
-            "<g class=\"%s\"><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
-            "stroke=\"#ccc\"/><circle cx=\"%d\" cy=\"%d\" r=\"6\" fill=\"%s\"/>",
-            e.flagged ? "event flagged" : "event", x_at(i), label_y + 3, x_at(i), ly - 6, x_at(i),
-            ly, Fill(e.kind));
+            "<g class=\"%s\"%s><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
+            "stroke=\"#ccc\"/>",
+            e.flagged ? "event flagged" : "event",
+            e.flagged && !any_flagged ? " id=\"first-flagged\"" : "", x_at(i), label_y + 3,
+            x_at(i), ly - 6);
+    any_flagged = any_flagged || e.flagged;
+    if (e.end_ms) {  // an operation: a bar from its start to its end
+      const int to = std::max(x_at(i) + 4, XAtTime(axis, times, *e.end_ms));
+      Appendf(svg,
+              "<rect class=\"op\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"8\" rx=\"2\" "
+              "fill=\"%s\"%s/>",
+              x_at(i), ly - 4, to - x_at(i), Fill(e.kind),
+              e.flagged ? " stroke=\"#d62728\" stroke-width=\"2\"" : "");
+    }
+    Appendf(svg, "<circle cx=\"%d\" cy=\"%d\" r=\"%d\" fill=\"%s\"/>", x_at(i), ly,
+            e.end_ms ? 3 : 6, Fill(e.kind));
     if (e.flagged) {
       Appendf(svg,
               "<circle class=\"flag-ring\" cx=\"%d\" cy=\"%d\" r=\"11\" fill=\"none\" "
@@ -471,19 +526,36 @@ std::string RenderHtml(const Timeline& t) {
   std::string note = "Time runs left to right, in proportion; a wait longer than " +
                      std::to_string(TimeAxis::kBreakMs) +
                      " ms is drawn as a grey break labelled with its length.";
+  if (!t.legend.empty()) note += "<br>\n" + Escape(t.legend);
   if (any_flagged) {
     note += "<br>\n" + Escape(t.flagged_legend.empty()
                                   ? "Circled in red: the operations the check named."
                                   : t.flagged_legend);
   }
-  std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
-                     Escape(title) +
-                     "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
-                     ".verdict{font-size:18px;font-weight:bold;white-space:pre-line;color:" +
-                     std::string(t.lesson_shown && t.fencing ? "#2a7d2a" : "#c0392b") +
-                     "}.note{color:#666;font-size:13px}</style></head>\n<body>\n<h1>" +
-                     Escape(heading) + "</h1>\n<p class=\"verdict\">" + Escape(t.verdict) +
-                     "</p>\n<p class=\"note\">" + note + "</p>\n" + svg;
+  std::string html =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
+      Escape(title) +
+      "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
+      ".verdict{font-size:18px;font-weight:bold;white-space:pre-line;overflow-wrap:anywhere;"
+      "color:" +
+      std::string(t.lesson_shown && t.fencing ? "#2a7d2a" : "#c0392b") +
+      "}.note{color:#666;font-size:13px}#drawing{overflow-x:auto;flex:1}"
+      "table.named{border-collapse:collapse;font-size:13px;margin:8px 0}"
+      "table.named caption{text-align:left;font-weight:bold;padding:4px 0}"
+      "table.named td,table.named th{border:1px solid #ccc;padding:2px 6px;text-align:left;"
+      "overflow-wrap:anywhere;max-width:320px}</style></head>\n<body>\n<h1>" +
+      Escape(heading) + "</h1>\n<p class=\"verdict\">" + Escape(t.verdict) +
+      "</p>\n<p class=\"note\">" + note + "</p>\n" + TableHtml(t.table);
+  if (any_flagged) {
+    // The drawing scrolls inside the page, opened at the first flagged event.
+    html += "<div style=\"display:flex\">" + titles + "<div id=\"drawing\">\n" + svg +
+            "</div></div>\n<script>(function(){var f=document.getElementById('first-flagged'),"
+            "d=document.getElementById('drawing');if(!f||!d)return;"
+            "d.scrollLeft+=f.getBoundingClientRect().left-d.getBoundingClientRect().left-"
+            "Math.min(240,d.clientWidth/4);})();</script>\n";
+  } else {
+    html += svg;
+  }
   // The demo always says its final value; a timeline of other lanes only when it has one.
   if (t.lanes.empty() || !t.final_value.empty()) {
     html += "<p>Final value: <code>" + Escape(JsonSafeText(t.final_value)) + "</code></p>\n";

@@ -36,6 +36,16 @@ struct Event {
   Kind kind = Kind::kNote;
   std::string holder;    // kExpire: whose lease ran out, a lane's id (drawn, not exported)
   bool flagged = false;  // drawn circled in red with a bold label: what a check named
+  // Set: the event took from time_ms to end_ms (an operation), drawn in the HTML as a bar that
+  // long on its lane, in its kind's colour.
+  std::optional<std::int64_t> end_ms;
+};
+
+// A table printed above the HTML drawing, e.g. the operations a check named; cells are text.
+struct Table {
+  std::string caption;
+  std::vector<std::string> head;
+  std::vector<std::vector<std::string>> rows;
 };
 
 // A lane of the diagram. A client's lane (`client`) carries lease bars (from its kGrant to a
@@ -62,6 +72,8 @@ struct Timeline {
   // The HTML note's line when an event is flagged; empty: "Circled in red: the operations the
   // check named."
   std::string flagged_legend;
+  Table table;         // shown when it has rows
+  std::string legend;  // a line of the HTML note, shown when set
 };
 
 // The demo's lanes, in order: "A", "B", "lock service", "store".
@@ -88,7 +100,8 @@ std::string RenderJson(const Timeline& t);
 // A standalone page (inline SVG, no network resources) drawing lanes, lease bars, the pause
 // and the writes, like Kleppmann's figure, on a time-proportional axis (LayOutTime) with labels
 // that never overlap (StackLabels). Linear in the events but for labels at one moment on one lane
-// (StackLabels); a long run makes a wide page.
+// (StackLabels). A long run makes a wide drawing: when an event is flagged, the drawing scrolls
+// inside the page's width and opens scrolled to the first flagged event (id "first-flagged").
 std::string RenderHtml(const Timeline& t);
 
 // The HTML timeline's time axis. Events at the same time share their x (the store's refusal

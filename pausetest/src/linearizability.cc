@@ -361,12 +361,17 @@ std::string Quoted(const std::string& key) {
   return out + (key.size() > 80 ? "...\"" : "\"");
 }
 
+// "1 operation", "2 operations".
+std::string Count(std::size_t n, const char* noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 void AppendOps(const std::vector<RegisterOp>& all, std::vector<std::size_t> indices,
-               std::int64_t origin, std::size_t limit, std::string* out) {
+               std::int64_t origin, std::string_view file, std::size_t limit, std::string* out) {
   std::stable_sort(indices.begin(), indices.end(),
                    [&](std::size_t a, std::size_t b) { return all[a].start_us < all[b].start_us; });
   for (std::size_t i = 0; i < indices.size() && i < limit; ++i) {
-    *out += "\n  " + Describe(all[indices[i]], origin);
+    *out += "\n  " + Describe(all[indices[i]], origin, file);
   }
   if (indices.size() > limit) {
     *out += "\n  ... and " + std::to_string(indices.size() - limit) + " more";
@@ -377,7 +382,8 @@ void AppendOps(const std::vector<RegisterOp>& all, std::vector<std::size_t> indi
 
 LinearizabilityReport CheckLinearizable(const std::vector<RegisterOp>& ops,
                                         std::chrono::steady_clock::time_point deadline,
-                                        Clock* clock, std::int64_t origin_us) {
+                                        Clock* clock, std::int64_t origin_us,
+                                        std::string_view file) {
   Budget budget(clock != nullptr ? clock : Clock::Real(), deadline);
   std::map<std::string, std::vector<std::size_t>> by_key;  // keys in name order: a stable report
   for (std::size_t i = 0; i < ops.size(); ++i) by_key[ops[i].key].push_back(i);
@@ -405,8 +411,8 @@ LinearizabilityReport CheckLinearizable(const std::vector<RegisterOp>& ops,
         undecided.message =
             "key " + Quoted(key) + ": undecided, the search " +
             (full == SearchResult::kOutOfTime ? "ran out of time" : "reached its memory bound") +
-            " over its " + std::to_string(h.ops.size()) + " operations" + times + ":";
-        AppendOps(ops, h.all, origin, 20, &undecided.message);
+            " over its " + Count(h.ops.size(), "operation") + times + ":";
+        AppendOps(ops, h.all, origin, file, 20, &undecided.message);
       }
       continue;
     }
@@ -421,32 +427,38 @@ LinearizabilityReport CheckLinearizable(const std::vector<RegisterOp>& ops,
       std::sort(report.window.begin(), report.window.end(), [&](std::size_t a, std::size_t b) {
         return ops[a].start_us != ops[b].start_us ? ops[a].start_us < ops[b].start_us : a < b;
       });
-      report.message = "key " + Quoted(key) + " is not linearizable: these " +
-                       std::to_string(w->ops.size()) + " operations cannot be ordered" + times +
-                       ":";
-      AppendOps(ops, w->ops, origin, 50, &report.message);
-      report.message +=
-          "\nNo order of them, each taking effect within its interval, starting from absent or "
-          "from any value written before them";
+      const bool one = w->ops.size() == 1;
+      report.message = "key " + Quoted(key) + " is not linearizable: " +
+                       (one ? std::string("this operation cannot be ordered")
+                            : "these " + std::to_string(w->ops.size()) +
+                                  " operations cannot be ordered") +
+                       times + ":";
+      AppendOps(ops, w->ops, origin, file, 50, &report.message);
+      report.message += one ? "\nNo moment within its interval, starting from absent or from any "
+                              "value written before it"
+                            : "\nNo order of them, each taking effect within its interval, "
+                              "starting from absent or from any value written before them";
       if (!w->extras.empty()) {
         report.message += w->extras.size() == 1
-                              ? ", with or without the write concurrent with them,"
+                              ? std::string(", with or without the write concurrent with ") +
+                                    (one ? "it," : "them,")
                               : ", with or without the " + std::to_string(w->extras.size()) +
-                                    " writes concurrent with them,";
+                                    " writes concurrent with " + (one ? "it," : "them,");
       }
+      if (w->extras.empty()) report.message += ",";
       report.message += " is what one register would do.";
       if (!w->extras.empty()) {
         report.message += "\nThe concurrent writes:";
-        AppendOps(ops, w->extras, origin, 10, &report.message);
+        AppendOps(ops, w->extras, origin, file, 10, &report.message);
       }
     } else {
       report.window = h.all;
       report.message = "key " + Quoted(key) + " is not linearizable: no order of its " +
-                       std::to_string(h.ops.size()) +
-                       " operations is what one register would do (the search for the smallest "
+                       Count(h.ops.size(), "operation") +
+                       " is what one register would do (the search for the smallest "
                        "window that cannot be ordered " +
                        (out_of_time ? "ran out of time" : "found none") + ")" + times + ":";
-      AppendOps(ops, h.all, origin, 20, &report.message);
+      AppendOps(ops, h.all, origin, file, 20, &report.message);
     }
     return report;
   }

@@ -202,7 +202,7 @@ Result<std::vector<RegisterOp>> ReadRegisterHistory(const std::string& path, int
   return ops;
 }
 
-std::string Describe(const RegisterOp& op, std::int64_t origin_us) {
+std::string Describe(const RegisterOp& op, std::int64_t origin_us, std::string_view file) {
   std::string s = "client " + std::to_string(op.client) + " ";
   switch (op.kind) {
     case RegisterOp::Kind::kRead:
@@ -227,7 +227,10 @@ std::string Describe(const RegisterOp& op, std::int64_t origin_us) {
       break;
   }
   s += Seconds(op.start_us - origin_us) + "-" + Seconds(op.end_us - origin_us) + " s";
-  if (op.line > 0) s += " [line " + std::to_string(op.line) + "]";
+  if (op.line > 0) {
+    s += " [" + (file.empty() ? std::string() : Quote(file) + " ") + "line " +
+         std::to_string(op.line) + "]";
+  }
   return s;
 }
 

@@ -1,6 +1,9 @@
 #include "run_timeline.h"
 
 #include <algorithm>
+#include <cstdio>
+
+#include "fencekit/common/text.h"
 
 #include "timeline/timeline.h"
 
@@ -30,22 +33,41 @@ std::string OpLabel(const RegisterOp& op) {
   return s;
 }
 
+const char* Outcome(const RegisterOp& op) {
+  return op.outcome == RegisterOp::Outcome::kOk     ? "ok"
+         : op.outcome == RegisterOp::Outcome::kFail ? "fail"
+                                                    : "unknown";
+}
+
+// "1.234": seconds with milliseconds.
+std::string Seconds(std::int64_t us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(us) / 1e6);
+  return buf;
+}
+
 }  // namespace
 
 std::string RenderRunTimeline(const RunRecord& r) {
   timeline::Timeline t;
   t.scenario = "run " + std::to_string(r.run);
   t.title = "fencekit pause-test: run " + std::to_string(r.run) + " (seed " +
-            std::to_string(r.seed) + ") failed";
+            std::to_string(r.seed) + ", lock " + JsonSafeText(r.lock) + ") " +
+            (r.judged ? "failed" : "not judged");
   t.verdict = r.verdict;
-  t.flagged_legend = "Circled in red: the operations the check could not order.";
+  t.legend =
+      "Each recorded operation is a bar from its start to its end: green ok, red fail, grey "
+      "unknown.";
+  t.flagged_legend =
+      "Circled in red: the operations the check could not order, listed in the table above "
+      "(lines of history.jsonl).";
   const bool setup =
       std::any_of(r.ops.begin(), r.ops.end(), [](const RegisterOp& op) { return op.client < 0; });
   if (setup) t.lanes.push_back({"setup", "Setup", false});
   for (std::size_t c = 0; c < r.kit.size(); ++c) {
     t.lanes.push_back({Lane(static_cast<int>(c)), "Worker " + std::to_string(c), true});
   }
-  t.lanes.push_back({"lock service", "Lock service (" + r.lock + ")", false});
+  t.lanes.push_back({"lock service", "Lock service", false});  // the lock is in the title
   auto ms = [&](std::int64_t us) { return (us - r.origin_us) / 1000; };
   auto add = [&](std::int64_t us, const std::string& actor, std::string text, Kind kind,
                  std::optional<std::int64_t> token = std::nullopt) {
@@ -90,12 +112,32 @@ std::string RenderRunTimeline(const RunRecord& r) {
     const Kind kind = op.outcome == RegisterOp::Outcome::kOk     ? Kind::kAccepted
                       : op.outcome == RegisterOp::Outcome::kFail ? Kind::kRefused
                                                                  : Kind::kUnknown;
-    const char* outcome = op.outcome == RegisterOp::Outcome::kOk     ? "ok"
-                          : op.outcome == RegisterOp::Outcome::kFail ? "fail"
-                                                                     : "unknown";
-    std::size_t at = add(op.end_us, op.client < 0 ? "setup" : Lane(op.client),
+    const char* outcome = Outcome(op);
+    std::size_t at = add(op.start_us, op.client < 0 ? "setup" : Lane(op.client),
                          OpLabel(op) + " (" + outcome + ")", kind);
+    t.events[at].end_ms = ms(op.end_us);
     t.events[at].flagged = flagged[i];
+  }
+  // What the check named, beside the drawing, in time order.
+  t.table.caption = "The operations the check named (times in s since the run's start)";
+  t.table.head = {"client", "op", "key", "from", "value", "outcome", "start", "end", "line"};
+  std::vector<std::size_t> named = r.flagged;
+  std::sort(named.begin(), named.end(), [&](std::size_t a, std::size_t b) {
+    return r.ops[a].start_us < r.ops[b].start_us;
+  });
+  for (std::size_t i : named) {
+    if (i >= r.ops.size()) continue;
+    const RegisterOp& op = r.ops[i];
+    const bool cas = op.kind == RegisterOp::Kind::kCas;
+    t.table.rows.push_back(
+        {op.client < 0 ? "setup" : std::to_string(op.client),
+         op.kind == RegisterOp::Kind::kRead    ? "read"
+         : op.kind == RegisterOp::Kind::kWrite ? "write"
+                                               : "cas",
+         JsonSafeText(op.key), cas ? JsonSafeText(Text(op.from)) : "",
+         JsonSafeText(Text(op.value)), Outcome(op), Seconds(op.start_us - r.origin_us),
+         Seconds(op.end_us - r.origin_us),
+         op.line > 0 ? "history.jsonl " + std::to_string(op.line) : ""});
   }
   std::stable_sort(
       t.events.begin(), t.events.end(),

@@ -22,7 +22,8 @@ struct RunRecord {
   std::vector<std::vector<KitEvent>> kit;  // per client
   std::vector<RegisterOp> ops;             // every client's, and the setup's (client -1)
   std::vector<std::size_t> flagged;        // indices into ops: what the check named
-  std::string verdict;                     // why the run failed
+  std::string verdict;                     // why the run failed, or could not be judged
+  bool judged = true;                      // false: the harness could not judge the run
 };
 
 // A standalone HTML page (no network resources).

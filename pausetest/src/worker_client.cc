@@ -35,8 +35,9 @@ class EventLog {
   }
   bool ok() const { return fd_ >= 0; }
   void Append(const KitEvent& e) {
-    boost::json::object o{{"event", e.event}, {"token", e.token},   {"start_us", e.start_us},
-                          {"at_us", e.at_us}, {"detail", e.detail}, {"failed", e.failed}};
+    boost::json::object o{{"event", e.event},   {"token", e.token},       {"start_us", e.start_us},
+                          {"at_us", e.at_us},   {"detail", e.detail},     {"failed", e.failed},
+                          {"exit_code", e.exit_code}};
     std::string line = boost::json::serialize(o) + "\n";
     (void)!::write(fd_, line.data(), line.size());
   }
@@ -78,9 +79,10 @@ void KillOthersInGroup() {
 // Runs the worker (forked, in this process's group, so that a pause stops it with the
 // renewer) and waits for it: at most plan.worker_timeout, and plan.kill_grace once the run is
 // over; then SIGTERM to the group (this process ignores it), then SIGKILL after kill_grace.
-// Returns how it ended; `failed` when it did not exit 0 (unless stopped at the run's end).
+// Returns how it ended; `failed` when it did not exit 0 (unless stopped at the run's end),
+// `exit_code` its exit code (-1: a signal ended it).
 std::string RunWorker(const WorkerClientPlan& plan, const ShellEnvironment& env, int log_fd,
-                      bool& failed) {
+                      bool& failed, int& exit_code) {
   const pid_t pid = ::fork();
   if (pid < 0) {
     failed = true;
@@ -132,6 +134,7 @@ std::string RunWorker(const WorkerClientPlan& plan, const ShellEnvironment& env,
   if (!reaped) ::waitpid(pid, &status, 0);
   // Stopped because the run was over is the kit's doing, not a failure of the worker.
   failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !at_run_end;
+  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   std::string how = DescribeWaitStatus(status);
   if (stage > 0)
     how += std::string(stage == 1 ? " after SIGTERM" : " after SIGKILL") + " (" + why + ")";
@@ -188,13 +191,15 @@ int WorkerClientMain(const WorkerClientPlan& plan) {
     (void)!::write(log_fd, header.data(), header.size());
     const std::int64_t start_us = NowMicros();
     bool failed = false;
-    std::string how = RunWorker(plan, env, log_fd, failed);
+    int exit_code = -1;
+    std::string how = RunWorker(plan, env, log_fd, failed, exit_code);
     events.Append({.event = "worker",
                    .token = token,
                    .start_us = start_us,
                    .at_us = NowMicros(),
                    .detail = how,
-                   .failed = failed});
+                   .failed = failed,
+                   .exit_code = exit_code});
     Status released = held.Release();
     std::int64_t expired_at = lost_until_us.load();
     if (expired_at == 0 && (released.IsNotHeld() || held.lost())) {
@@ -236,6 +241,8 @@ std::vector<KitEvent> ReadKitEvents(const std::string& path) {
     e.at_us = num("at_us");
     auto* f = o.if_contains("failed");
     e.failed = f && f->is_bool() && f->as_bool();
+    auto* code = o.if_contains("exit_code");
+    e.exit_code = code && code->is_int64() ? static_cast<int>(code->as_int64()) : -1;
     out.push_back(std::move(e));
   }
   return out;

@@ -41,6 +41,7 @@ struct KitEvent {
   std::int64_t at_us = 0;
   std::string detail;
   bool failed = false;  // "worker": it did not exit 0 (and was not stopped at the run's end)
+  int exit_code = -1;   // "worker": its exit code; -1 when a signal ended it
 };
 
 // Reads a client's events file (a missing one is empty); malformed lines are skipped.

@@ -5,23 +5,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <boost/json/object.hpp>
-#include <boost/json/serialize.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <thread>
 
-#include "fencekit/common/text.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/pausetest/history.h"
-#include "fencekit/pausetest/linearizability.h"
-#include "fencekit/pausetest/register_history.h"
 #include "fencekit/procutil/etcd_cluster.h"
 #include "fencekit/procutil/redis_server.h"
 #include "run_schedule.h"
 #include "run_timeline.h"
+#include "run_verdict.h"
 #include "shell_command.h"
 #include "work_dir.h"
 #include "worker_client.h"
@@ -33,8 +28,24 @@ namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
+bool Blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
+
 Status CheckOptions(const WorkerTestOptions& o) {
-  if (o.worker.empty()) return Status::InvalidArgument("--worker needs a command");
+  if (Blank(o.worker)) {
+    return Status::InvalidArgument(
+        "--worker is empty: give the command each client runs under the lock (an unset "
+        "variable in a script?)");
+  }
+  // Not a usage error: the command could not be started, as one the shell does not find.
+  for (auto [name, command] : {std::pair{"--check", &o.check}, std::pair{"--setup", &o.setup}}) {
+    if (!command->empty() && Blank(*command)) {
+      return Status::Unavailable(std::string(name) +
+                                 " is an empty command, so it cannot be started (an unset "
+                                 "variable in a script?); give the command, or leave " +
+                                 name + " out");
+    }
+  }
+  if (o.min_operations < -1) return Status::InvalidArgument("--min-operations must be >= 0");
   if (o.runs < 1) return Status::InvalidArgument("--runs must be at least 1");
   if (o.clients < 2) {
     return Status::InvalidArgument(
@@ -95,37 +106,6 @@ Status StartLocks(const WorkerTestOptions& o, const std::string& work, LockServi
   return info.ok() ? Status::Ok() : info.status();
 }
 
-// The user's text quoted in our messages: valid UTF-8, no control characters but newlines.
-std::string Quote(const std::string& text) {
-  std::string out;
-  for (char c : JsonSafeText(text)) {
-    out += (static_cast<unsigned char>(c) < 0x20 && c != '\n') ? '?' : c;
-  }
-  while (!out.empty() && out.back() == '\n') out.pop_back();
-  return out;
-}
-
-std::string OpLine(const RegisterOp& op) {
-  auto value = [](const std::optional<std::string>& v) -> boost::json::value {
-    if (v) return boost::json::value(*v);
-    return nullptr;
-  };
-  boost::json::object o;
-  o["client"] = op.client;
-  o["op"] = op.kind == RegisterOp::Kind::kRead    ? "read"
-            : op.kind == RegisterOp::Kind::kWrite ? "write"
-                                                  : "cas";
-  o["key"] = op.key;
-  if (op.kind == RegisterOp::Kind::kCas) o["from"] = value(op.from);
-  o["value"] = value(op.value);
-  o["start_us"] = op.start_us;
-  o["end_us"] = op.end_us;
-  o["outcome"] = op.outcome == RegisterOp::Outcome::kOk     ? "ok"
-                 : op.outcome == RegisterOp::Outcome::kFail ? "fail"
-                                                            : "unknown";
-  return boost::json::serialize(o);
-}
-
 // Forks the clients of one run, each leading its own process group.
 std::vector<pid_t> ForkClients(const WorkerClientPlan& base, int count, int stop_write_fd) {
   std::vector<pid_t> clients;
@@ -167,70 +147,35 @@ void ReapClients(const std::vector<pid_t>& clients, SteadyClock::time_point dead
 }
 
 struct RunResult {
-  bool failed = false;
-  std::string why;  // when failed: the violation, in a few lines
+  Judgement judgement;
   int expired_leases = 0;
   int invocations = 0;
   int worker_failures = 0;
 };
 
-// The check of one run: the user's, or the linearizability of the recorded operations.
-void Judge(const WorkerTestOptions& o, const std::vector<std::pair<std::string, std::string>>& env,
-           const std::string& dir, RunRecord& record, RunResult& result) {
-  // Every client's history (and the setup's, as client -1), merged into dir/history.jsonl.
-  std::vector<std::pair<int, std::string>> files = {{-1, dir + "/setup.history.jsonl"}};
-  for (std::size_t c = 0; c < record.kit.size(); ++c) {
-    files.push_back({static_cast<int>(c), dir + "/client-" + std::to_string(c) + ".history.jsonl"});
-  }
-  std::vector<std::string> bad;
-  for (const auto& [client, path] : files) {
-    auto ops = ReadRegisterHistory(path, client);
-    if (!ops.ok()) {
-      bad.push_back(ops.status().message());
-      continue;
-    }
-    record.ops.insert(record.ops.end(), ops->begin(), ops->end());
-  }
-  std::stable_sort(
-      record.ops.begin(), record.ops.end(),
-      [](const RegisterOp& a, const RegisterOp& b) { return a.start_us < b.start_us; });
-  {
-    std::ofstream merged(dir + "/history.jsonl");
-    for (const auto& op : record.ops) merged << OpLine(op) << "\n";
-  }
-  if (!bad.empty()) {
-    result.failed = true;
-    result.why = "a worker recorded a malformed history line: " + bad.front();
-    return;
-  }
-  if (!o.check.empty()) {
-    auto check_env = env;
-    check_env.push_back({"FENCEKIT_HISTORY", dir + "/history.jsonl"});
-    auto checked =
-        RunShell(o.check, ShellEnvironment(check_env), o.check_timeout, dir + "/check.log");
-    if (!checked.ok()) {
-      result.failed = true;
-      result.why = "--check could not run: " + checked.status().message();
-    } else if (!checked->ok()) {
-      result.failed = true;
-      result.why = "--check: " + checked->Describe() +
-                   (checked->output.empty() ? "" : ":\n" + Quote(checked->output));
-    }
-    return;
-  }
-  auto report = CheckLinearizable(record.ops, SteadyClock::now() + o.check_timeout, nullptr,
-                                  record.origin_us);
-  if (report.ok()) return;
-  result.failed = true;
-  result.why = report.message;
-  record.flagged = report.window;
+// Writes the run's report.txt, and its timeline.html unless it passed.
+void Report(const Judgement& j, std::uint64_t run_seed, const std::string& dir,
+            RunRecord& record) {
+  std::ofstream report(dir + "/report.txt");
+  report << "run " << record.run << " seed " << run_seed << ": "
+         << (j.verdict == RunVerdict::kPassed   ? std::string("passed")
+             : j.verdict == RunVerdict::kFailed ? "FAILED\n" + j.why
+                                                : "NOT JUDGED (the harness could not judge it)\n" +
+                                                      j.why)
+         << "\n";
+  if (j.verdict == RunVerdict::kPassed) return;
+  record.judged = j.verdict == RunVerdict::kFailed;
+  record.verdict = record.judged ? j.why : "Not judged: " + j.why;
+  std::ofstream(dir + "/timeline.html") << RenderRunTimeline(record);
 }
 
-// One seeded run in `dir`.
+// One seeded run in `dir`; `ok_before` invocations of earlier runs exited 0.
 Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_uri, int run,
-                          std::uint64_t run_seed, const std::string& dir) {
+                          std::uint64_t run_seed, const std::string& dir, int ok_before) {
   const std::vector<std::pair<std::string, std::string>> env = {
       {"FENCING_LOCK", o.lock}, {"FENCEKIT_RUN", std::to_string(run)}, {"FENCEKIT_RUN_DIR", dir}};
+  RunWindow window{.from_us = NowMicros()};
+  RunRecord record{.run = run, .seed = run_seed, .lock = o.lock, .origin_us = NowMicros()};
   if (!o.setup.empty()) {
     auto setup_env = env;
     setup_env.push_back({"FENCEKIT_CLIENT", "setup"});
@@ -238,12 +183,20 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_u
     auto set = RunShell(o.setup, ShellEnvironment(setup_env), o.check_timeout, dir + "/setup.log");
     if (!set.ok()) return set.status();
     if (!set->ok()) {
-      return Status::Unavailable("--setup " + set->Describe() + " in run " + std::to_string(run) +
-                                 " (see " + dir + "/setup.log)" +
-                                 (set->output.empty() ? "" : ":\n" + Quote(set->output)));
+      const int code = WIFEXITED(set->wait_status) ? WEXITSTATUS(set->wait_status) : 0;
+      const std::string why =
+          "--setup " + set->Describe() + " in run " + std::to_string(run) +
+          (code == 127   ? " (the shell found no such command; fix the command)"
+           : code == 126 ? " (the command is not executable; fix the command)"
+                         : "") +
+          " (see " + dir + "/setup.log)" + (set->output.empty() ? "" : ":\n" + Quote(set->output));
+      std::ofstream(dir + "/report.txt") << "run " << run << " seed " << run_seed
+                                         << ": NOT JUDGED (the harness could not judge it)\n"
+                                         << why << "\n";
+      return Status::Unavailable(why);
     }
+    record.origin_us = NowMicros();
   }
-  RunRecord record{.run = run, .seed = run_seed, .lock = o.lock, .origin_us = NowMicros()};
   WorkerClientPlan base{.run = run,
                         .locks_uri = locks_uri,
                         .lock = o.lock,
@@ -267,6 +220,7 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_u
   ::close(stop[1]);  // clients let their worker finish (within kill_grace) and exit
   ReapClients(clients,
               SteadyClock::now() + o.worker_timeout + 3 * o.kill_grace + std::chrono::seconds(5));
+  window.to_us = NowMicros();
   if (!played.ok()) return played.status();
   if (static_cast<int>(clients.size()) < o.clients) return Status::Unavailable("fork failed");
   record.pauses = played->pauses;
@@ -287,14 +241,12 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_u
       }
     }
   }
-  Judge(o, env, dir, record, result);
-  std::ofstream report(dir + "/report.txt");
-  report << "run " << run << " seed " << run_seed << ": "
-         << (result.failed ? "FAILED\n" + result.why : std::string("passed")) << "\n";
-  if (result.failed) {
-    record.verdict = result.why;
-    std::ofstream(dir + "/timeline.html") << RenderRunTimeline(record);
+  if (std::string why = WorkerCannotRun(record, ok_before, dir); !why.empty()) {
+    result.judgement = {.verdict = RunVerdict::kNotJudged, .why = why};
+  } else {
+    result.judgement = JudgeRun(o, env, dir, window, record);
   }
+  Report(result.judgement, run_seed, dir, record);
   return result;
 }
 
@@ -303,7 +255,8 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_u
 std::string WorkerTestSummary::Line() const {
   return "pause-runs: runs=" + std::to_string(runs) +
          " failed_runs=" + std::to_string(failed_runs) +
-         " expired_leases=" + std::to_string(expired_leases);
+         " expired_leases=" + std::to_string(expired_leases) +
+         " operations=" + std::to_string(operations);
 }
 
 Result<WorkerTestSummary> RunWorkerPauseTests(const WorkerTestOptions& o) {
@@ -321,34 +274,32 @@ Result<WorkerTestSummary> RunWorkerPauseTests(const WorkerTestOptions& o) {
     fs::remove_all(dir, ec);
     fs::create_directories(dir, ec);
     if (ec) return Status::Unavailable("cannot create " + dir + ": " + ec.message());
-    auto result = RunOnce(o, locks.uri, run, run_seed, dir);
+    auto result = RunOnce(o, locks.uri, run, run_seed, dir,
+                          summary.worker_invocations - summary.worker_failures);
     if (!result.ok()) return result.status();
+    const Judgement& j = result->judgement;
+    if (j.verdict == RunVerdict::kNotJudged) {  // its folder stays, for its logs and report
+      return Status::Unavailable(j.why + " (run " + std::to_string(run) + "'s files: " + dir +
+                                 ")");
+    }
     summary.runs += 1;
-    summary.failed_runs += result->failed;
+    summary.failed_runs += j.verdict == RunVerdict::kFailed;
     summary.expired_leases += result->expired_leases;
     summary.runs_with_expired_leases += result->expired_leases > 0;
     summary.worker_invocations += result->invocations;
     summary.worker_failures += result->worker_failures;
+    summary.operations += j.operations;
     if (o.on_run) {
       std::string line = "invocations=" + std::to_string(result->invocations) +
                          " failed_invocations=" + std::to_string(result->worker_failures) +
-                         " expired_leases=" + std::to_string(result->expired_leases);
-      if (result->failed) {
-        line += "\n  " + result->why + "\n  timeline: " + dir + "/timeline.html";
+                         " expired_leases=" + std::to_string(result->expired_leases) +
+                         " operations=" + std::to_string(j.operations);
+      if (j.verdict == RunVerdict::kFailed) {
+        line += "\n  " + j.why + "\n  timeline: " + dir + "/timeline.html";
       }
-      o.on_run(run, run_seed, result->failed, line);
+      o.on_run(run, run_seed, j.verdict == RunVerdict::kFailed, line);
     }
-    if (summary.worker_invocations > 0 && summary.worker_failures == summary.worker_invocations) {
-      // Not one invocation so far exited 0: the command is broken, more runs would not say
-      // more. Its folder stays, for its logs.
-      return Status::Unavailable("no worker invocation exited 0 in run " + std::to_string(run) +
-                                 ": the --worker command fails; see " + dir + "/client-*.log");
-    }
-    if (!result->failed && !o.keep_all) fs::remove_all(dir, ec);
-  }
-  if (summary.worker_invocations == 0) {
-    return Status::Unavailable("no client got the lock in " + std::to_string(summary.runs) +
-                               " runs; see the client-*.events.jsonl files in " + *work);
+    if (j.verdict == RunVerdict::kPassed && !o.keep_all) fs::remove_all(dir, ec);
   }
   if (!o.keep_all && o.work_dir.empty() && summary.failed_runs == 0) {
     fs::remove_all(*work, ec);

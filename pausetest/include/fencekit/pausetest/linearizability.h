@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fencekit/common/clock.h"
@@ -37,9 +38,11 @@ struct LinearizabilityReport {
 // `deadline` on `clock` (nullptr: the real clock) the search gives up: kUndecided when no key was
 // found not linearizable; the clock is read every few thousand steps, so the check overruns the
 // deadline by a few milliseconds at most. Its memory is bounded too (about 256 MB of explored
-// states, then kUndecided). Safe to call from several threads at once.
+// states, then kUndecided). `history_file` names the file the ops' lines count in, for the
+// message (Describe). Safe to call from several threads at once.
 LinearizabilityReport CheckLinearizable(const std::vector<RegisterOp>& ops,
                                         std::chrono::steady_clock::time_point deadline,
-                                        Clock* clock = nullptr, std::int64_t origin_us = 0);
+                                        Clock* clock = nullptr, std::int64_t origin_us = 0,
+                                        std::string_view history_file = {});
 
 }  // namespace fencekit::pausetest

@@ -51,8 +51,9 @@ Result<RegisterOp> ParseRegisterOp(std::string_view line_text, int client);
 Result<std::vector<RegisterOp>> ReadRegisterHistory(const std::string& path, int client,
                                                     std::size_t max_ops = 1'000'000);
 
-// One line for reports: "client 2 cas counter 5 -> 6 (ok) 12.345-12.601 s [line 7]". Times are
-// seconds (with milliseconds) since `origin_us`; with the default 0, since the epoch.
-std::string Describe(const RegisterOp& op, std::int64_t origin_us = 0);
+// One line for reports: "client 2 cas counter 5 -> 6 (ok) 12.345-12.601 s [history.jsonl line 7]".
+// Times are seconds (with milliseconds) since `origin_us`; with the default 0, since the epoch.
+// `file` names the file that op.line counts in ("[line 7]" when empty).
+std::string Describe(const RegisterOp& op, std::int64_t origin_us = 0, std::string_view file = {});
 
 }  // namespace fencekit::pausetest

@@ -9,6 +9,12 @@
 // worker still believes it holds one; then `check` (or the built-in linearizability check of
 // the operations the workers recorded) judges the run. A failing run keeps its folder and a
 // timeline (timeline.html).
+//
+// Three outcomes, kept apart: a run passes; fails (its check ran and judged it wrong: counted
+// in failed_runs); or cannot be judged (the harness could not tell: a worker or check that
+// cannot be started, a malformed or out-of-time history, nothing checked, a check that ran out
+// of time or was killed). The last stops the command with an error saying what to fix, and the
+// run's report says "NOT JUDGED", never "passed".
 #pragma once
 
 #include <chrono>
@@ -24,6 +30,11 @@ struct WorkerTestOptions {
   std::string worker;  // the command, run by `sh -c`; required
   std::string check;   // empty: the built-in check of the recorded operations
   std::string setup;   // empty: none
+  // A run is judged only when its check had at least this many operations to judge: with the
+  // built-in check, the workers' operations with outcome ok or fail; with `check`, the lines
+  // of the merged history. Below it the run cannot be judged ("nothing was checked"). -1: 1
+  // with the built-in check, 0 with `check` (which may judge the store, not the history).
+  int min_operations = -1;
   std::string lock = "pause-test";
   // The lock service for the whole command (tokens only grow across runs, so the user's store
   // may keep its fences). Empty: an embedded SQLite file in the work directory; or, with
@@ -59,14 +70,17 @@ struct WorkerTestSummary {
   int runs_with_expired_leases = 0;
   int worker_invocations = 0;
   int worker_failures = 0;  // invocations that exited non-zero or were killed by a signal
-  std::string work_dir;     // empty when nothing was kept
-  // "pause-runs: runs=R failed_runs=F expired_leases=E"
+  // What the checks judged over all runs (see WorkerTestOptions::min_operations).
+  int operations = 0;
+  std::string work_dir;  // empty when nothing was kept
+  // "pause-runs: runs=R failed_runs=F expired_leases=E operations=O"
   std::string Line() const;
 };
 
 // Runs the runs. An error is the harness's (kInvalidArgument: options; kUnavailable: the lock
-// service, a setup that failed, no worker invocation that ever exited 0); a failing run is not
-// an error, it is counted. Must be called from a single-threaded process: clients are forked.
+// service, a setup that failed, a run that cannot be judged, with what to fix and where its
+// files are); a failing run is not an error, it is counted. Must be called from a
+// single-threaded process: clients are forked.
 Result<WorkerTestSummary> RunWorkerPauseTests(const WorkerTestOptions& options);
 
 }  // namespace fencekit::pausetest
