@@ -40,9 +40,9 @@ s=$(now); rec read "$v" "$s"
 TEST(PauseTimelineTest, AFailingRunsPageOpensAtWhatTheCheckNamedWithEveryOperationABar) {
   TempDir dir;
   const std::string work = dir.File("work");
-  auto r = RunCommand({testing::FencectlBinary(), "pause-test", "--worker", kLateViolation,
-                       "--runs", "1", "--pauses", "0", "--run-length", "2500ms", "--work-dir",
-                       work, "-q"});
+  auto r =
+      RunCommand({testing::FencectlBinary(), "pause-test", "--worker", kLateViolation, "--runs",
+                  "1", "--pauses", "0", "--run-length", "2500ms", "--work-dir", work, "-q"});
   ASSERT_EQ(r.exit_code, 4) << r.err;
   const std::string html = work + "/run-0/timeline.html";
   const int ops = Lines(work + "/run-0/history.jsonl");

@@ -57,8 +57,9 @@ std::string OutsideTheRun(const std::string& file, const RegisterOp& op, RunWind
     if (within(v)) continue;
     std::string unit;
     if (within(v * 1e3L)) {
-      unit = "; it looks like milliseconds (JavaScript's Date.now(), Java's "
-             "System.currentTimeMillis()): multiply by 1000";
+      unit =
+          "; it looks like milliseconds (JavaScript's Date.now(), Java's "
+          "System.currentTimeMillis()): multiply by 1000";
     } else if (within(v * 1e6L)) {
       unit = "; it looks like seconds: multiply by 1000000";
     } else if (within(v / 1e3L)) {
@@ -91,10 +92,8 @@ std::string TooFew(const WorkerTestOptions& o, const RunRecord& record, const st
   }
   int invocations = 0;
   for (const auto& events : record.kit) {
-    invocations += static_cast<int>(
-        std::count_if(events.begin(), events.end(), [](const KitEvent& e) {
-          return e.event == "worker";
-        }));
+    invocations += static_cast<int>(std::count_if(
+        events.begin(), events.end(), [](const KitEvent& e) { return e.event == "worker"; }));
   }
   if (invocations == 0) {
     return "nothing was checked: no client got the lock in run " + std::to_string(record.run) +
@@ -120,8 +119,10 @@ Judgement RunCheck(const WorkerTestOptions& o, Env env, const std::string& dir, 
   const std::string in_run = " in run " + std::to_string(run);
   if (checked->timed_out) {
     return NotJudged("--check ran out of time" + in_run + ": still running after --check-timeout " +
-                     std::to_string(o.check_timeout.count()) + "ms, so it was killed before it "
-                     "judged the run; raise --check-timeout or make the check faster" + output);
+                     std::to_string(o.check_timeout.count()) +
+                     "ms, so it was killed before it "
+                     "judged the run; raise --check-timeout or make the check faster" +
+                     output);
   }
   const int status = checked->wait_status;
   if (WIFSIGNALED(status)) {
@@ -130,10 +131,10 @@ Judgement RunCheck(const WorkerTestOptions& o, Env env, const std::string& dir, 
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
   if (code == 126 || code == 127) {
-    return NotJudged("--check cannot be started" + in_run + ": exit " + std::to_string(code) +
-                     (code == 127 ? ", the shell found no such command"
-                                  : ", the command is not executable") +
-                     "; fix the command (it runs through sh -c)" + output);
+    return NotJudged(
+        "--check cannot be started" + in_run + ": exit " + std::to_string(code) +
+        (code == 127 ? ", the shell found no such command" : ", the command is not executable") +
+        "; fix the command (it runs through sh -c)" + output);
   }
   if (code > 128) {
     return NotJudged("--check exit " + std::to_string(code) + in_run +
