@@ -455,11 +455,12 @@ class MariadbWorkerTest : public ::testing::Test {
                                     "WORK_SECONDS=0.2",
                                     "FENCEKIT_GUARD_SQL=" + GuardSql()};
     if (!fencing) env.push_back("FENCING=off");
-    auto r = testing::RunCommand(argv, env);
+    auto r = testing::RunCommand(argv, env); std::cerr << "SUMMARY " << ::testing::UnitTest::GetInstance()->current_test_info()->name() << " " << r.out;
     Summary s;
     s.exit_code = r.exit_code;
     std::smatch m;
-    std::regex line(R"(pause-runs: runs=(\d+) failed_runs=(\d+) expired_leases=(\d+)\n$)");
+    std::regex line(
+        R"(pause-runs: runs=(\d+) failed_runs=(\d+) expired_leases=(\d+) operations=(\d+)\n$)");
     EXPECT_TRUE(std::regex_search(r.out, m, line)) << "stdout: " << r.out << "\nstderr: " << r.err;
     if (!m.empty()) {
       s.runs = std::stoi(m[1]);

@@ -300,6 +300,49 @@ TEST(AnswerMemoryTest, UnreadListingsHoldNoMoreThanTheResponseBudget) {
   for (int fd : readers) close(fd);
 }
 
+// "503 busy" says nothing was stored; a decided batch is answered with its decision. fenced
+// reserves the answer before the store decides, so a batch whose receipts the budget cannot
+// hold is refused before anything is written (it used to be committed, then answered 503).
+TEST(AnswerMemoryTest, ABatchWhoseAnswerTheBudgetCannotHoldIsRefusedBeforeAnythingIsStored) {
+  TempDir dir;
+  FencedProcess fenced(dir.File("f.db"), {"--max-response-memory", "128KiB"});
+  RawConnection c(fenced.port());
+  // 1,000 puts of 100-byte keys: about 150 KB of receipts.
+  auto batch = [](char tag) {
+    std::string body = R"({"lock":"l","token":1,"writes":[)";
+    for (int i = 0; i < 1000; ++i) {
+      char name[8];
+      std::snprintf(name, sizeof name, "%04d", i);
+      body += std::string(i == 0 ? "" : ",") + R"({"op":"put","key":")" + tag + name +
+              std::string(95, 'k') + R"(","value":"v"})";
+    }
+    return body + "]}";
+  };
+  c.Send(Request("POST", "/v1/batch", {}, batch('a')));
+  auto r = c.Read();
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("\"error\":\"busy\""), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("--max-response-memory 131072 bytes"), std::string::npos) << r.body;
+  // Nothing was stored: no key, no decision in the history, no write counted.
+  c.Send(Request("GET", "/v1/objects/a0000" + std::string(95, 'k')));
+  EXPECT_EQ(c.Read().status, 404);
+  c.Send(Request("GET", "/v1/history"));
+  EXPECT_NE(c.Read().body.find("\"decisions\":[]"), std::string::npos);
+  c.Send(Request("GET", "/metrics"));
+  const std::string metrics = c.Read().body;
+  EXPECT_EQ(MetricValue(metrics, "fenced_writes_accepted_total"), 0u) << metrics;
+  EXPECT_EQ(MetricValue(metrics, "fenced_answers_refused_total"), 1u) << metrics;
+
+  // With room for the answer, the same batch is stored and every write is answered.
+  FencedProcess roomy(dir.File("g.db"), {"--max-response-memory", "1MiB"});
+  RawConnection d(roomy.port());
+  d.Send(Request("POST", "/v1/batch", {}, batch('b')));
+  auto ok = d.Read();
+  ASSERT_EQ(ok.status, 200) << ok.body.substr(0, 300);
+  EXPECT_GT(ok.body.size(), 128u << 10);
+  EXPECT_NE(ok.body.find("\"key\":\"b0999"), std::string::npos);
+}
+
 TEST(AnswerMemoryTest, SlowReadersAreCutOffByTheWriteTimeoutAndTheirMemoryReturns) {
   TempDir dir;
   std::unique_ptr<FencedProcess> fenced;

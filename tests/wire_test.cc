@@ -7,6 +7,7 @@
 #include <boost/json/serialize.hpp>
 #include <set>
 
+#include "fencekit/common/text.h"
 #include "fencekit/fencedstore/refusal.h"
 
 namespace fencekit::wire {
@@ -156,6 +157,35 @@ TEST(WireTest, BatchesRoundTripThroughJson) {
   EXPECT_TRUE(BatchReceiptsFromJson(answer, "lock", token, writes).status().IsUnavailable());
   writes.pop_back();
   EXPECT_TRUE(BatchReceiptsFromJson(answer, "lock", token, writes).status().IsUnavailable());
+}
+
+// fenced reserves a batch's answer before deciding it: the bound must hold for every name, and
+// stay close (a loose one refuses batches the budget could answer).
+TEST(WireTest, ABatchsAnswerIsNeverLargerThanItsBoundNorMuchSmaller) {
+  const std::string control = std::string("a\x01\x1f\"\\b", 6);
+  const std::vector<std::pair<std::string, std::string>> names = {
+      {"lock", "k"},
+      {"", ""},
+      {std::string(1024, 'l'), std::string(1024, 'k')},
+      {control, control + control},
+      {std::string(300, '\xFF'), std::string(300, '\xFE')},
+      {"caf\xC3\xA9", "\xE2\x82\xAC/\xF0\x9F\x94\x92"}};
+  for (const auto& [lock, key] : names) {
+    for (bool is_delete : {false, true}) {
+      std::vector<ObjectWrite> writes(200, ObjectWrite{.is_delete = is_delete, .key = key});
+      std::vector<WriteReceipt> receipts(200, WriteReceipt{.key = key,
+                                                           .version = INT64_MAX,
+                                                           .created = false});
+      const std::size_t size =
+          boost::json::serialize(
+              BatchReceiptsToJson(lock, FencingToken::FromInt(INT64_MAX).value(), receipts,
+                                  std::vector<bool>(200, is_delete)))
+              .size();
+      const std::size_t bound = BatchReceiptsBound(lock, writes);
+      EXPECT_LE(size, bound) << JsonSafeText(key);
+      EXPECT_GE(size * 2, bound) << JsonSafeText(key) << ": " << size << " of " << bound;
+    }
+  }
 }
 
 TEST(WireTest, ListingsRoundTripThroughJson) {

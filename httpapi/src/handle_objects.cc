@@ -186,7 +186,8 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
   });
 }
 
-void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond& respond) {
+void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond& respond,
+                          std::size_t* reserved) {
   const unsigned version = req.version();
   const bool keep_alive = req.keep_alive();
   auto refuse = [&](Error e, std::string_view message) {
@@ -231,6 +232,22 @@ void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond&
     }
     for (const auto& w : batch->writes) {
       if (!who->MayWrite(w.key)) return forbidden("write key \"" + JsonSafeText(w.key) + "\"");
+    }
+  }
+  // The answer's memory, reserved before the batch is decided: once it is, its answer says so
+  // whatever the budget then holds. A batch whose answer cannot be reserved is refused before
+  // anything is stored.
+  if (hooks_.answers != nullptr && reserved != nullptr) {
+    const std::size_t bound = wire::BatchReceiptsBound(batch->lock, batch->writes);
+    if (bound > ResponseBudget::kUncharged) {
+      if (!hooks_.answers->TryCharge(bound)) {
+        metrics_->CountAnswerRefused();
+        HttpResponse busy = ErrorResponse(Error::kBusy, AnswerBudgetFull(hooks_.answers->limit()),
+                                          version, keep_alive);
+        busy.set(http::field::retry_after, "1");
+        return respond(std::move(busy));
+      }
+      *reserved = bound;
     }
   }
   std::vector<bool> is_delete;

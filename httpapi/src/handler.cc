@@ -45,7 +45,8 @@ HttpResponse Handler::ErrorResponse(Error e, std::string_view message, unsigned 
   return res;
 }
 
-void Handler::Handle(HttpRequest&& req, Respond respond, const Principal** who_out) {
+void Handler::Handle(HttpRequest&& req, Respond respond, const Principal** who_out,
+                     std::size_t* reserved) {
   if (req.method() == http::verb::head) {
     // An answer to HEAD has no body, refusals included, or the client would read the body's
     // bytes as the start of the next response: keep its length, drop the bytes.
@@ -128,7 +129,7 @@ void Handler::Handle(HttpRequest&& req, Respond respond, const Principal** who_o
   }
   if (path == wire::kBatchPath) {
     if (req.method() != http::verb::post) return method_not_allowed("POST");
-    return HandleBatch(req, who, respond);
+    return HandleBatch(req, who, respond, reserved);
   }
   if (path.starts_with(wire::kFencesPrefix)) {
     if (req.method() != http::verb::get && req.method() != http::verb::put) {

@@ -10,6 +10,7 @@
 
 #include "auth.h"
 #include "metrics.h"
+#include "response_budget.h"
 #include "wire.h"
 
 namespace fencekit {
@@ -37,6 +38,9 @@ struct HandlerHooks {
   // Runs fence administration (PUT /v1/fences/{lock}), so that it never waits behind long
   // reads; null: the long-read queue runs it.
   WorkQueue* fence_admin = nullptr;
+  // The memory of answers not yet read (ServerOptions::max_response_memory): a batch reserves
+  // its receipts' bound there before the store decides it. Null: no reservation.
+  ResponseBudget* answers = nullptr;
 };
 
 // Thread safety: safe for concurrent use; the store and metrics must outlive it.
@@ -62,7 +66,13 @@ class Handler {
   // "busy" when its queue is full), from a health probe for /healthz and /readyz. `who`, when
   // given, is set before Handle returns to the authenticated principal (null without --auth or
   // before authentication), for the access log and the event stream's filter.
-  void Handle(HttpRequest&& req, Respond respond, const Principal** who = nullptr);
+  // `reserved`, when given, is set before Handle returns to the bytes of `answers` reserved for
+  // this request's answer (a batch's receipts, reserved before the store decides the batch, so
+  // that a decided write is never answered "busy, nothing stored"; when they cannot be
+  // reserved, the batch is refused busy before anything is stored). The caller then owns them:
+  // it charges the answer against them, and releases what is left.
+  void Handle(HttpRequest&& req, Respond respond, const Principal** who = nullptr,
+              std::size_t* reserved = nullptr);
 
   // The JSON error response for `e` (wire.h): its HTTP status, {"error", "message"}.
   static HttpResponse ErrorResponse(wire::Error e, std::string_view message, unsigned version,
@@ -81,7 +91,8 @@ class Handler {
   void HandleList(const HttpRequest& req, const boost::urls::url_view& url, const Principal* who,
                   Respond& respond);
   // POST /v1/batch: several writes under one grant, all or none.
-  void HandleBatch(const HttpRequest& req, const Principal* who, Respond& respond);
+  void HandleBatch(const HttpRequest& req, const Principal* who, Respond& respond,
+                   std::size_t* reserved);
   // GET /ui and its files: static, open without a token (the data is behind /v1/events).
   void HandleUi(const HttpRequest& req, std::string_view path, Respond& respond);
   // GET /healthz (`ready` false) or /readyz.

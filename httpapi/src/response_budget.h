@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <string>
 
 namespace fencekit::httpapi {
 
@@ -28,6 +29,9 @@ class ResponseBudget {
     } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
     return true;
   }
+  // Charges `bytes` whatever is left: for the part of an already decided answer beyond what
+  // was reserved for it (a bound that held would leave none).
+  void Charge(std::size_t bytes) { used_.fetch_add(bytes, std::memory_order_relaxed); }
   // Returns what a TryCharge that succeeded took.
   void Release(std::size_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
 
@@ -38,5 +42,13 @@ class ResponseBudget {
   const std::size_t limit_;
   std::atomic<std::size_t> used_{0};
 };
+
+// The message of the 503 busy an answer gets when the budget cannot hold it.
+inline std::string AnswerBudgetFull(std::size_t limit) {
+  return "fenced holds as many answers that clients have not read yet as it allows (fenced "
+         "--max-response-memory " +
+         std::to_string(limit) +
+         " bytes); retry in a second, or ask for less (a smaller limit, a smaller batch)";
+}
 
 }  // namespace fencekit::httpapi

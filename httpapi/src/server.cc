@@ -88,7 +88,7 @@ class ServerImpl final : public Server {
                 &metrics_),
         write_watch_(&events_, &log_),
         handler_(store, &metrics_, &long_reads_, auth_.get(), options_.extra_metrics,
-                 HandlerHooks{&write_watch_, &health_, &fence_admin_}),
+                 HandlerHooks{&write_watch_, &health_, &fence_admin_, &answers_}),
         io_threads_(IoThreads(options_)),
         acceptor_(net::make_strand(ioc_)),
         drain_timer_(ioc_),

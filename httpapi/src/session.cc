@@ -174,7 +174,7 @@ void Session<Stream>::OnBody(beast::error_code ec) {
         net::post(self->stream_.get_executor(),
                   [self, res = std::move(res)]() mutable { self->Write(std::move(res)); });
       },
-      &who_);
+      &who_, &reserved_);
 }
 
 template <class Stream>
@@ -209,6 +209,17 @@ void Session<Stream>::Write(HttpResponse res) {
 template <class Stream>
 bool Session<Stream>::ChargeAnswer(HttpResponse& res) {
   const std::size_t size = res.body().size();
+  if (const std::size_t reserved = std::exchange(reserved_, 0); reserved != 0) {
+    // Reserved before the write was decided: the answer says what was decided.
+    const std::size_t keep = size <= ResponseBudget::kUncharged ? 0 : size;
+    if (keep <= reserved) {
+      host_.answers->Release(reserved - keep);
+    } else {
+      host_.answers->Charge(keep - reserved);
+    }
+    charged_ = keep;
+    return true;
+  }
   if (size <= ResponseBudget::kUncharged) return true;
   if (host_.answers->TryCharge(size)) {
     charged_ = size;
@@ -216,12 +227,7 @@ bool Session<Stream>::ChargeAnswer(HttpResponse& res) {
   }
   host_.metrics->CountAnswerRefused();
   HttpResponse busy = Handler::ErrorResponse(
-      wire::Error::kBusy,
-      "fenced holds as many answers that clients have not read yet as it allows (fenced "
-      "--max-response-memory " +
-          std::to_string(host_.answers->limit()) +
-          " bytes); retry in a second, or ask for less (a smaller limit)",
-      res.version(), res.keep_alive());
+      wire::Error::kBusy, AnswerBudgetFull(host_.answers->limit()), res.version(), res.keep_alive());
   busy.set(http::field::retry_after, "1");
   res = std::move(busy);
   return false;

@@ -173,11 +173,13 @@ class Session final : public SessionBase {
   void Write(HttpResponse res);
   void OnWrite(bool keep_alive, beast::error_code ec);
   // An answer over ResponseBudget::kUncharged is charged to the server's budget while it is
-  // written; false when it does not fit (then `res` is replaced by 503 busy).
+  // written; false when it does not fit (then `res` is replaced by 503 busy). An answer the
+  // handler reserved for (a decided batch) is charged against its reservation, never refused.
   bool ChargeAnswer(HttpResponse& res);
   void ReleaseAnswer() {
-    if (charged_ != 0) host_.answers->Release(charged_);
+    if (charged_ + reserved_ != 0) host_.answers->Release(charged_ + reserved_);
     charged_ = 0;
+    reserved_ = 0;
   }
   // Removes the fields a chunked body's trailer added: fenced reads fields from the header
   // section only, so a trailer cannot set a fence that proxies and logs never show.
@@ -240,6 +242,8 @@ class Session final : public SessionBase {
   HttpResponse answer_;
   // Bytes of the answer being written that are charged to host_.answers (0: none).
   std::size_t charged_ = 0;
+  // Bytes of host_.answers the handler reserved for the answer to come (Handler::Handle).
+  std::size_t reserved_ = 0;
 };
 
 using PlainSession = Session<beast::tcp_stream>;

@@ -202,6 +202,29 @@ Result<std::vector<ObjectWrite>> WritesFromJson(const json::value& writes, std::
   return out;
 }
 
+namespace {
+
+// At least the bytes PutName's member takes serialized, past its fixed part: a UTF-8 name
+// escaped as JSON (a control byte as \u00XX, a quote or backslash with a backslash), any other
+// as %XX per byte with its "_encoding":"percent" member.
+std::size_t NameBound(std::string_view name) {
+  if (!IsValidUtf8(name)) return 3 * name.size() + 32;
+  std::size_t n = 0;
+  for (unsigned char c : name) n += c < 0x20 ? 6 : (c == '"' || c == '\\') ? 2 : 1;
+  return n;
+}
+
+}  // namespace
+
+std::size_t BatchReceiptsBound(std::string_view lock, const std::vector<ObjectWrite>& writes) {
+  // Each receipt's other members ("version", up to 20 digits; "created" or "deleted") and
+  // punctuation take less than 80 bytes; the answer's own, with "token", less than 96.
+  constexpr std::size_t kPerWrite = 80, kFixed = 96;
+  std::size_t bound = kFixed + NameBound(lock);
+  for (const auto& w : writes) bound += kPerWrite + NameBound(w.key);
+  return bound;
+}
+
 json::object BatchReceiptsToJson(std::string_view lock, FencingToken token,
                                  const std::vector<WriteReceipt>& receipts,
                                  const std::vector<bool>& is_delete) {

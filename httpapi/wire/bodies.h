@@ -51,6 +51,10 @@ Result<std::vector<ObjectWrite>> WritesFromJson(const boost::json::value& list,
 // The answer to an accepted batch: {"lock","token","writes":[{"key","version",
 // "created"|"deleted"}, ...]}, and the receipts it carries (`writes` the batch sent: the
 // answer must have one per write, for the same keys).
+// At least the size of BatchReceiptsToJson's answer serialized (JSON escapes and percent-
+// encoding included) for a batch of `writes` under `lock`, from the names alone, and close to
+// it: what fenced reserves of its answers' memory before the store decides the batch.
+std::size_t BatchReceiptsBound(std::string_view lock, const std::vector<ObjectWrite>& writes);
 boost::json::object BatchReceiptsToJson(std::string_view lock, FencingToken token,
                                         const std::vector<WriteReceipt>& receipts,
                                         const std::vector<bool>& is_delete);
