@@ -455,7 +455,7 @@ class MariadbWorkerTest : public ::testing::Test {
                                     "WORK_SECONDS=0.2",
                                     "FENCEKIT_GUARD_SQL=" + GuardSql()};
     if (!fencing) env.push_back("FENCING=off");
-    auto r = testing::RunCommand(argv, env); std::cerr << "SUMMARY " << ::testing::UnitTest::GetInstance()->current_test_info()->name() << " " << r.out;
+    auto r = testing::RunCommand(argv, env);
     Summary s;
     s.exit_code = r.exit_code;
     std::smatch m;

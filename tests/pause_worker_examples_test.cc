@@ -54,7 +54,7 @@ Summary RunWorker(const TempDir& dir, const std::string& worker, std::vector<std
                                    dir.File("runs"),
                                    "-q"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  auto r = testing::RunCommand(argv, env); std::cerr << "SUMMARY " << ::testing::UnitTest::GetInstance()->current_test_info()->name() << " " << r.out;
+  auto r = testing::RunCommand(argv, env);
   Summary s;
   s.exit_code = r.exit_code;
   std::smatch m;
