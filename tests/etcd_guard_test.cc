@@ -68,7 +68,7 @@ TEST_F(EtcdGuardTest, LowerTokenRefusedAndNothingWritten) {
   EXPECT_TRUE(Holds(port(), "o1/fence", EtcdFenceValue(34)));
   Status s = guard_->Put("o1/fence", "o1/data", "v33", 33);
   EXPECT_EQ(s.code(), StatusCode::kStaleToken);
-  EXPECT_EQ(s.message(), "stale token 33 for fence key \"o1/fence\": the highest is 34");
+  EXPECT_EQ(s.message(), "FENCE stale token 33 for fence key \"o1/fence\": the highest is 34");
   EXPECT_TRUE(Holds(port(), "o1/data", "v34"));
   EXPECT_TRUE(Holds(port(), "o1/fence", EtcdFenceValue(34)));
 }
@@ -104,7 +104,7 @@ TEST_F(EtcdGuardTest, DeleteIsGuardedAsAPut) {
   // A stale delete leaves the key and the fence alone.
   Status s = guard_->Delete("o5/fence", "o5/data", 6);
   EXPECT_EQ(s.code(), StatusCode::kStaleToken);
-  EXPECT_EQ(s.message(), "stale token 6 for fence key \"o5/fence\": the highest is 7");
+  EXPECT_EQ(s.message(), "FENCE stale token 6 for fence key \"o5/fence\": the highest is 7");
   EXPECT_TRUE(Holds(port(), "o5/data", "v7"));
   // At the fence's token it deletes; above it, it raises the fence too, also for an absent key.
   ASSERT_TRUE(guard_->Delete("o5/fence", "o5/data", 7).ok());
@@ -128,11 +128,27 @@ TEST_F(EtcdGuardTest, StaleRefusedThroughAnotherMember) {
   ASSERT_TRUE((*through2)->Put("o4/fence", "o4/data", "new", 40).ok());
   Status s = (*through0)->Put("o4/fence", "o4/data", "old", 39);
   EXPECT_EQ(s.code(), StatusCode::kStaleToken) << s.ToString();
-  EXPECT_EQ(s.message(), "stale token 39 for fence key \"o4/fence\": the highest is 40");
+  EXPECT_EQ(s.message(), "FENCE stale token 39 for fence key \"o4/fence\": the highest is 40");
   for (int member = 0; member < 3; ++member) {
     EXPECT_TRUE(Holds(port(member), "o4/data", "new")) << member;
     EXPECT_TRUE(Holds(port(member), "o4/fence", EtcdFenceValue(40))) << member;
   }
+}
+
+// A key etcd cannot take: its answer (429, "larger than max") says nothing was written, and a
+// retry cannot succeed; the guard says so, not "no answer".
+TEST_F(EtcdGuardTest, ARequestTooLargeForEtcdIsABadArgumentAndWritesNothing) {
+  // A 1 MiB fence key: the transaction carries it twice, over gRPC's 2 MiB.
+  const std::string big(1 << 20, 'k');
+  Status s = guard_->Put(big, "big/data", "v", 5);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("nothing was written"), std::string::npos) << s.message();
+  EXPECT_EQ(Range(port(), "big/data").find("\"kvs\""), std::string::npos);
+  // Named safely in a refusal: a fence key of any bytes.
+  ASSERT_TRUE(guard_->Put("caf\xC3\xA9\n\"", "q/data", "v", 9).ok());
+  s = guard_->Put("caf\xC3\xA9\n\"", "q/data", "v", 8);
+  EXPECT_EQ(s.message(),
+            "FENCE stale token 8 for fence key \"caf\\xc3\\xa9\\x0a\\x22\": the highest is 9");
 }
 
 // Several threads race on new fences: each ends at the highest token with its write.

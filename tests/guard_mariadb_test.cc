@@ -205,8 +205,8 @@ TEST_P(MariadbGuardTest, AdvancesThenRefusesALowerTokenWithSqlstate45000AndAFenc
   EXPECT_EQ(c->Exec(Advance(lock, 10)), "") << c->last_error_;
   EXPECT_EQ(c->Exec(Advance(lock, 5)), "45000");
   const std::string name = lock.substr(1, lock.size() - 2);
-  EXPECT_NE(c->last_error_.find(": FENCE: fencing token 5 for lock \"" + name +
-                                "\" is stale: the highest accepted is 10"),
+  EXPECT_NE(c->last_error_.find(": FENCE stale token 5 for lock \"" + name +
+                                "\": the highest is 10"),
             std::string::npos)
       << c->last_error_;
   EXPECT_EQ(Highest(*c, lock), "10");
@@ -242,9 +242,9 @@ TEST_P(MariadbGuardTest, BadArgumentsAreRefusedWithSqlstate22023AndChangeNothing
     EXPECT_EQ(c->Exec(call), "22023");
     EXPECT_NE(c->last_error_.find(": FENCEKIT_ARGUMENT: "), std::string::npos) << c->last_error_;
   }
-  // A name over 255 bytes: the procedure says so; the statement's value does not fit the
+  // A name over 1024 bytes: the procedure says so; the statement's value does not fit the
   // column (strict mode: SQLSTATE 22001, data too long).
-  const std::string too_long = Advance("REPEAT('x', 256)", 3);
+  const std::string too_long = Advance("REPEAT('x', 1025)", 3);
   if (GetParam() == Form::kCall) {
     EXPECT_EQ(c->Exec(too_long), "22023");
     EXPECT_NE(c->last_error_.find(": FENCEKIT_ARGUMENT: "), std::string::npos) << c->last_error_;
@@ -371,7 +371,7 @@ TEST_P(MariadbGuardTest, ConcurrentFirstAdvancesOfANewLockAreSerialised) {
       // The message names a higher token accepted before this one.
       std::smatch m;
       ASSERT_TRUE(std::regex_search(sessions[i]->last_error_, m,
-                                    std::regex(R"(the highest accepted is (\d+))")))
+                                    std::regex(R"(the highest is (\d+))")))
           << sessions[i]->last_error_;
       EXPECT_GT(std::stoi(m[1]), tokens[i]);
       sessions[i]->Exec("ROLLBACK;");

@@ -121,7 +121,8 @@ TEST_F(PostgresGuardTest, AdvancesThenRefusesALowerTokenWithSqlstateFence) {
   EXPECT_EQ(c->Exec("SELECT fencekit_advance('L', 10)", &v), "");
   EXPECT_EQ(v, "10");
   EXPECT_EQ(c->Exec("SELECT fencekit_advance('L', 5)"), "FENCE");
-  EXPECT_NE(c->last_message_.find("the highest accepted is 10"), std::string::npos)
+  EXPECT_NE(c->last_message_.find("FENCE stale token 5 for lock \"L\": the highest is 10"),
+            std::string::npos)
       << c->last_message_;
   EXPECT_EQ(c->Exec("SELECT fencekit_advance('L', 10)"), "");  // one holder, many writes
   EXPECT_EQ(c->Exec("SELECT fencekit_advance('L', 0)"), "22023");

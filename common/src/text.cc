@@ -61,6 +61,19 @@ std::string PercentEncode(std::string_view bytes) {
   return out;
 }
 
+std::string QuotedName(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (unsigned char c : bytes) {
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      out += {'\\', 'x', kHex[c >> 4], kHex[c & 0xf]};
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
 std::string JsonSafeText(std::string_view bytes, bool* was_encoded) {
   bool ok = IsValidUtf8(bytes);
   if (was_encoded != nullptr) *was_encoded = !ok;

@@ -13,7 +13,8 @@
 -- reply whose code is FENCE, naming the highest token:
 --   FENCE stale token 4 for fence key "x": the highest is 7
 -- A bad call (a key or argument missing or extra, a token that is not a decimal integer in
--- 1..2^63-1 written without sign or leading zeros, the fence and data keys the same, a fence key
+-- 1..2^63-1 written without sign or leading zeros, a fence key that is not 1 to 1024 bytes
+-- without control characters (fencekit's names), the fence and data keys the same, a fence key
 -- holding something else) is refused with an error starting "ERR fencekit:". A refused call
 -- changes nothing: every check runs before the first write.
 --
@@ -61,6 +62,9 @@ local function check(name, keys, args, nkeys, nargs)
   end
   if #args ~= nargs then
     return bad(string.format('%s takes %d argument(s), got %d', name, nargs, #args))
+  end
+  if #keys[1] < 1 or #keys[1] > 1024 or keys[1]:find('[%z\1-\31\127]') then
+    return bad('the fence key must be 1 to 1024 bytes without control characters')
   end
   if not is_token(args[1]) then
     return bad('the token must be a decimal integer in 1..' .. MAX_TOKEN ..

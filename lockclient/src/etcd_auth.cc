@@ -42,6 +42,13 @@ Status Gateway::Refused(const Refusal& r) const {
     return Status::PermissionDenied(at + " refused " + user + ": " + r.message);
   }
   std::string full = at + " answered: " + r.message;
+  if (r.code == kGrpcResourceExhausted && (r.message.find("larger than max") != std::string::npos ||
+                                           r.message.find("too large") != std::string::npos)) {
+    // A request over etcd's size limits: nothing was written, and sending it again cannot help.
+    return Status::InvalidArgument(full +
+                                   " (the request is larger than etcd takes: nothing was "
+                                   "written; use smaller keys or values)");
+  }
   if (r.code == kGrpcNotFound) return Status::NotFound(full);
   if (r.code == kGrpcInvalidArgument) return Status::InvalidArgument(full);
   return Status::Unavailable(full);

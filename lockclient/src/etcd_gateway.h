@@ -34,6 +34,7 @@ constexpr std::int64_t kGrpcInvalidArgument = 3;
 constexpr std::int64_t kGrpcDeadlineExceeded = 4;
 constexpr std::int64_t kGrpcNotFound = 5;
 constexpr std::int64_t kGrpcPermissionDenied = 7;
+constexpr std::int64_t kGrpcResourceExhausted = 8;
 constexpr std::int64_t kGrpcFailedPrecondition = 9;
 constexpr std::int64_t kGrpcUnavailable = 14;
 constexpr std::int64_t kGrpcUnauthenticated = 16;

@@ -7,6 +7,7 @@
 #include "etcd_gateway.h"
 #include "etcd_tls.h"
 #include "etcd_uri.h"
+#include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
 
 namespace fencekit::lockclient {
@@ -38,7 +39,9 @@ class GatewayGuard final : public EtcdGuard {
   Status Guarded(std::string_view fence_key, std::string_view data_key, std::int64_t token,
                  json::object data_op) {
     if (token < 1) return Status::InvalidArgument("the fencing token must be >= 1");
-    if (fence_key.empty() || data_key.empty() || fence_key == data_key) {
+    // A fence key is a fencekit name (names.h), as every guard's lock name.
+    if (Status bad = CheckName("the fence key", fence_key); !bad.ok()) return bad;
+    if (data_key.empty() || fence_key == data_key) {
       return Status::InvalidArgument("the fence key and the data key must be two non-empty keys");
     }
     const std::string fence = Base64Encode(fence_key);
@@ -60,8 +63,8 @@ class GatewayGuard final : public EtcdGuard {
     if (succeeded == nullptr || !succeeded->is_bool() || !succeeded->as_bool()) {
       return Status::Ok();
     }
-    return Status::StaleToken("stale token " + std::to_string(token) + " for fence key \"" +
-                              std::string(fence_key) + "\": the highest is " + Highest(fence));
+    return Status::StaleToken("FENCE stale token " + std::to_string(token) + " for fence key " +
+                              QuotedName(fence_key) + ": the highest is " + Highest(fence));
   }
 
   // The fence's value without its zero padding, read after a refusal (so at least the token

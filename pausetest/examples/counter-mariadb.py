@@ -29,7 +29,7 @@ back (MariaDB does not abort a transaction on an error: a client that goes on mu
 It appends one line:
   {"op":"cas","key":"run-N","from":READ,"value":READ+1,"start_us":..,"end_us":..,"outcome":..}
 outcome: ok when transaction 2 committed; fail when the guard refused it (SQLSTATE 45000,
-message FENCE: rolled back); unknown when the client got no answer or another error. When
+message FENCE stale token ...: rolled back); unknown when the client got no answer or another error. When
 transaction 1 does not succeed (a stale token included), nothing was written and nothing is
 recorded. Exit code: 0 when the worker did its job (a refusal included), 2 when the environment
 is incomplete.
@@ -70,8 +70,8 @@ def mariadb(sql):
 
 
 def refused_as_stale(stderr):
-    # "ERROR 1644 (45000) at line 2: FENCE: fencing token ..."
-    return re.search(r"^ERROR \d+ \(45000\)[^:]*: FENCE:", stderr, re.M) is not None
+    # "ERROR 1644 (45000) at line 2: FENCE stale token ..."
+    return re.search(r"^ERROR \d+ \(45000\)[^:]*: FENCE stale token ", stderr, re.M) is not None
 
 
 def main():

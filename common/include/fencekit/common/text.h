@@ -14,6 +14,9 @@ bool IsValidUtf8(std::string_view bytes);
 std::string PercentEncode(std::string_view bytes);
 // `bytes` itself when valid UTF-8, else PercentEncode(bytes) and *was_encoded = true.
 std::string JsonSafeText(std::string_view bytes, bool* was_encoded = nullptr);
+// `bytes` in double quotes, each byte outside printable ASCII, and each quote and backslash, as
+// \xNN: how the guards' refusals name a lock or fence key ("order-1", "caf\xc3\xa9").
+std::string QuotedName(std::string_view bytes);
 // RFC 4648 base64 with padding: how etcd's JSON gateway carries keys and values.
 std::string Base64Encode(std::string_view bytes);
 enum class Base64Padding {

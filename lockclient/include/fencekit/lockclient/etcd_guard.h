@@ -28,11 +28,13 @@ class EtcdGuard {
 
   // In one transaction: when `fence_key` is absent or holds a token <= `token`, sets it to
   // EtcdFenceValue(token) and `data_key` to `value`; OK. Otherwise writes nothing and returns
-  // kStaleToken "stale token T for fence key "K": the highest is H" (H read just after the
-  // refusal, so possibly above the token that refused T; "unknown (why)" when that read
-  // fails). kInvalidArgument for a
-  // token < 1, empty keys or the same key twice; kUnavailable (and the like) when etcd did not
-  // answer: the write may or may not have happened.
+  // kStaleToken "FENCE stale token T for fence key "K": the highest is H" (K as QuotedName; H
+  // read just after the refusal, so possibly above the token that refused T; "unknown (why)"
+  // when that read fails). kInvalidArgument, nothing written, for a token < 1, a fence key that
+  // is no fencekit name (1 to 1024 bytes without control characters: CheckName), an empty data
+  // key or the same key twice, and for a request larger than etcd takes (its answer says so; sending it
+  // again cannot help); kUnavailable (and the like) when etcd did not answer: the write may or
+  // may not have happened.
   virtual Status Put(std::string_view fence_key, std::string_view data_key, std::string_view value,
                      std::int64_t token) = 0;
   // As Put, deleting `data_key` (OK whether or not it existed) instead of setting it; the fence
