@@ -1,6 +1,7 @@
 # cmake --install: headers, the libraries (with the internal archives they need), fenced,
-# fencectl and fencekit-demo, the guard as SQL (share/fencekit/sql/) and as a Redis function
-# library (share/fencekit/lua/), a fencekitConfig.cmake exporting the fencekit:: targets, and
+# fencectl and fencekit-demo, the guard as SQL (share/fencekit/sql/), as a Redis function
+# library (share/fencekit/lua/) and as a shell script for etcd (share/fencekit/etcd/), a
+# fencekitConfig.cmake exporting the fencekit:: targets, and
 # fencekit.pc for pkg-config.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -27,6 +28,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/fencedstore/sql/
         DESTINATION ${CMAKE_INSTALL_DATADIR}/fencekit/sql)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/fencedstore/lua/
         DESTINATION ${CMAKE_INSTALL_DATADIR}/fencekit/lua)
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/fencedstore/etcd/fencekit-etcd-guard.sh
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/fencekit/etcd)
 foreach(module common lockclient fencedstore fencedstore/api httpapi fencing procutil pausetest)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/include/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -187,7 +187,8 @@ TEST_F(PostgresGuardTest, ConcurrentFirstAdvancesOfANewLockAreSerialised) {
   EXPECT_EQ(b->Finish(), "FENCE") << b->last_message_;
 }
 
-// The SQLite recipe: the guarded upsert inside BEGIN IMMEDIATE, judged by changes().
+// The SQLite recipe: INSERT INTO the guard's view inside BEGIN IMMEDIATE; a stale token fails
+// with SQLITE_CONSTRAINT "FENCE stale token", and the transaction is rolled back.
 TEST(SqliteGuardTest, TheRecipeAdvancesOrChangesNothing) {
   TempDir dir;
   sqlite3* db = nullptr;
@@ -203,12 +204,11 @@ TEST(SqliteGuardTest, TheRecipeAdvancesOrChangesNothing) {
   // Returns true when the write was applied, false when the token was stale (rolled back).
   auto guarded_write = [&](int token) {
     EXPECT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
-    std::string advance = "INSERT INTO fencekit_fences(lock, highest) VALUES('order-1', " +
-                          std::to_string(token) +
-                          ") ON CONFLICT(lock) DO UPDATE SET highest = excluded.highest "
-                          "WHERE fencekit_fences.highest <= excluded.highest";
-    EXPECT_EQ(sqlite3_exec(db, advance.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-    if (sqlite3_changes(db) != 1) {
+    std::string advance = "INSERT INTO fencekit_advance(lock, token) VALUES('order-1', " +
+                          std::to_string(token) + ")";
+    if (sqlite3_exec(db, advance.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
+      EXPECT_EQ(sqlite3_errcode(db), SQLITE_CONSTRAINT);
+      EXPECT_STREQ(sqlite3_errmsg(db), "FENCE stale token");
       sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
       return false;
     }
@@ -227,6 +227,35 @@ TEST(SqliteGuardTest, TheRecipeAdvancesOrChangesNothing) {
   ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
   EXPECT_EQ(sqlite3_column_int(st, 0), 35);
   sqlite3_finalize(st);
+}
+
+// Text stored as a fence used to wedge it for good (SQLite orders text above every number):
+// the table refuses anything but an integer, whoever writes it, and the old upsert recipe is
+// refused with it.
+TEST(SqliteGuardTest, NoWriterCanStoreAFenceThatIsNotAnInteger) {
+  TempDir dir;
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.File("app.db").c_str(), &db), SQLITE_OK);
+  std::unique_ptr<sqlite3, decltype(&sqlite3_close)> close(db, sqlite3_close);
+  std::string schema = ReadFile(std::string(GUARD_SQL_DIR) + "/sqlite-guard.sql");
+  ASSERT_EQ(sqlite3_exec(db, schema.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  for (const char* token : {"'abc'", "''", "'0x10'", "x'07'", "100.5", "9223372036854775808"}) {
+    SCOPED_TRACE(token);
+    const std::string upsert =
+        std::string("INSERT INTO fencekit_fences(lock, highest) VALUES('r', ") + token +
+        ") ON CONFLICT(lock) DO UPDATE SET highest = excluded.highest "
+        "WHERE fencekit_fences.highest <= excluded.highest";
+    EXPECT_EQ(sqlite3_exec(db, upsert.c_str(), nullptr, nullptr, nullptr), SQLITE_CONSTRAINT);
+  }
+  ASSERT_EQ(sqlite3_exec(db, "INSERT INTO fencekit_advance VALUES('r', 5)", nullptr, nullptr,
+                         nullptr),
+            SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, "INSERT INTO fencekit_advance VALUES('r', 4)", nullptr, nullptr,
+                         nullptr),
+            SQLITE_CONSTRAINT);
+  EXPECT_EQ(sqlite3_exec(db, "INSERT INTO fencekit_advance VALUES('r', 6)", nullptr, nullptr,
+                         nullptr),
+            SQLITE_OK);
 }
 
 }  // namespace

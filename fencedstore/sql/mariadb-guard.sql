@@ -84,9 +84,10 @@ BEGIN
       END IF;
       SET v_i = v_i + 1;
     END WHILE;
-    -- MESSAGE_TEXT holds 128 characters: a long name is cut there, the numbers stay.
+    -- MESSAGE_TEXT holds 512 characters (MariaDB 10.2.8 and later): a long name is cut, the
+    -- numbers stay.
     SET v_message = CONCAT('FENCE stale token ', NEW.highest, ' for lock "',
-                           IF(LENGTH(v_shown) > 60, CONCAT(LEFT(v_shown, 57), '...'), v_shown),
+                           IF(LENGTH(v_shown) > 400, CONCAT(LEFT(v_shown, 397), '...'), v_shown),
                            '": the highest is ', OLD.highest);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
   END IF;
