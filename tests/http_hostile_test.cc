@@ -371,5 +371,69 @@ TEST_F(HostileClientTest, HistoryRefusesARepeatedOrUnknownParameterAsListingDoes
   }
 }
 
+TEST_F(HostileClientTest, AListingsLimitTakesLeadingZerosButNotAnEmptyValue) {
+  ASSERT_EQ(PutWithToken("k", "1").status, 201);
+  ASSERT_EQ(PutWithToken("l", "1").status, 201);
+  for (std::string path : {"/v1/history", "/v1/objects"}) {
+    auto zeros = Call("GET", path + "?limit=001");
+    EXPECT_EQ(zeros.status, 200) << path << ": " << zeros.body;
+    auto all = Call("GET", path + "?limit=2");
+    EXPECT_NE(zeros.body, all.body) << path << ": limit=001 is 1";
+    auto empty = Call("GET", path + "?limit=");
+    EXPECT_EQ(empty.status, 400) << path;
+    EXPECT_NE(empty.body.find("\"error\":\"bad_limit\""), std::string::npos) << empty.body;
+    EXPECT_EQ(Call("GET", path + "?limit=000").status, 400) << path;
+  }
+}
+
+// RFC 8259 leaves an object naming a member twice to the receiver, and parsers disagree (the
+// last, or the first, wins): fenced refuses it, and writes nothing.
+TEST_F(HostileClientTest, AJsonBodyNamingAMemberTwiceIsRefusedAndChangesNothing) {
+  for (const std::string body :
+       {R"({"lock":"l","token":1,"token":9,"writes":[{"op":"put","key":"d","value":"v"}]})",
+        R"({"lock":"l","token":1,"writes":[{"op":"put","key":"d","key":"e","value":"v"}]})",
+        R"({"lock":"l","token":1,"writes":[{"op":"put","key":"d","k\u0065y":"e","value":"v"}]})"}) {
+    auto r = Call("POST", "/v1/batch", {}, body);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_NE(r.body.find("\"error\":\"bad_body\""), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("twice"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(Call("GET", "/v1/objects/d").status, 404);
+  EXPECT_EQ(Call("GET", "/v1/objects/e").status, 404);
+  EXPECT_NE(Call("GET", "/v1/fences/l").body.find("\"highest\":0"), std::string::npos);
+  // Arrays may repeat anything; objects in different places may share names.
+  EXPECT_EQ(Call("POST", "/v1/batch", {},
+                 R"({"lock":"l","token":1,"writes":[{"op":"put","key":"d","value":"v"},)"
+                 R"({"op":"put","key":"e","value":"v"}]})")
+                .status,
+            200);
+}
+
+// RFC 9112 3.2.2: a server must accept a request target in absolute-form, and then take the
+// host from it, not from Host.
+TEST_F(HostileClientTest, AnAbsoluteFormTargetIsAcceptedAsItsPath) {
+  RawConnection c(server_->port());
+  c.Send("PUT http://127.0.0.1/v1/objects/abs?x HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+         "Content-Length: 1\r\n\r\nv");
+  auto query = c.Read();
+  EXPECT_EQ(query.status, 400);  // the query stays a query: bad_target, as in origin-form
+  EXPECT_NE(query.body.find("bad_target"), std::string::npos) << query.body;
+  c.Send("PUT http://127.0.0.1:1/v1/objects/abs HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+         "Content-Length: 1\r\n\r\nv");
+  EXPECT_EQ(c.Read().status, 201);
+  c.Send("GET HTTP://localhost/healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(c.Read().status, 200);
+  c.Send("GET http://localhost HTTP/1.1\r\nHost: x\r\n\r\n");  // an empty path is "/"
+  EXPECT_EQ(c.Read().status, 404);
+  EXPECT_EQ(Call("GET", "/v1/objects/abs").body, "v");
+  for (const char* target : {"ftp://h/healthz", "http://user@h/healthz", "h/healthz"}) {
+    RawConnection d(server_->port());
+    d.Send(std::string("GET ") + target + " HTTP/1.1\r\nHost: x\r\n\r\n");
+    auto r = d.Read();
+    EXPECT_EQ(r.status, 400) << target;
+    EXPECT_NE(r.body.find("bad_target"), std::string::npos) << target << ": " << r.body;
+  }
+}
+
 }  // namespace
 }  // namespace fencekit

@@ -80,4 +80,20 @@ std::optional<FramingError> CheckFraming(const http::request_header<>& header) {
   return CheckHost(header);
 }
 
+void ToOriginForm(http::request_header<>& h) {
+  const std::string_view target = h.target();
+  if (target.empty() || target.front() == '/') return;
+  auto uri = boost::urls::parse_absolute_uri(target);
+  if (!uri || !uri->has_authority() || uri->has_userinfo()) return;
+  if (uri->scheme_id() != boost::urls::scheme::http &&
+      uri->scheme_id() != boost::urls::scheme::https) {
+    return;
+  }
+  std::string origin = uri->encoded_path().empty() ? "/" : std::string(uri->encoded_path());
+  if (uri->has_query()) origin += "?" + std::string(uri->encoded_query());
+  const std::string host(uri->encoded_host_and_port());
+  h.target(origin);
+  h.set(http::field::host, host);
+}
+
 }  // namespace fencekit::httpapi

@@ -27,4 +27,11 @@ struct FramingError {
 // Every error is answered and then the connection is closed: its next bytes cannot be trusted.
 std::optional<FramingError> CheckFraming(const boost::beast::http::request_header<>& header);
 
+// A request target in absolute-form (http://host[:port]/path?query), which RFC 9112 3.2.2 says
+// a server must accept, rewritten in origin-form, its authority in the Host field's place (the
+// server must then ignore the Host it received; CheckFraming has checked it). Any other target
+// is left as it is: an origin-form one, and absolute-forms of other schemes or with user info,
+// which the handler refuses as bad_target.
+void ToOriginForm(boost::beast::http::request_header<>& header);
+
 }  // namespace fencekit::httpapi

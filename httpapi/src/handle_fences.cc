@@ -7,6 +7,7 @@
 #include "fencekit/fencedstore/store.h"
 #include "handler.h"
 #include "handler_util.h"
+#include "json_members.h"
 #include "wire.h"
 #include "work_queue.h"
 
@@ -57,6 +58,10 @@ void Handler::HandleSetFence(const HttpRequest& req, std::string lock, const Pri
   json::value body = json::parse(req.body(), ec);
   if (ec || !body.is_object()) {
     return error(Error::kBadBody, "the body is not a JSON object" + std::string(kBodyHint));
+  }
+  if (auto twice = wire::DuplicateMember(req.body())) {
+    return error(Error::kBadBody, "the body names \"" + JsonSafeText(*twice) +
+                                      "\" twice; name each member once");
   }
   std::optional<std::int64_t> highest;
   bool unbind_service = false;

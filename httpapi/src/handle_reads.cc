@@ -50,7 +50,7 @@ void Handler::HandleList(const HttpRequest& req, const boost::urls::url_view& ur
       continue;
     }
     has_limit = true;
-    auto parsed = wire::ParseCount(param.value, 1);
+    auto parsed = wire::ParseQueryCount(param.value, 1);
     if (!parsed || *parsed > static_cast<std::int64_t>(wire::kMaxListLimit)) {
       return error(Error::kBadLimit,
                    "limit must be a whole number from 1 to " + std::to_string(wire::kMaxListLimit));
@@ -113,7 +113,7 @@ void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view&
           Error::kBadTarget, "parameter \"limit\" was given more than once", version, keep_alive));
     }
     has_limit = true;
-    auto parsed = wire::ParseCount(param.value, 1);
+    auto parsed = wire::ParseQueryCount(param.value, 1);
     if (!parsed || *parsed > static_cast<std::int64_t>(wire::kMaxHistoryLimit)) {
       return respond(ErrorResponse(
           Error::kBadLimit,

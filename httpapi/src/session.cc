@@ -110,6 +110,7 @@ void Session<Stream>::OnHeader(beast::error_code ec) {
   if (auto bad = CheckFraming(req.base())) {
     return RefuseAndClose(bad->error, std::move(bad->message));
   }
+  ToOriginForm(req.base());
   header_fields_.clear();
   if (parser_->chunked()) {
     for (const auto& f : req) header_fields_.push_back(&f);

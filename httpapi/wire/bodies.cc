@@ -7,6 +7,7 @@
 
 #include "fencekit/common/text.h"
 #include "fields.h"
+#include "json_members.h"
 
 namespace fencekit::wire {
 namespace json = boost::json;
@@ -145,6 +146,10 @@ Result<BatchBody> BatchFromJson(std::string_view body, std::size_t max_writes, b
   boost::system::error_code ec;
   json::value v = json::parse(body, ec);
   if (ec || !v.is_object()) return BadBatch("the body is not a JSON object");
+  if (auto twice = DuplicateMember(body)) {
+    return BadBatch("an object of the body names \"" + JsonSafeText(*twice) +
+                    "\" twice; name each member once");
+  }
   const json::object& o = v.as_object();
   for (const auto& field : o) {
     std::string_view name = field.key();

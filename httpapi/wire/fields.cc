@@ -83,4 +83,9 @@ bool IsBearerToken(std::string_view token) {
   }
   return true;
 }
+std::optional<std::int64_t> ParseQueryCount(std::string_view text, std::int64_t min) {
+  while (text.size() > 1 && text.front() == '0') text.remove_prefix(1);
+  return ParseCount(text, min);
+}
+
 }  // namespace fencekit::wire

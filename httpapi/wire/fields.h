@@ -38,6 +38,9 @@ std::optional<std::string> NameFromHeader(std::string_view value);
 
 // A whole decimal number >= `min`: ASCII digits only, no sign, no leading zero, no spaces.
 std::optional<std::int64_t> ParseCount(std::string_view text, std::int64_t min = 0);
+// A count in a query parameter (?limit=): as ParseCount, but leading zeros are taken ("01" is
+// 1), as an OpenAPI integer parameter reads it.
+std::optional<std::int64_t> ParseQueryCount(std::string_view text, std::int64_t min);
 
 // A bearer token as `Authorization: Bearer <token>` carries it: RFC 6750's b64token,
 // 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=", so it cannot end or split the
