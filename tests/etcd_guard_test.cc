@@ -138,17 +138,22 @@ TEST_F(EtcdGuardTest, StaleRefusedThroughAnotherMember) {
 // A key etcd cannot take: its answer (429, "larger than max") says nothing was written, and a
 // retry cannot succeed; the guard says so, not "no answer".
 TEST_F(EtcdGuardTest, ARequestTooLargeForEtcdIsABadArgumentAndWritesNothing) {
-  // A 1 MiB fence key: the transaction carries it twice, over gRPC's 2 MiB.
-  const std::string big(1 << 20, 'k');
-  Status s = guard_->Put(big, "big/data", "v", 5);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-  EXPECT_NE(s.message().find("nothing was written"), std::string::npos) << s.message();
-  EXPECT_EQ(Range(port(), "big/data").find("\"kvs\""), std::string::npos);
-  // Named safely in a refusal: a fence key of any bytes.
-  ASSERT_TRUE(guard_->Put("caf\xC3\xA9\n\"", "q/data", "v", 9).ok());
-  s = guard_->Put("caf\xC3\xA9\n\"", "q/data", "v", 8);
+  // Over etcd's --max-request-bytes (1.5 MiB), and over gRPC's 2 MiB.
+  for (std::size_t size : {std::size_t{1'600'000}, std::size_t{2'200'000}}) {
+    Status s = guard_->Put("big/fence", "big/data", std::string(size, 'v'), 5);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << size << ": " << s.ToString();
+    EXPECT_NE(s.message().find("nothing was written"), std::string::npos) << s.message();
+    EXPECT_EQ(Range(port(), "big/fence").find("\"kvs\""), std::string::npos);
+  }
+  // A fence key is a fencekit name: refused before anything is sent.
+  EXPECT_EQ(guard_->Put(std::string(1025, 'k'), "big/data", "v", 5).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(guard_->Put("a\nb", "big/data", "v", 5).code(), StatusCode::kInvalidArgument);
+  // Named safely in a refusal: quotes and bytes beyond ASCII escaped.
+  ASSERT_TRUE(guard_->Put("caf\xC3\xA9\"", "q/data", "v", 9).ok());
+  Status s = guard_->Put("caf\xC3\xA9\"", "q/data", "v", 8);
   EXPECT_EQ(s.message(),
-            "FENCE stale token 8 for fence key \"caf\\xc3\\xa9\\x0a\\x22\": the highest is 9");
+            "FENCE stale token 8 for fence key \"caf\\xc3\\xa9\\x22\": the highest is 9");
 }
 
 // Several threads race on new fences: each ends at the highest token with its write.

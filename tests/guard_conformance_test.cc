@@ -538,11 +538,34 @@ std::optional<std::int64_t> EtcdFence(std::uint16_t port, const std::string& key
   return std::stoll(*v);
 }
 
-// --- etcd through fencekit::lockclient::EtcdGuard (the C++ API; its token a FencingToken
-// parsed from the text, as a caller would). The fence key is the lock name.
-class EtcdApiGuard final : public Guard {
+// What the two etcd guards share: a one-member etcd of their own, the fence key the lock name
+// and the data key "data:" and the name.
+class EtcdBackedGuard : public Guard {
  public:
-  EtcdApiGuard() : etcd_(1) {
+  EtcdBackedGuard() : etcd_(1) {}
+  std::optional<std::int64_t> Fence(const std::string& lock) override {
+    return EtcdFence(etcd_.client_port(0), lock);
+  }
+  std::vector<std::string> Writes(const std::string& lock) override {
+    auto v = EtcdValue(etcd_.client_port(0), "data:" + lock);
+    if (!v) return {};
+    return {*v};
+  }
+  Status Restart() override {
+    etcd_.Kill(0);
+    return etcd_.Restart(0);
+  }
+  std::string NamedAs() const override { return "fence key"; }
+
+ protected:
+  testing::EtcdCluster etcd_;
+};
+
+// --- etcd through fencekit::lockclient::EtcdGuard (the C++ API; its token a FencingToken
+// parsed from the text, as a caller would).
+class EtcdApiGuard final : public EtcdBackedGuard {
+ public:
+  EtcdApiGuard() {
     auto guard = lockclient::EtcdGuard::Open(etcd_.uri());
     EXPECT_TRUE(guard.ok()) << guard.status().ToString();
     if (guard.ok()) guard_ = std::move(guard).value();
@@ -566,29 +589,14 @@ class EtcdApiGuard final : public Guard {
                                                                           : Outcome::kFailed;
     return a;
   }
-  std::optional<std::int64_t> Fence(const std::string& lock) override {
-    return EtcdFence(etcd_.client_port(0), lock);
-  }
-  std::vector<std::string> Writes(const std::string& lock) override {
-    auto v = EtcdValue(etcd_.client_port(0), "data:" + lock);
-    if (!v) return {};
-    return {*v};
-  }
-  Status Restart() override {
-    etcd_.Kill(0);
-    return etcd_.Restart(0);
-  }
-  std::string NamedAs() const override { return "fence key"; }
 
  private:
-  testing::EtcdCluster etcd_;
   std::unique_ptr<lockclient::EtcdGuard> guard_;
 };
 
 // --- etcd from a shell: fencedstore/etcd/fencekit-etcd-guard.sh (curl to the gateway).
-class EtcdScriptGuard final : public Guard {
+class EtcdScriptGuard final : public EtcdBackedGuard {
  public:
-  EtcdScriptGuard() : etcd_(1) {}
   Answer Advance(const std::string& lock, const Token& token, const std::string& value,
                  bool) override {
     Answer a;
@@ -608,26 +616,10 @@ class EtcdScriptGuard final : public Guard {
     while (!a.detail.empty() && a.detail.back() == '\n') a.detail.pop_back();
     return a;
   }
-  std::optional<std::int64_t> Fence(const std::string& lock) override {
-    return EtcdFence(etcd_.client_port(0), lock);
-  }
-  std::vector<std::string> Writes(const std::string& lock) override {
-    auto v = EtcdValue(etcd_.client_port(0), "data:" + lock);
-    if (!v) return {};
-    return {*v};
-  }
-  Status Restart() override {
-    etcd_.Kill(0);
-    return etcd_.Restart(0);
-  }
   bool TakesNul() const override { return false; }
   // The script's one transaction either writes both or nothing (EtcdApiGuard shows a failing
   // write); its own arguments cannot make the write fail.
   bool CanFailAfterCheck() const override { return false; }
-  std::string NamedAs() const override { return "fence key"; }
-
- private:
-  testing::EtcdCluster etcd_;
 };
 
 // --- fenced itself: POST /v1/batch (the lock named in JSON, percent-encoded when it is not

@@ -187,15 +187,25 @@ TEST_F(PostgresGuardTest, ConcurrentFirstAdvancesOfANewLockAreSerialised) {
   EXPECT_EQ(b->Finish(), "FENCE") << b->last_message_;
 }
 
+using SqliteDb = std::unique_ptr<sqlite3, decltype(&sqlite3_close)>;
+
+// A new database file in `dir` with the guard installed (null after a failure, which fails the
+// test).
+SqliteDb OpenWithGuard(const TempDir& dir) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(dir.File("app.db").c_str(), &db), SQLITE_OK);
+  SqliteDb owned(db, sqlite3_close);
+  const std::string schema = ReadFile(std::string(GUARD_SQL_DIR) + "/sqlite-guard.sql");
+  EXPECT_EQ(sqlite3_exec(db, schema.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  return owned;
+}
+
 // The SQLite recipe: INSERT INTO the guard's view inside BEGIN IMMEDIATE; a stale token fails
 // with SQLITE_CONSTRAINT "FENCE stale token", and the transaction is rolled back.
 TEST(SqliteGuardTest, TheRecipeAdvancesOrChangesNothing) {
   TempDir dir;
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(dir.File("app.db").c_str(), &db), SQLITE_OK);
-  std::unique_ptr<sqlite3, decltype(&sqlite3_close)> close(db, sqlite3_close);
-  std::string schema = ReadFile(std::string(GUARD_SQL_DIR) + "/sqlite-guard.sql");
-  ASSERT_EQ(sqlite3_exec(db, schema.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  SqliteDb owned = OpenWithGuard(dir);
+  sqlite3* db = owned.get();
   ASSERT_EQ(sqlite3_exec(db,
                          "CREATE TABLE orders(id INTEGER PRIMARY KEY, by_token INTEGER);"
                          "INSERT INTO orders VALUES (1, 0);",
@@ -234,11 +244,8 @@ TEST(SqliteGuardTest, TheRecipeAdvancesOrChangesNothing) {
 // refused with it.
 TEST(SqliteGuardTest, NoWriterCanStoreAFenceThatIsNotAnInteger) {
   TempDir dir;
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(dir.File("app.db").c_str(), &db), SQLITE_OK);
-  std::unique_ptr<sqlite3, decltype(&sqlite3_close)> close(db, sqlite3_close);
-  std::string schema = ReadFile(std::string(GUARD_SQL_DIR) + "/sqlite-guard.sql");
-  ASSERT_EQ(sqlite3_exec(db, schema.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  SqliteDb owned = OpenWithGuard(dir);
+  sqlite3* db = owned.get();
   for (const char* token : {"'abc'", "''", "'0x10'", "x'07'", "100.5", "9223372036854775808"}) {
     SCOPED_TRACE(token);
     const std::string upsert =

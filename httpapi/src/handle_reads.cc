@@ -50,6 +50,7 @@ void Handler::HandleList(const HttpRequest& req, const boost::urls::url_view& ur
       continue;
     }
     has_limit = true;
+    if (param.value.empty()) continue;  // ?limit= is no limit given: the default
     auto parsed = wire::ParseQueryCount(param.value, 1);
     if (!parsed || *parsed > static_cast<std::int64_t>(wire::kMaxListLimit)) {
       return error(Error::kBadLimit,
@@ -113,6 +114,7 @@ void Handler::HandleHistory(const HttpRequest& req, const boost::urls::url_view&
           Error::kBadTarget, "parameter \"limit\" was given more than once", version, keep_alive));
     }
     has_limit = true;
+    if (param.value.empty()) continue;  // ?limit= is no limit given: the default
     auto parsed = wire::ParseQueryCount(param.value, 1);
     if (!parsed || *parsed > static_cast<std::int64_t>(wire::kMaxHistoryLimit)) {
       return respond(ErrorResponse(

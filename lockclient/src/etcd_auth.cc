@@ -42,8 +42,9 @@ Status Gateway::Refused(const Refusal& r) const {
     return Status::PermissionDenied(at + " refused " + user + ": " + r.message);
   }
   std::string full = at + " answered: " + r.message;
-  if (r.code == kGrpcResourceExhausted && (r.message.find("larger than max") != std::string::npos ||
-                                           r.message.find("too large") != std::string::npos)) {
+  const bool too_large = r.message.find("larger than max") != std::string::npos ||
+                         r.message.find("too large") != std::string::npos;
+  if ((r.code == kGrpcResourceExhausted || r.code == kGrpcInvalidArgument) && too_large) {
     // A request over etcd's size limits: nothing was written, and sending it again cannot help.
     return Status::InvalidArgument(full +
                                    " (the request is larger than etcd takes: nothing was "
