@@ -291,7 +291,7 @@ class PostgresGuard final : public Guard {
           take(PQexec(c, "COMMIT")).empty()) {
         a.outcome = Outcome::kAccepted;
       }
-    } else if (state == "FENCE") {
+    } else if (state == "P0001" && message.starts_with("FENCE stale token")) {
       a.outcome = Outcome::kStale;
     } else if (state == "22023" || (state == "22021" && !IsValidUtf8NoNul(lock))) {
       // 22021: PostgreSQL's own refusal of a name that is not text, before the guard runs.
@@ -330,8 +330,8 @@ class PostgresGuard final : public Guard {
     EXPECT_EQ(exec("SELECT fencekit_advance('temp-probe', '9')"), "");
     EXPECT_EQ(exec("CREATE TEMP TABLE fencekit_fences (lock text PRIMARY KEY, highest bigint)"),
               "");
-    EXPECT_EQ(exec("SELECT fencekit_advance('temp-probe', '3')"), "FENCE");
-    EXPECT_EQ(exec("SELECT fencekit_advance('temp-probe', 3)"), "FENCE");
+    EXPECT_EQ(exec("SELECT fencekit_advance('temp-probe', '3')"), "P0001");
+    EXPECT_EQ(exec("SELECT fencekit_advance('temp-probe', 3)"), "P0001");
     PQfinish(c);
     EXPECT_EQ(Fence("temp-probe"), 9);
   }

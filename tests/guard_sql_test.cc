@@ -115,12 +115,12 @@ class PostgresGuardTest : public ::testing::Test {
 };
 std::string* PostgresGuardTest::uri_ = nullptr;
 
-TEST_F(PostgresGuardTest, AdvancesThenRefusesALowerTokenWithSqlstateFence) {
+TEST_F(PostgresGuardTest, AdvancesThenRefusesALowerTokenWithSqlstateP0001AndAFenceMessage) {
   auto c = Connect();
   std::string v;
   EXPECT_EQ(c->Exec("SELECT fencekit_advance('L', 10)", &v), "");
   EXPECT_EQ(v, "10");
-  EXPECT_EQ(c->Exec("SELECT fencekit_advance('L', 5)"), "FENCE");
+  EXPECT_EQ(c->Exec("SELECT fencekit_advance('L', 5)"), "P0001");
   EXPECT_NE(c->last_message_.find("FENCE stale token 5 for lock \"L\": the highest is 10"),
             std::string::npos)
       << c->last_message_;
@@ -141,7 +141,7 @@ TEST_F(PostgresGuardTest, APausedHoldersLaterTransactionFailsAndItsWriteIsNotApp
   ASSERT_EQ(b->Exec("UPDATE orders SET status = 'shipped', by_token = 34 WHERE id = 1"), "");
   ASSERT_EQ(b->Exec("COMMIT"), "");
   ASSERT_EQ(a->Exec("BEGIN"), "");
-  EXPECT_EQ(a->Exec("SELECT fencekit_advance('order-1', 33)"), "FENCE");
+  EXPECT_EQ(a->Exec("SELECT fencekit_advance('order-1', 33)"), "P0001");
   EXPECT_EQ(a->Exec("UPDATE orders SET status = 'cancelled', by_token = 33 WHERE id = 1"),
             "25P02");  // the transaction is aborted: nothing more runs in it
   ASSERT_EQ(a->Exec("ROLLBACK"), "");
@@ -155,7 +155,7 @@ TEST_F(PostgresGuardTest, APausedHoldersLaterTransactionFailsAndItsWriteIsNotApp
 TEST_F(PostgresGuardTest, InterleavedTransactionsAreJudgedInCommitOrder) {
   auto a = Connect(), b = Connect(), observer = Connect();
   ASSERT_EQ(a->Exec("INSERT INTO orders VALUES (2, 'new', 0)"), "");
-  for (auto [later, expect] : {std::pair{39, "FENCE"}, std::pair{41, ""}}) {
+  for (auto [later, expect] : {std::pair{39, "P0001"}, std::pair{41, ""}}) {
     SCOPED_TRACE("later token " + std::to_string(later));
     ASSERT_EQ(a->Exec("UPDATE fencekit_fences SET highest = 1 WHERE lock = 'order-2'"), "");
     ASSERT_EQ(a->Exec("BEGIN"), "");
@@ -184,7 +184,7 @@ TEST_F(PostgresGuardTest, ConcurrentFirstAdvancesOfANewLockAreSerialised) {
   ASSERT_TRUE(b->Send("SELECT fencekit_advance('fresh', 3)"));
   ASSERT_TRUE(WaitsForALock(*observer, b->BackendPid()));
   ASSERT_EQ(a->Exec("COMMIT"), "");
-  EXPECT_EQ(b->Finish(), "FENCE") << b->last_message_;
+  EXPECT_EQ(b->Finish(), "P0001") << b->last_message_;
 }
 
 using SqliteDb = std::unique_ptr<sqlite3, decltype(&sqlite3_close)>;

@@ -11,7 +11,8 @@ CREATE TABLE IF NOT EXISTS fencekit_fences (
 );
 
 -- Advances the fence of p_lock to p_token when p_token >= the highest token accepted so far
--- (or creates it), and returns p_token. Otherwise raises SQLSTATE 'FENCE', message
+-- (or creates it), and returns p_token. Otherwise raises SQLSTATE P0001 (raise_exception, as
+-- MariaDB's guard raises 45000), message
 --   FENCE stale token T for lock "L": the highest is H
 -- (L with each byte outside printable ASCII, quote and backslash as \xNN), and the caller's
 -- transaction must roll back: its write is stale. A bad argument raises SQLSTATE 22023
@@ -60,7 +61,7 @@ BEGIN
                                  ELSE chr(v_byte) END;
     END LOOP;
     RAISE EXCEPTION 'FENCE stale token % for lock "%": the highest is %', p_token, v_shown, v_highest
-      USING ERRCODE = 'FENCE',
+      USING ERRCODE = 'P0001',
             HINT = 'the lease was lost; roll back, acquire the lock again and retry with its token';
   END IF;
   RETURN p_token;

@@ -29,7 +29,7 @@ One invocation is two transactions:
      then two `ok` cas lines from the same value).
 It appends one line:
   {"op":"cas","key":"run-N","from":READ,"value":READ+1,"start_us":..,"end_us":..,"outcome":..}
-outcome: ok when transaction 2 committed; fail when the guard refused it (SQLSTATE FENCE:
+outcome: ok when transaction 2 committed; fail when the guard refused it (SQLSTATE P0001, message FENCE stale token ...:
 rolled back); unknown when psql got no answer (connection lost, timeout) or another error.
 When transaction 1 does not succeed (a stale token included), nothing was written and nothing
 is recorded. Exit code: 0 when the worker did its job (a refusal included), 2 when the
@@ -58,7 +58,8 @@ def psql(sql, variables):
     env = dict(os.environ)
     env.setdefault("PGCONNECT_TIMEOUT", "5")
     try:
-        # VERBOSITY verbose puts the SQLSTATE in the error line: "ERROR:  FENCE: fencing token..."
+        # VERBOSITY verbose puts the SQLSTATE in the error line:
+        # "ERROR:  P0001: FENCE stale token 4 for lock ..."
         p = subprocess.run(argv, input="\\set VERBOSITY verbose\n" + sql, env=env,
                            capture_output=True, text=True,
                            timeout=float(os.environ.get("PSQL_TIMEOUT", "10")))
@@ -68,7 +69,7 @@ def psql(sql, variables):
 
 
 def refused_as_stale(stderr):
-    return re.search(r"ERROR:\s+FENCE:", stderr) is not None
+    return re.search(r"ERROR:\s+P0001: FENCE stale token ", stderr) is not None
 
 
 def main():
@@ -119,7 +120,7 @@ def main():
     if code == 0:
         outcome = "ok"
     elif code == 3 and refused_as_stale(err):
-        outcome = "fail"  # the guard raised FENCE: the transaction rolled back
+        outcome = "fail"  # the guard refused the token: the transaction rolled back
     else:
         outcome = "unknown"  # no answer (exit 2: connection; None: timeout), or another error
     if outcome != "ok":
