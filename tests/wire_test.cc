@@ -9,6 +9,7 @@
 
 #include "fencekit/common/text.h"
 #include "fencekit/fencedstore/refusal.h"
+#include "json_members.h"
 
 namespace fencekit::wire {
 namespace {
@@ -186,6 +187,24 @@ TEST(WireTest, ABatchsAnswerIsNeverLargerThanItsBoundNorMuchSmaller) {
       EXPECT_GE(size * 2, bound) << JsonSafeText(key) << ": " << size << " of " << bound;
     }
   }
+}
+
+TEST(WireTest, AMemberNamedTwiceInOneObjectIsFoundWhereverItIs) {
+  EXPECT_EQ(DuplicateMember(R"({"a":1,"b":2})"), std::nullopt);
+  EXPECT_EQ(DuplicateMember(R"({"a":1,"a":2})"), "a");
+  EXPECT_EQ(DuplicateMember(R"({"a":{"b":1,"b":2}})"), "b");
+  EXPECT_EQ(DuplicateMember(R"({"k\u0065y":1,"key":2})"), "key");  // escapes decoded
+  // The same names in sibling or nested objects, and in an array's objects, are fine.
+  EXPECT_EQ(DuplicateMember(R"({"a":{"a":1},"b":{"a":2},"c":[{"a":1},{"a":2}]})"), std::nullopt);
+  // After a nested object closes, its parent's names are still the ones compared.
+  EXPECT_EQ(DuplicateMember(R"({"a":{"x":1,"y":2},"b":3,"a":4})"), "a");
+  // A large object (past the in-place search) and one nested in it.
+  std::string large = "{";
+  for (int i = 0; i < 100; ++i) large += "\"m" + std::to_string(i) + "\":{\"a\":1},";
+  EXPECT_EQ(DuplicateMember(large + "\"z\":1}"), std::nullopt);
+  EXPECT_EQ(DuplicateMember(large + "\"m7\":1}"), "m7");
+  EXPECT_EQ(DuplicateMember(large + "\"n\":{\"q\":1,\"q\":2}}"), "q");
+  EXPECT_EQ(DuplicateMember(R"({"a":1,)"), std::nullopt);  // malformed: the parse says why
 }
 
 TEST(WireTest, ListingsRoundTripThroughJson) {

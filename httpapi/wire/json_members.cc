@@ -1,6 +1,7 @@
 #include "json_members.h"
 
 #include <boost/json/basic_parser_impl.hpp>
+#include <memory>
 #include <unordered_set>
 #include <vector>
 
@@ -11,23 +12,34 @@ using boost::json::string_view;
 using boost::system::error_code;
 
 // basic_parser's handler: the member names of each open object, and the first repeated one.
+// Names live in one flat array reused from object to object (no allocation for short ones); a
+// small object is searched in place, one past kSmall members gets a hash set, so that a hostile
+// object of many members costs linear time.
 struct MemberNames {
   static constexpr std::size_t max_object_size = std::size_t(-1);
   static constexpr std::size_t max_array_size = std::size_t(-1);
   static constexpr std::size_t max_key_size = std::size_t(-1);
   static constexpr std::size_t max_string_size = std::size_t(-1);
+  static constexpr std::size_t kSmall = 16;
 
-  std::vector<std::unordered_set<std::string>> open;
+  struct Level {
+    std::size_t first = 0;  // its first name in `names`
+    std::unique_ptr<std::unordered_set<std::string>> large;
+  };
+  std::vector<std::string> names;  // names[0, used) are the open objects' names
+  std::size_t used = 0;
+  std::vector<Level> open;
   std::string key;
   std::optional<std::string> repeated;
 
   bool on_document_begin(error_code&) { return true; }
   bool on_document_end(error_code&) { return true; }
   bool on_object_begin(error_code&) {
-    open.emplace_back();
+    open.push_back({used, nullptr});
     return true;
   }
   bool on_object_end(std::size_t, error_code&) {
+    used = open.back().first;
     open.pop_back();
     return true;
   }
@@ -39,10 +51,26 @@ struct MemberNames {
   }
   bool on_key(string_view s, std::size_t, error_code& ec) {
     key.append(s.data(), s.size());
-    if (!open.back().insert(key).second) {
+    Level& level = open.back();
+    bool seen = false;
+    if (level.large) {
+      seen = !level.large->insert(key).second;
+    } else {
+      for (std::size_t i = level.first; i < used && !seen; ++i) seen = names[i] == key;
+      if (!seen && used - level.first == kSmall) {
+        level.large = std::make_unique<std::unordered_set<std::string>>(
+            names.begin() + static_cast<std::ptrdiff_t>(level.first), names.begin() + used);
+        level.large->insert(key);
+      }
+    }
+    if (seen) {
       repeated = std::move(key);
       ec = boost::json::error::syntax;  // one is enough: stop here
       return false;
+    }
+    if (!level.large) {
+      if (used == names.size()) names.emplace_back();
+      names[used++].assign(key);
     }
     key.clear();
     return true;
