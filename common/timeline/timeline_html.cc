@@ -104,7 +104,8 @@ int XAtTime(const TimeAxis& axis, const std::vector<std::int64_t>& times, std::i
 
 std::string TableHtml(const Table& table) {
   if (table.rows.empty()) return "";
-  std::string html = "<table class=\"named\"><caption>" + Escape(table.caption) + "</caption>\n<tr>";
+  std::string html =
+      "<table class=\"named\"><caption>" + Escape(table.caption) + "</caption>\n<tr>";
   for (const auto& h : table.head) html += "<th>" + Escape(h) + "</th>";
   html += "</tr>\n";
   for (const auto& row : table.rows) {
@@ -282,8 +283,8 @@ std::string RenderHtml(const Timeline& t) {
             "<g class=\"%s\"%s><line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
             "stroke=\"#ccc\"/>",
             e.flagged ? "event flagged" : "event",
-            e.flagged && !any_flagged ? " id=\"first-flagged\"" : "", x_at(i), label_y + 3,
-            x_at(i), ly - 6);
+            e.flagged && !any_flagged ? " id=\"first-flagged\"" : "", x_at(i), label_y + 3, x_at(i),
+            ly - 6);
     any_flagged = any_flagged || e.flagged;
     if (e.end_ms) {  // an operation: a bar from its start to its end
       const int to = std::max(x_at(i) + 4, XAtTime(axis, times, *e.end_ms));
@@ -327,8 +328,7 @@ std::string RenderHtml(const Timeline& t) {
                                   : t.flagged_legend);
   }
   std::string html =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
-      Escape(title) +
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + Escape(title) +
       "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
       ".verdict{font-size:18px;font-weight:bold;white-space:pre-line;overflow-wrap:anywhere;"
       "color:" +
