@@ -170,5 +170,18 @@ TEST(NamesTest, RefusesControlCharactersEmptyAndOverlongNames) {
   }
 }
 
+TEST(TextTest, PluralSaysOneRunAndTwoRuns) {
+  EXPECT_EQ(Plural(1, "run"), "1 run");
+  EXPECT_EQ(Plural(0, "run"), "0 runs");
+  EXPECT_EQ(Plural(2, "operation"), "2 operations");
+}
+
+TEST(TextTest, QuotedNameEscapesEveryByteOutsidePrintableAscii) {
+  EXPECT_EQ(QuotedName("order-1"), "\"order-1\"");
+  EXPECT_EQ(QuotedName(std::string("a\"\\\x00\x7f\xc3\xa9", 7)),
+            "\"a\\x22\\x5c\\x00\\x7f\\xc3\\xa9\"");
+  EXPECT_EQ(QuotedName(""), "\"\"");
+}
+
 }  // namespace
 }  // namespace fencekit

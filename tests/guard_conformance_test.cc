@@ -166,7 +166,6 @@ class SqliteGuard final : public Guard {
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
       const std::string message = sqlite3_errmsg(db);
-      a.detail = std::to_string(rc) + " " + message;
       a.outcome = rc == SQLITE_CONSTRAINT && message.starts_with("FENCE stale token")
                       ? Outcome::kStale
                   : rc == SQLITE_CONSTRAINT && message.starts_with("FENCEKIT_ARGUMENT:")
@@ -636,8 +635,7 @@ class FencedGuard final : public Guard {
     if (!token.blob && std::regex_match(token.bytes, number)) {
       token_json = token.bytes;
     } else {
-      bool encoded = false;
-      token_json = json::serialize(json::value(JsonSafeText(token.bytes, &encoded)));
+      token_json = json::serialize(json::value(JsonSafeText(token.bytes)));
     }
     bool encoded = false;
     const std::string name = JsonSafeText(lock, &encoded);

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "fencectl_cli.h"
+#include "fencekit/common/text.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/pausetest/runner.h"
 #include "fencekit/pausetest/worker_runner.h"
@@ -26,9 +27,7 @@ bool Given(const po::variables_map& vm, const char* name) {
   return vm.count(name) > 0 && !vm[name].defaulted();
 }
 
-std::string Plural(long long n, const std::string& noun) {
-  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
-}
+using fencekit::Plural;
 
 // fencectl pause-test --worker CMD: the user's own worker under the kit's pauses.
 int WorkerPauseTest(const po::variables_map& vm) {

@@ -61,6 +61,10 @@ std::string PercentEncode(std::string_view bytes) {
   return out;
 }
 
+std::string Plural(long long n, std::string_view noun) {
+  return std::to_string(n) + " " + std::string(noun) + (n == 1 ? "" : "s");
+}
+
 std::string QuotedName(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "\"";

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "fencekit/common/text.h"
+
 namespace fencekit::pausetest {
 
 namespace {
@@ -361,11 +363,6 @@ std::string Quoted(const std::string& key) {
   return out + (key.size() > 80 ? "...\"" : "\"");
 }
 
-// "1 operation", "2 operations".
-std::string Count(std::size_t n, const char* noun) {
-  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
-}
-
 void AppendOps(const std::vector<RegisterOp>& all, std::vector<std::size_t> indices,
                std::int64_t origin, std::string_view file, std::size_t limit, std::string* out) {
   std::stable_sort(indices.begin(), indices.end(),
@@ -411,7 +408,7 @@ LinearizabilityReport CheckLinearizable(const std::vector<RegisterOp>& ops,
         undecided.message =
             "key " + Quoted(key) + ": undecided, the search " +
             (full == SearchResult::kOutOfTime ? "ran out of time" : "reached its memory bound") +
-            " over its " + Count(h.ops.size(), "operation") + times + ":";
+            " over its " + Plural(static_cast<long long>(h.ops.size()), "operation") + times + ":";
         AppendOps(ops, h.all, origin, file, 20, &undecided.message);
       }
       continue;
@@ -454,7 +451,7 @@ LinearizabilityReport CheckLinearizable(const std::vector<RegisterOp>& ops,
     } else {
       report.window = h.all;
       report.message = "key " + Quoted(key) + " is not linearizable: no order of its " +
-                       Count(h.ops.size(), "operation") +
+                       Plural(static_cast<long long>(h.ops.size()), "operation") +
                        " is what one register would do (the search for the smallest "
                        "window that cannot be ordered " +
                        (out_of_time ? "ran out of time" : "found none") + ")" + times + ":";

@@ -184,10 +184,6 @@ std::string LastLines(const std::string& path, int max_lines) {
   return out;
 }
 
-std::string Plural(long long n, const std::string& noun) {
-  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
-}
-
 std::string WorkerCannotRun(const RunRecord& record, int ok_before, const std::string& dir) {
   int invocations = 0, ok = 0;
   const KitEvent* last_failed = nullptr;

@@ -51,7 +51,4 @@ std::string Quote(const std::string& text);
 // indented by two spaces; "" when it is missing or empty.
 std::string LastLines(const std::string& path, int max_lines = 5);
 
-// "1 run", "2 runs".
-std::string Plural(long long n, const std::string& noun);
-
 }  // namespace fencekit::pausetest

@@ -14,6 +14,8 @@ bool IsValidUtf8(std::string_view bytes);
 std::string PercentEncode(std::string_view bytes);
 // `bytes` itself when valid UTF-8, else PercentEncode(bytes) and *was_encoded = true.
 std::string JsonSafeText(std::string_view bytes, bool* was_encoded = nullptr);
+// "1 run", "2 runs": `n` and `noun`, with an s unless n is 1 (for messages).
+std::string Plural(long long n, std::string_view noun);
 // `bytes` in double quotes, each byte outside printable ASCII, and each quote and backslash, as
 // \xNN: how the guards' refusals name a lock or fence key ("order-1", "caf\xc3\xa9").
 std::string QuotedName(std::string_view bytes);
