@@ -118,6 +118,19 @@ TEST_P(StoreRulesEngineTest, FenceBelongsToTheServiceOfItsFirstToken) {
   EXPECT_EQ(store->Highest("lock")->value(), T(7));
 }
 
+// --no-fencing (the demo's control arm) accepts every write: a token from another lock service
+// (Redis restarted empty) lands too, so the lost update it allows can be shown.
+TEST_P(StoreRulesEngineTest, UnguardedStoreAcceptsAWriteFromAnotherLockService) {
+  auto store = Open({.unguarded = true});
+  ASSERT_TRUE(store->Write(Put("lock", 5, "k", "redis:aaaa")).ok());
+  auto r = store->Write(Put("lock", 1, "k", "redis:bbbb"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto fence = store->Fence("lock");
+  ASSERT_TRUE(fence.ok() && fence->has_value());
+  EXPECT_EQ((*fence)->highest, T(5));
+  EXPECT_EQ((*fence)->service, "redis:aaaa");
+}
+
 TEST_P(StoreRulesEngineTest, UnboundFenceIsBoundByTheFirstAcceptedWriteNamingAService) {
   auto store = Open();
   ASSERT_TRUE(store->Write(Put("lock", 5, "k")).ok());

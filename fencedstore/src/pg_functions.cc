@@ -95,13 +95,13 @@ BEGIN
       o_outcome := CASE p_verify WHEN 1 THEN 'verify' ELSE 'unverified_token' END;
     ELSE
       o_highest := f_highest;
-      IF p_service IS NOT NULL AND f_service IS NOT NULL AND f_service <> p_service THEN
-        o_outcome := 'wrong_service';
-        o_fence_service := f_service;
-      ELSIF p_unguarded THEN
+      IF p_unguarded THEN  -- every write, whatever its token and its service
         UPDATE fencekit.fences SET highest = greatest(highest, p_token),
             service = coalesce(service, p_service)
           WHERE lock = p_lock RETURNING highest INTO o_highest;
+      ELSIF p_service IS NOT NULL AND f_service IS NOT NULL AND f_service <> p_service THEN
+        o_outcome := 'wrong_service';
+        o_fence_service := f_service;
       ELSIF p_token < f_highest OR (p_strict AND p_token = f_highest) THEN
         o_outcome := 'stale_token';
       ELSIF NOT (p_verify IN (0, 3) OR (NOT p_strict AND p_token = f_highest AND f_confirmed)) THEN

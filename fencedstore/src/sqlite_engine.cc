@@ -46,10 +46,10 @@ Status SqliteEngine::Prepare(sqlite::Db db, sqlite::TxnStatements txn) {
   const std::string service_ok = " AND (?3 IS NULL OR service IS NULL OR service = ?3)";
   std::string fence_sql;
   if (options.unguarded) {
+    // Every write, whatever its token and its service: the demonstration's lost update.
     fence_sql =
         "UPDATE fences SET highest = max(highest, ?2), service = coalesce(service, ?3) "
-        "WHERE lock = ?1" +
-        service_ok;
+        "WHERE lock = ?1";
   } else {
     // Under verify only a confirmed write binds the fence to a service: anyone may send the
     // fence's current token (GET /v1/fences shows it), and must not bind the fence with it.

@@ -72,9 +72,9 @@ struct StoreOptions {
   // When true, a write needs token > highest (exactly one write per grant). Default false:
   // token >= highest, so one holder may write many times under one grant.
   bool strict = false;
-  // DEMONSTRATION ONLY. When true the store accepts every write whatever its token: the lost
-  // update that fencing prevents becomes possible. It exists so the GC-pause demo can show the
-  // failure. The fence still records the highest token seen.
+  // DEMONSTRATION ONLY. When true the store accepts every write whatever its token and its
+  // lock service (Fencing-Service): the lost update that fencing prevents becomes possible. It
+  // exists so the demo can show the failure. The fence still records the highest token seen.
   bool unguarded = false;
   // Number of most recent decisions kept in the history table. 0 disables the history.
   std::size_t history_limit = 10000;
