@@ -2,9 +2,11 @@
 
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
+#include <charconv>
 #include <iostream>
 #include <memory>
 
+#include "balance.h"
 #include "fencekit/fencedstore/refusal.h"
 #include "fencekit/fencing/fenced_writes.h"
 #include "fencekit/httpapi/store_client.h"
@@ -20,10 +22,9 @@ void Reply(const json::object& o) { std::cout << json::serialize(o) << std::endl
 
 }  // namespace
 
-int RunClient(const std::string& name, const std::string& locks, const std::string& store_url,
-              std::chrono::milliseconds ttl, bool sequential) {
-  auto client = LockClient::Open(locks, {.ttl = ttl, .redlock_sequential = sequential});
-  auto store = StoreClient::Open(store_url, {.timeout = 30s});
+int RunClient(const ClientOptions& o) {
+  auto client = LockClient::Open(o.locks, {.ttl = o.ttl, .redlock_sequential = o.sequential});
+  auto store = StoreClient::Open(o.store_url, {.timeout = 30s});
   if (!client.ok() || !store.ok()) {
     Reply({{"ok", false},
            {"message", !client.ok() ? client.status().message() : store.status().message()}});
@@ -31,6 +32,7 @@ int RunClient(const std::string& name, const std::string& locks, const std::stri
   }
   Reply({{"ok", true}, {"ready", true}});
   std::unique_ptr<HeldLock> held;
+  std::string last_read;  // the record as this client last read it
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line == "acquire") {
@@ -42,27 +44,56 @@ int RunClient(const std::string& name, const std::string& locks, const std::stri
       // No auto-renewal: a stop-the-world pause freezes a renewal thread too.
       held = std::make_unique<HeldLock>(**client, *lease, HeldLock::Options{});
       Reply({{"ok", true}, {"token", lease->token.value()}, {"owner", lease->owner}});
-    } else if (line.starts_with("write ")) {
+    } else if (line == "read") {
+      auto r = (*store)->Get(kKey);
+      if (!r.ok() && !r.status().IsNotFound()) {
+        Reply({{"ok", false}, {"message", r.status().message()}});
+        continue;
+      }
+      last_read = r.ok() ? r->value : "";
+      Reply({{"ok", true}, {"value", last_read}, {"found", r.ok()}});
+    } else if (line == "check") {
       if (!held) {
         Reply({{"ok", false}, {"message", "no lease"}});
         continue;
       }
-      // The client still believes it holds the lock: it writes with the token it has.
-      auto r = FencedPut(**store, *held, kKey, line.substr(6));
-      json::object o{
-          {"ok", r.ok()}, {"token", held->lease().token.value()}, {"lease_lost", held->lost()}};
-      if (!r.ok()) {
-        o["stale"] = r.status().IsStaleToken();
-        o["wrong_service"] = r.status().IsWrongService();
-        o["highest"] = HighestToken(r.status()).value_or(0);
-        o["message"] = r.status().message();
+      auto r = (*store)->Get(kHighestKey);
+      std::int64_t highest = 0;
+      if (r.ok()) {
+        std::from_chars(r->value.data(), r->value.data() + r->value.size(), highest);
+      } else if (!r.status().IsNotFound()) {
+        Reply({{"ok", false}, {"message", r.status().message()}});
+        continue;
       }
-      Reply(o);
-    } else if (line == "read") {
-      auto r = (*store)->Get(kKey);
-      Reply({{"ok", r.ok()},
-             {"value", r.ok() ? r->value : ""},
-             {"token", r.ok() ? r->token.value() : 0}});
+      Reply({{"ok", true},
+             {"passed", held->lease().token.value() >= highest},
+             {"highest", highest}});
+    } else if (line.starts_with("deposit ")) {
+      if (!held) {
+        Reply({{"ok", false}, {"message", "no lease"}});
+        continue;
+      }
+      int amount = 0;
+      std::from_chars(line.data() + 8, line.data() + line.size(), amount);
+      // The client still believes it holds the lock: it writes, with the token it has, what it
+      // computed from its last read.
+      const std::string value = Deposit(last_read, o.name, amount);
+      auto r = FencedPut(**store, *held, kKey, value);
+      if (r.ok() && o.two_step) {
+        r = FencedPut(**store, *held, kHighestKey,
+                      std::to_string(held->lease().token.value()));
+      }
+      json::object reply{{"ok", r.ok()},
+                         {"token", held->lease().token.value()},
+                         {"lease_lost", held->lost()},
+                         {"value", value}};
+      if (!r.ok()) {
+        reply["stale"] = r.status().IsStaleToken();
+        reply["wrong_service"] = r.status().IsWrongService();
+        reply["highest"] = HighestToken(r.status()).value_or(0);
+        reply["message"] = r.status().message();
+      }
+      Reply(reply);
     } else if (line == "exit") {
       break;
     }

@@ -5,6 +5,7 @@
 #include <thread>
 #include <utility>
 
+#include "balance.h"
 #include "client_role.h"
 #include "fencekit/httpapi/store_client.h"
 
@@ -16,8 +17,17 @@ namespace fencekit::demo {
 Demo::Demo(std::string scenario, std::string locks, bool fencing, std::chrono::milliseconds ttl,
            std::string fenced_path)
     : locks_(std::move(locks)), ttl_(ttl), fenced_path_(std::move(fenced_path)) {
+  two_step_ = scenario == "check-then-write";
+  store_fences_ = fencing && !two_step_;
   timeline_.scenario = std::move(scenario);
-  timeline_.fencing = fencing;
+  // What the timeline calls fencing: a store that checks the token in the write's transaction.
+  timeline_.fencing = store_fences_;
+  timeline_.lanes = ScenarioLanes(timeline_.scenario, fencing);
+  if (two_step_) {
+    timeline_.title = std::string("fencekit demo: check-then-write (") +
+                      (fencing ? "the token checked, then the write: two steps" : "no check") +
+                      ")";
+  }
   char tmpl[] = "/tmp/fencekit-demo-XXXXXX";
   dir_ = mkdtemp(tmpl);
   start_ = std::chrono::steady_clock::now();
@@ -30,7 +40,20 @@ Demo::~Demo() {
   if (std::system(cmd.c_str()) != 0) std::cerr << "could not remove " << dir_ << "\n";
 }
 
+std::string Demo::Headline() const {
+  if (two_step_) {
+    return "Scenario check-then-write, " +
+           std::string(timeline_.lanes.back().title == "Storage (no check)"
+                           ? "no check"
+                           : "the store checks the token, then writes (two steps)");
+  }
+  return "Scenario " + timeline_.scenario + ", fencing " + (store_fences_ ? "on" : "OFF");
+}
+
 std::string Demo::Run() {
+  if (!IsScenario(timeline_.scenario)) {
+    return "unknown scenario \"" + timeline_.scenario + "\"; use " + ScenarioNames();
+  }
   if (timeline_.scenario == "lock-service-restart") {
     if (auto err = StartRedis(1); !err.empty()) return err;
   } else if (timeline_.scenario == "clock-jump") {
@@ -49,8 +72,7 @@ std::string Demo::Run() {
   if (timeline_.scenario == "slow-network") return GcPause(true);
   if (timeline_.scenario == "lock-service-restart") return LockServiceRestart();
   if (timeline_.scenario == "clock-jump") return ClockJump();
-  return "unknown scenario \"" + timeline_.scenario +
-         "\"; use gc-pause, slow-network, lock-service-restart or clock-jump";
+  return CheckThenWrite();
 }
 
 std::int64_t Demo::Viewers() const {
@@ -79,7 +101,7 @@ void Demo::LogAt(std::int64_t time_ms, const std::string& actor, const std::stri
 std::string Demo::StartFenced() {
   procutil::FencedOptions o{
       .binary = fenced_path_, .db = dir_ + "/store.db", .log_path = dir_ + "/fenced.log"};
-  if (!timeline_.fencing) o.args.push_back("--no-fencing");
+  if (!store_fences_) o.args.push_back("--no-fencing");
   if (Status s = fenced_.Start(o); !s.ok()) {
     return "fenced did not start (" + fenced_path_ + "): " + s.message();
   }
@@ -89,10 +111,10 @@ std::string Demo::StartFenced() {
 }
 
 std::string Demo::StartRedis(int n) {
-  if (!locks_.empty() && !locks_.starts_with("redis://") && !locks_.starts_with("redlock://")) {
-    return "the " + timeline_.scenario +
-           " scenario starts its own redis-server nodes; leave "
-           "out --locks";
+  if (!locks_.empty()) {
+    return "--scenario " + timeline_.scenario + " starts its own redis-server " +
+           (n == 1 ? "(it restarts it empty mid-run)" : "nodes (it deletes a key on one)") +
+           ", so it takes no --locks; leave it out";
   }
   for (int i = 0; i < n; ++i) {
     redis_.push_back(std::make_unique<procutil::RedisServer>());
@@ -135,50 +157,92 @@ std::unique_ptr<Client> Demo::StartClient(const std::string& name, const std::st
                                    "--ttl",
                                    std::to_string(ttl_.count()) + "ms"};
   if (sequential) argv.push_back("--sequential");
+  if (two_step_) argv.push_back("--two-step");
   return std::make_unique<Client>(argv);
 }
 
-bool Demo::Acquire(Client& c, const std::string& name, std::int64_t& token, std::string& error) {
+bool Demo::Acquire(Client& c, const std::string& name, std::int64_t& token, std::string& error,
+                   bool service_lane, std::string* owner) {
   auto r = c.Ask("acquire");
   if (!r["ok"].as_bool()) {
     error = name + " could not acquire: " + std::string(r["message"].as_string());
     return false;
   }
   token = r["token"].as_int64();
+  if (owner != nullptr) *owner = std::string(r["owner"].as_string());
   const std::int64_t now = Now();
+  if (service_lane) LogAt(now, "lock service", "grants the lock to " + name, token, "", Kind::kGrant);
   LogAt(now, name, "acquires the lock", token, "", Kind::kGrant);
-  LogAt(now, "lock service", "grants the lock to " + name, token, "", Kind::kGrant);
   return true;
 }
 
-bool Demo::LogWrite(const std::string& name, json::object r) {
-  // The store's answer and the client's write are one moment, said once: on the store's lane
-  // (Label() shows the client's lane only "writes").
+bool Demo::Read(Client& c, const std::string& name, std::int64_t token, std::string& error) {
+  auto r = c.Ask("read");
+  if (!r["ok"].as_bool()) {
+    error = name + " could not read: " + std::string(r["message"].as_string());
+    return false;
+  }
+  const std::string value(r["value"].as_string());
+  Log(name, r["found"].as_bool() ? "reads \"" + value + "\"" : "reads: no record yet (balance 0)",
+      token, "", Kind::kRead);
+  return true;
+}
+
+bool Demo::LogWrite(const std::string& name, json::object r,
+                    std::optional<std::int64_t> held_since) {
+  // The client's write, then the store's answer: one moment, said once, on the store's lane
+  // (Label() shows the client's lane only "writes"). A write held in the network was sent
+  // earlier: what happens now is its arrival, the store's answer, and the client getting it.
   const std::int64_t now = Now();
-  std::int64_t token = r["token"].as_int64();
-  if (r["ok"].as_bool()) {
-    std::string lost;
-    if (token < highest_accepted_) {  // only a store without fencing takes it
-      lost = "it overwrites " + highest_writer_ + "'s update (token " +
-             std::to_string(highest_accepted_) + "), which is lost";
+  const std::int64_t token = r["token"].as_int64();
+  const std::string value = r.contains("value") ? std::string(r["value"].as_string()) : "";
+  auto store = [&](const std::string& event, const std::string& status, Kind kind) {
+    LogAt(now, "store", event, token, status, kind);
+  };
+  auto client = [&](const std::string& status, Kind kind, auto&& decision) {
+    if (held_since) {
+      LogAt(now, "store", name + "'s write arrives", token,
+            "held " + std::to_string(now - *held_since) + " ms in the network", Kind::kArrive,
+            name);
+      decision();
+      LogAt(now, name, "gets the answer to its write", token, status, kind);
     } else {
-      highest_accepted_ = token;
-      highest_writer_ = name;
+      LogAt(now, name, "writes", token, status, kind);
+      decision();
     }
-    LogAt(now, "store", "accepts " + name + "'s write", token, lost, Kind::kAccepted);
-    LogAt(now, name, "writes", token, "accepted", Kind::kAccepted);
+  };
+  if (r["ok"].as_bool()) {
+    // Harm: a value computed without the record's last update (only a store without fencing,
+    // or one whose check is not part of the write, takes it).
+    if (!stored_.value.empty() && !Extends(value, stored_.value)) {
+      client("accepted", Kind::kOverwrite, [&] {
+        store("accepts " + name + "'s write",
+              "it overwrites " + stored_.writer + "'s update (token " +
+                  std::to_string(stored_.token) + "), which is lost",
+              Kind::kOverwrite);
+      });
+    } else {
+      client("accepted", Kind::kAccepted,
+             [&] { store("accepts " + name + "'s write", "\"" + value + "\"", Kind::kAccepted); });
+    }
+    stored_ = {value, name, token};
     return true;
   }
   if (r.contains("stale") && r["stale"].as_bool()) {
-    LogAt(now, "store", "refuses " + name + "'s write", token,
-          "it has seen token " + std::to_string(r["highest"].as_int64()), Kind::kRefused);
-    LogAt(now, name, "writes", token, "refused, stale token", Kind::kRefused);
+    client("refused, stale token", Kind::kRefused, [&] {
+      store("refuses " + name + "'s write",
+            "it has seen token " + std::to_string(r["highest"].as_int64()), Kind::kRefused);
+    });
   } else if (r.contains("wrong_service") && r["wrong_service"].as_bool()) {
-    LogAt(now, "store", "refuses " + name + "'s write", token,
-          "its token comes from another lock service than the fence's, so it cannot be "
-          "compared with the tokens the store has seen",
-          Kind::kRefused);
-    LogAt(now, name, "writes", token, "refused, wrong lock service", Kind::kRefused);
+    client("refused, wrong lock service", Kind::kRefused, [&] {
+      store("refuses " + name + "'s write",
+            "its token comes from another lock service (Fencing-Service) than the fence's, so "
+            "it cannot be compared with the tokens the store has seen",
+            Kind::kRefused);
+    });
+    // The refused client may well be the lock service's holder (a new lock service's): its
+    // lease is not lost, the store just cannot take its tokens.
+    return false;
   } else {
     LogAt(now, name, "write failed", token, std::string(r["message"].as_string()), Kind::kNote);
     return false;

@@ -111,23 +111,30 @@ std::string DefaultFenced() {
 int main(int argc, char** argv) {
   using namespace fencekit;
   using namespace fencekit::demo;
-  std::string role, name, locks, store, ttl_text, scenario, json_path, html_path, fenced, colour;
+  std::string role, name, locks, store, ttl_text, scenario, json_path, html_path, svg_path, fenced,
+      colour;
   po::options_description desc(
       "fencekit-demo: a client paused past its lease writes with a stale token; the fenced store "
       "refuses it.\n\nUsage: fencekit-demo [options]\n\nOptions");
   desc.add_options()("help,h", "print this help")("version", "print the version")(
       "scenario", po::value(&scenario)->default_value("gc-pause"),
-      "gc-pause (A is frozen with SIGSTOP), slow-network (A's write is delayed in flight), "
-      "lock-service-restart (Redis restarted empty: two holders), clock-jump (Redlock on 5 nodes: "
-      "a node's clock jumps, two holders)")(
+      "gc-pause (A is frozen with SIGSTOP before it writes), slow-network (A's write is held in "
+      "the network by a delaying proxy), lock-service-restart (Redis restarted without its "
+      "data: two holders), clock-jump (Redlock on 5 nodes: A's key on node 3 deleted as a clock "
+      "jump would expire it, two holders), check-then-write (a store that checks the token, "
+      "then writes, in two steps)")(
       "no-fencing", po::bool_switch(),
-      "run the store unguarded (demonstration only) to show the lost update")(
+      "the control arm: run the store unguarded (demonstration only) to show the lost update; "
+      "in check-then-write, a store with no check at all")(
       "locks", po::value(&locks),
       "lock service URI: sqlite:///path/locks.db, redis://host:port, redlock://h1:p1,h2:p2,h3:p3 "
-      "or etcd://h1:p1[,...] (default: an embedded sqlite:// file in a temporary folder)")(
+      "or etcd://h1:p1[,...] (default: an embedded sqlite:// file in a temporary folder). "
+      "lock-service-restart and clock-jump start their own Redis and refuse it")(
       "ttl", po::value(&ttl_text)->default_value("1s"), "lease length of the clients")(
       "json", po::value(&json_path), "write the events and the final value as JSON to FILE")(
       "html", po::value(&html_path), "write a standalone timeline page (SVG) to FILE")(
+      "svg", po::value(&svg_path),
+      "write the timeline alone as an SVG file with large type, for slides, to FILE")(
       "color", po::value(&colour)->default_value("auto"), "auto, always or never")(
       "serve", po::bool_switch(),
       "watch it live: serve a page on 127.0.0.1 that tells the story as it happens (the clients, "
@@ -139,7 +146,8 @@ int main(int argc, char** argv) {
       "built beside it)")("role", po::value(&role), "internal: 'client' runs one client process")(
       "name", po::value(&name), "internal: client name")("store", po::value(&store),
                                                          "internal: store URL for a client")(
-      "sequential", po::bool_switch(), "internal: the client asks Redlock nodes one at a time");
+      "sequential", po::bool_switch(), "internal: the client asks Redlock nodes one at a time")(
+      "two-step", po::bool_switch(), "internal: the client checks its token apart from its write");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -161,14 +169,28 @@ int main(int argc, char** argv) {
     std::cerr << "fencekit-demo: " << ttl.status().message() << "\n";
     return 1;
   }
-  if (role == "client") return RunClient(name, locks, store, *ttl, vm["sequential"].as<bool>());
+  if (role == "client") {
+    return RunClient({.name = name,
+                      .locks = locks,
+                      .store_url = store,
+                      .ttl = *ttl,
+                      .sequential = vm["sequential"].as<bool>(),
+                      .two_step = vm["two-step"].as<bool>()});
+  }
+  if (!IsScenario(scenario)) {
+    std::cerr << "fencekit-demo: unknown scenario \"" << scenario << "\"; use "
+              << ScenarioNames() << "\n";
+    return 2;
+  }
 
   bool fencing = !vm["no-fencing"].as<bool>();
   const bool serve = vm["serve"].as<bool>();
   Demo demo(scenario, locks, fencing, *ttl, fenced);
   std::unique_ptr<LivePage> page;
   if (serve) {
-    auto started = LivePage::Start(scenario, fencing, *ttl, 0);
+    // check-then-write's store does not fence (its check is apart from the write).
+    auto started = LivePage::Start(scenario, fencing && scenario != "check-then-write", *ttl, 0,
+                                   ScenarioLanes(scenario, fencing));
     if (!started.ok()) {
       std::cerr << "fencekit-demo: " << started.status().message() << "\n";
       return 2;
@@ -189,8 +211,7 @@ int main(int argc, char** argv) {
   const Timeline& t = demo.timeline();
   bool use_colour =
       colour == "always" || (colour == "auto" && isatty(1) && !std::getenv("NO_COLOR"));
-  std::cout << "Scenario " << t.scenario << ", fencing " << (fencing ? "on" : "OFF") << "\n\n"
-            << RenderTerminal(t, use_colour);
+  std::cout << demo.Headline() << "\n\n" << RenderTerminal(t, use_colour);
   if (!json_path.empty() && !WriteFile(json_path, RenderJson(t))) {
     std::cerr << "fencekit-demo: cannot write " << json_path << "\n";
     return 1;
@@ -202,12 +223,19 @@ int main(int argc, char** argv) {
     }
     std::cout << "timeline written to " << html_path << "\n";
   }
+  if (!svg_path.empty()) {
+    if (!WriteFile(svg_path, timeline::RenderSvg(t))) {
+      std::cerr << "fencekit-demo: cannot write " << svg_path << "\n";
+      return 1;
+    }
+    std::cout << "timeline (SVG, for slides) written to " << svg_path << "\n";
+  }
   if (serve) {
     using namespace std::chrono_literals;
     if (page->Finish(t, demo.store_url(), demo.store_port(), 10s)) {
       std::cout << "\nThe page (" << page->url() << ") shows your writes too, on the store's lane.";
     }
-    KeepServing(t, demo.store_url(), fencing);
+    KeepServing(t, demo.store_url(), t.fencing);
   }
   return t.lesson_shown ? 0 : 1;
 }

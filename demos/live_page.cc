@@ -9,8 +9,10 @@ namespace fencekit::demo {
 
 Result<std::unique_ptr<LivePage>> LivePage::Start(const std::string& scenario, bool fencing,
                                                   std::chrono::milliseconds ttl,
-                                                  std::uint16_t port) {
-  auto server = PageServer::Start({.port = port}, StoryLog(scenario, fencing, ttl));
+                                                  std::uint16_t port,
+                                                  std::vector<timeline::Lane> lanes) {
+  auto server =
+      PageServer::Start({.port = port}, StoryLog(scenario, fencing, ttl, std::move(lanes)));
   if (!server.ok()) return server.status();
   return std::unique_ptr<LivePage>(new LivePage(std::move(server).value()));
 }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fenced_feed.h"
 #include "fencekit/common/status.h"
@@ -19,9 +20,10 @@ namespace fencekit::demo {
 
 class LivePage {
  public:
-  // Serves the page on 127.0.0.1:`port` (0: a free port).
+  // Serves the page on 127.0.0.1:`port` (0: a free port). `fencing` and `lanes` as StoryLog's.
   static Result<std::unique_ptr<LivePage>> Start(const std::string& scenario, bool fencing,
-                                                 std::chrono::milliseconds ttl, std::uint16_t port);
+                                                 std::chrono::milliseconds ttl, std::uint16_t port,
+                                                 std::vector<timeline::Lane> lanes = {});
 
   // "http://127.0.0.1:<port>/"
   std::string url() const;

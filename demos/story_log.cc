@@ -27,44 +27,21 @@ std::string Cut(const std::string& s, std::size_t max) {
 
 }  // namespace
 
-const char* KindName(Kind k) {
-  switch (k) {
-    case Kind::kNote:
-      return "note";
-    case Kind::kGrant:
-      return "grant";
-    case Kind::kExpire:
-      return "expire";
-    case Kind::kPause:
-      return "pause";
-    case Kind::kResume:
-      return "resume";
-    case Kind::kSend:
-      return "send";
-    case Kind::kAccepted:
-      return "accepted";
-    case Kind::kRefused:
-      return "refused";
-    case Kind::kRead:
-      return "read";
-    case Kind::kLost:
-      return "lost";
-    case Kind::kRestart:
-      return "restart";
-    case Kind::kUnknown:  // the demo makes none of these; the page knows no such kinds
-    case Kind::kRelease:
-      return "note";
-  }
-  return "note";
+const char* FeedKind(Kind k) {
+  return k == Kind::kUnknown || k == Kind::kRelease ? "note" : timeline::KindName(k);
 }
 
-StoryLog::StoryLog(std::string scenario, bool fencing, std::chrono::milliseconds ttl)
-    : scenario_(std::move(scenario)), fencing_(fencing), ttl_(ttl) {}
+StoryLog::StoryLog(std::string scenario, bool fencing, std::chrono::milliseconds ttl,
+                   std::vector<timeline::Lane> lanes)
+    : scenario_(std::move(scenario)),
+      fencing_(fencing),
+      ttl_(ttl),
+      lanes_(lanes.empty() ? ScenarioLanes(scenario_, fencing) : std::move(lanes)) {}
 
 std::string StoryLog::Hello(std::chrono::steady_clock::time_point now) const {
   json::array lanes;
-  for (const auto& lane : Lanes()) {
-    lanes.push_back(json::object{{"id", lane}, {"title", LaneTitle(lane, fencing_)}});
+  for (const auto& lane : lanes_) {
+    lanes.push_back(json::object{{"id", lane.id}, {"title", lane.title}, {"client", lane.client}});
   }
   const char* state = !begun_ ? "waiting" : end_.empty() ? "running" : "ended";
   std::int64_t now_ms =
@@ -89,7 +66,7 @@ std::string StoryLog::Add(const Event& e, bool after) {
   json::object o{{"id", next_id_},
                  {"t", e.time_ms},
                  {"lane", e.actor},
-                 {"kind", KindName(e.kind)},
+                 {"kind", FeedKind(e.kind)},
                  {"label", Cut(Label(e), kMaxLabelBytes)}};
   if (e.token) {
     o["token"] = *e.token;

@@ -1,12 +1,13 @@
 // StoryLog: what the --serve page shows (demos/page/), kept so that a page opened or reloaded at
 // any time gets everything since the scenario began, then the rest live. It renders the page's
 // feed, Server-Sent Events:
-//   hello  {"scenario","fencing","ttl_ms","lanes":[{"id","title"}],"state","now_ms"}: first on
+//   hello  {"scenario","fencing","ttl_ms","lanes":[{"id","title","client"}],"state","now_ms"}: first on
 //          every connection and again when the scenario begins; the page starts over on it.
 //          state: "waiting" (for a viewer), "running" or "ended"; now_ms: the scenario's clock.
 //   step   {"id","t","lane","kind","label","token","holder","after"}: one event at t ms of the
-//          scenario's clock, on lane "A", "B", "lock service" or "store"; kind as Kind
-//          ("grant", "pause", "refused", ...); holder: whose lease a kExpire ends; after: a
+//          scenario's clock, on one of the hello's lanes; kind as Kind
+//          ("grant", "pause", "refused", ...); holder: whose lease a kExpire ends, whose held write a
+//          kArrive delivers; after: a
 //          write decided by fenced after the scenario (the visitor's own).
 //   end    {"verdict","lesson_shown","final_value","fencing","store_url","lock","key",
 //          "highest"}: the scenario's outcome and what the visitor may try next.
@@ -25,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "scenario_lanes.h"
 #include "timeline_names.h"
 
 namespace fencekit::demo {
@@ -35,7 +37,10 @@ class StoryLog {
   static constexpr std::size_t kMaxVisitorEvents = 500;
   static constexpr std::size_t kMaxLabelBytes = 400;
 
-  StoryLog(std::string scenario, bool fencing, std::chrono::milliseconds ttl);
+  // `fencing`: whether the store checks tokens in the write (the page's banner says when not).
+  // `lanes`: the hello's; empty: ScenarioLanes(scenario, fencing).
+  StoryLog(std::string scenario, bool fencing, std::chrono::milliseconds ttl,
+           std::vector<timeline::Lane> lanes = {});
 
   // Each returns the feed's text for it, to send to every open stream ("" for nothing).
   // The scenario's clock starts at `now`.
@@ -54,6 +59,7 @@ class StoryLog {
   std::string scenario_;
   bool fencing_;
   std::chrono::milliseconds ttl_;
+  std::vector<timeline::Lane> lanes_;  // the scenario's (ScenarioLanes)
   bool begun_ = false;
   std::chrono::steady_clock::time_point start_;
   std::uint64_t next_id_ = 1;
@@ -63,7 +69,8 @@ class StoryLog {
   std::uint64_t forgotten_ = 0;               // visitor writes let go
 };
 
-// The kind's name in the feed ("grant", "refused", ...).
-const char* KindName(Kind k);
+// The kind's name in the feed ("grant", "refused", ...): KindName, but "note" for the kinds the
+// page does not draw (the demo makes none of them).
+const char* FeedKind(Kind k);
 
 }  // namespace fencekit::demo

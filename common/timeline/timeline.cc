@@ -30,9 +30,12 @@ const char* Colour(Kind k) {
     case Kind::kRefused:
     case Kind::kLost:
       return "\033[31m";
+    case Kind::kOverwrite:  // harm: bold, on red
+      return "\033[1;37;41m";
     case Kind::kPause:
     case Kind::kResume:
     case Kind::kSend:
+    case Kind::kArrive:
       return "\033[33m";
     case Kind::kGrant:
     case Kind::kExpire:
@@ -106,6 +109,42 @@ std::string Escape(const std::string& s) {
 
 }  // namespace detail
 
+const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kNote:
+      return "note";
+    case Kind::kGrant:
+      return "grant";
+    case Kind::kExpire:
+      return "expire";
+    case Kind::kPause:
+      return "pause";
+    case Kind::kResume:
+      return "resume";
+    case Kind::kSend:
+      return "send";
+    case Kind::kAccepted:
+      return "accepted";
+    case Kind::kRefused:
+      return "refused";
+    case Kind::kRead:
+      return "read";
+    case Kind::kLost:
+      return "lost";
+    case Kind::kRestart:
+      return "restart";
+    case Kind::kUnknown:
+      return "unknown";
+    case Kind::kRelease:
+      return "release";
+    case Kind::kOverwrite:
+      return "overwrite";
+    case Kind::kArrive:
+      return "arrive";
+  }
+  return "note";
+}
+
 const std::vector<std::string>& Lanes() { return kLanes; }
 
 std::vector<Lane> LanesOf(const Timeline& t) {
@@ -126,7 +165,10 @@ std::string Label(const Event& e) { return Label(e, IsClient(e.actor)); }
 std::string Label(const Event& e, bool client) {
   // A client's write: the store's lane says, at the same moment, with which token and what
   // became of it.
-  if (client && (e.kind == Kind::kAccepted || e.kind == Kind::kRefused)) return e.event;
+  if (client &&
+      (e.kind == Kind::kAccepted || e.kind == Kind::kRefused || e.kind == Kind::kOverwrite)) {
+    return e.event;
+  }
   std::string label = e.event;
   if (e.token && !client && e.kind != Kind::kRead) label += ", token " + std::to_string(*e.token);
   if (!e.status.empty()) label += ": " + e.status;
@@ -198,6 +240,7 @@ std::string RenderJson(const Timeline& t) {
       o["token"] = nullptr;
     }
     o["status"] = e.status;
+    o["kind"] = KindName(e.kind);
     if (e.flagged) o["flagged"] = true;
     events.push_back(std::move(o));
   }

@@ -24,7 +24,11 @@ enum class Kind {
   kRestart,   // the lock service restarted
   kUnknown,   // a write whose outcome is unknown (timed out, connection lost)
   kRelease,   // the client released its lease (ends its lease bar)
+  kOverwrite,  // the store accepted a write that overwrote a newer one: harm, a lost update
+  kArrive,     // a write held in the network reached the store (holder: whose; ends the hold)
 };
+// Its name in the JSON and the live page's feed ("grant", "refused", "overwrite", ...).
+const char* KindName(Kind k);
 // A process's exit is a kNote.
 
 struct Event {
@@ -34,7 +38,7 @@ struct Event {
   std::optional<std::int64_t> token;
   std::string status;
   Kind kind = Kind::kNote;
-  std::string holder;    // kExpire: whose lease ran out, a lane's id (drawn, not exported)
+  std::string holder;    // kExpire: whose lease ran out; kArrive: whose write (a lane's id)
   bool flagged = false;  // drawn circled in red with a bold label: what a check named
   // Set: the event took from time_ms to end_ms (an operation), drawn in the HTML as a bar that
   // long on its lane, in its kind's colour.
@@ -93,16 +97,20 @@ std::string Label(const Event& e, bool client);
 
 // A column per lane, in colour when `colour`.
 std::string RenderTerminal(const Timeline& t, bool colour);
-// {"scenario","fencing","events":[{"time_ms","actor","event","token","status"}],
+// {"scenario","fencing","events":[{"time_ms","actor","event","token","status","kind"}],
 //  "final_value","verdict","lesson_shown"}; an event also has "flagged":true when flagged, and
 // the root "title" and "lanes":[{"id","title","client"}] when they are set.
 std::string RenderJson(const Timeline& t);
 // A standalone page (inline SVG, no network resources) drawing lanes, lease bars, the pause
 // and the writes, like Kleppmann's figure, on a time-proportional axis (LayOutTime) with labels
-// that never overlap (StackLabels). Linear in the events but for labels at one moment on one lane
-// (StackLabels). A long run makes a wide drawing: when an event is flagged, the drawing scrolls
-// inside the page's width and opens scrolled to the first flagged event (id "first-flagged").
+// that never overlap and whose leader lines cross no label (PlaceLabels), a legend of what is
+// drawn, and the drawing as wide as its longest label needs. A long run makes a wide drawing:
+// when an event is flagged, the drawing scrolls inside the page's width and opens scrolled to
+// the first flagged event (id "first-flagged").
 std::string RenderHtml(const Timeline& t);
+// The drawing alone, as a standalone SVG file (white background, lane titles included) whose
+// type is `font_px` high (the page's is 11): for slides.
+std::string RenderSvg(const Timeline& t, int font_px = 22);
 
 // The HTML timeline's time axis. Events at the same time share their x (the store's refusal
 // and the write it refuses are one moment). Otherwise each event's x is proportional to its
@@ -128,5 +136,14 @@ TimeAxis LayOutTime(const std::vector<std::int64_t>& times_ms, int left);
 // Rows for labels that must not overlap: label i spans [from, to) horizontally; it goes to the
 // lowest row where it starts at least `gap` after the end of every label already there.
 std::vector<int> StackLabels(const std::vector<std::pair<int, int>>& spans, int gap);
+
+// Rows (0: nearest the lane's line) for labels above a lane, each joined to its mark at `xs[i]`
+// (non-decreasing) by a vertical leader line, its text spanning [xs[i] + kLabelOffset,
+// xs[i] + kLabelOffset + widths[i]). No two labels of a row come closer than `gap`; no leader
+// line crosses a label (a label stands above every later label whose leader falls under it);
+// so labels that must stack read top-down in time order. Linear in the labels times the labels
+// whose leaders fall under one label.
+constexpr int kLabelOffset = 3;
+std::vector<int> PlaceLabels(const std::vector<int>& xs, const std::vector<int>& widths, int gap);
 
 }  // namespace fencekit::timeline

@@ -20,25 +20,34 @@
   const MAX_WAIT_AFTER = 160;  // ... and between the visitor's writes
   const MAX_SCALE = 1.3;       // a short story is stretched at most this much to fill the width
   const MIN_SCALE = 0.5;       // a long one is scrolled rather than squeezed more
-  const KINDS = new Set(['note', 'grant', 'expire', 'pause', 'resume', 'send', 'accepted',
-                         'refused', 'read', 'lost', 'restart']);
+  const KINDS = new Set(['note', 'grant', 'expire', 'pause', 'resume', 'send', 'arrive',
+                         'accepted', 'overwrite', 'refused', 'read', 'lost', 'restart']);
   // Of the marks of one lane at one moment, the one drawn (the others keep their title).
-  const PRIORITY = ['refused', 'accepted', 'lost', 'expire', 'restart', 'grant', 'pause',
-                    'resume', 'send', 'read', 'note'];
-  const COLOURS = {accepted: '#2a9d2a', refused: '#d62728', lost: '#d62728', grant: '#1f77b4',
-                   expire: '#1f77b4', restart: '#1f77b4', pause: '#e08000', resume: '#e08000',
-                   send: '#e08000'};
+  const PRIORITY = ['overwrite', 'refused', 'accepted', 'lost', 'expire', 'restart', 'grant',
+                    'pause', 'resume', 'send', 'arrive', 'read', 'note'];
+  // An accepted write that overwrote a newer one (harm) is orange-red, not green.
+  const COLOURS = {accepted: '#2a9d2a', overwrite: '#e8590c', refused: '#d62728',
+                   lost: '#d62728', grant: '#1f77b4', expire: '#1f77b4', restart: '#1f77b4',
+                   pause: '#e08000', resume: '#e08000', send: '#e08000', arrive: '#e08000'};
+  // The record is a balance: A deposits 10 and B 20, each adding to what it read.
   const LEDES = {
-    'gc-pause': 'Client A takes the lock, then is frozen (SIGSTOP, as a long garbage-collection ' +
-        'pause would freeze it) for longer than its lease. The lock service, working as ' +
-        'specified, gives the lock to B, who writes. Then A wakes up, still believing it holds ' +
-        'the lock, and writes too, with its old token: below the one the store has seen since.',
-    'slow-network': 'Client A takes the lock and sends its write, which the network holds ' +
-        'past A\'s lease. B takes the lock and writes; then A\'s old write arrives.',
-    'lock-service-restart': 'A holds the lock; Redis restarts empty and grants it to B as ' +
-        'well: two holders at once. The store tells their tokens apart.',
-    'clock-jump': 'Redlock on five Redis nodes: a node\'s clock jumps, A\'s key there expires ' +
-        'early, and B wins a majority too: two holders at once.',
+    'gc-pause': 'Client A takes the lock, reads the balance and computes its deposit, then is ' +
+        'frozen (SIGSTOP, as a long garbage-collection pause would freeze it) for longer than ' +
+        'its lease. The lock service, working as specified, gives the lock to B, who reads and ' +
+        'writes. Then A wakes up, still believing it holds the lock, and writes what it ' +
+        'computed from the old balance, with its old token.',
+    'slow-network': 'Client A takes the lock, reads the balance and sends its write, which a ' +
+        'delaying proxy holds in the network past A\'s lease. B takes the lock, reads and ' +
+        'writes; then A\'s old write arrives.',
+    'lock-service-restart': 'A holds the lock and writes; Redis restarts without its data and ' +
+        'grants the lock to B as well: two holders at once. The restarted Redis is a new lock ' +
+        'service, and the store can tell.',
+    'clock-jump': 'Redlock on five Redis nodes: A holds nodes 1-3 (it asked them one at a ' +
+        'time and stopped at a majority). The demo deletes A\'s key on node 3, as node 3\'s ' +
+        'clock jumping forward would expire it, and B wins nodes 3-5: two holders at once.',
+    'check-then-write': 'A store that checks the token, then writes, in two steps. A\'s check ' +
+        'passes; A is frozen between its check and its write, past its lease; B takes the lock, ' +
+        'checks and writes. Then A\'s write comes, and nothing checks it again.',
   };
 
   let about = null;    // the hello: scenario, fencing, lanes, state
@@ -153,7 +162,7 @@
     });
     let y = TOP + 6;
     for (const lane of lanes.values()) {
-      lane.client = lane.id === 'A' || lane.id === 'B';
+      lane.client = lane.client === true || lane.id === 'A' || lane.id === 'B';
       lane.lineY = y + Math.max(1, lane.rows.length) * ROW + 12;
       y = lane.lineY + (lane.client ? 58 : 22);
     }
@@ -272,9 +281,13 @@
         lease.delete(s.lane);
       } else if (client && (s.kind === 'pause' || s.kind === 'send') && !paused.has(s.lane)) {
         paused.set(s.lane, {x: x(i), t: s.t, kind: s.kind});
-      } else if (client && (s.kind === 'resume' || s.kind === 'send') && paused.has(s.lane)) {
+      } else if (client && s.kind === 'resume' && paused.has(s.lane)) {
         held(s.lane, paused.get(s.lane), x(i), s.t, false);
         paused.delete(s.lane);
+      } else if (s.kind === 'arrive' && paused.has(s.holder) && lanes.has(s.holder)) {
+        // A held write reaches the store: its hold on the sender's lane ends.
+        held(s.holder, paused.get(s.holder), x(i), s.t, false);
+        paused.delete(s.holder);
       }
     });
     for (const [who, l] of lease) solid(who, l.x, L.xEnd, l.token);
@@ -379,6 +392,7 @@
     s.after = s.after === true;
     steps.push(s);
     if (steps.length > MAX_STEPS) steps.splice(0, steps.length - MAX_STEPS);
+    if (s.after) showVerdict();
     schedule();
   }
 
@@ -390,10 +404,7 @@
       return;
     }
     outcome = o;
-    const v = $('verdict');
-    v.hidden = false;
-    v.dataset.ok = String(o.lesson_shown === true && about.fencing);
-    v.textContent = 'Verdict: ' + o.verdict + '. The record now holds "' + o.final_value + '".';
+    showVerdict();
     if (o.store_url !== '') {
       const put = (token) => "curl -i -X PUT -H 'Fencing-Lock: " + o.lock +
           "' -H 'Fencing-Token: " + token + "' --data mine " + o.store_url + '/v1/objects/' + o.key;
@@ -410,6 +421,30 @@
     showState();
     tick();
     schedule();
+  }
+
+  // The scenario's verdict, and what the visitor's own writes did since: the record holds
+  // the scenario's final value only until one of them is accepted.
+  function showVerdict() {
+    if (outcome === null) return;
+    const v = $('verdict');
+    v.hidden = false;
+    v.dataset.ok = String(outcome.lesson_shown === true && about.fencing);
+    const mine = steps.filter((s) => s.after && s.lane === 'store');
+    const accepted = mine.filter((s) => s.kind === 'accepted' || s.kind === 'overwrite');
+    const refused = mine.filter((s) => s.kind === 'refused').length;
+    let text = 'Verdict: ' + outcome.verdict + '. ';
+    if (mine.length === 0) {
+      text += 'The record now holds "' + outcome.final_value + '".';
+    } else {
+      text += 'At the end of the scenario the record held "' + outcome.final_value + '". ' +
+          'Since then, your own writes: ' + accepted.length + ' accepted, ' + refused +
+          ' refused' + (accepted.length > 0
+              ? '; the record now holds your latest accepted one (token ' +
+                    accepted[accepted.length - 1].token + ').'
+              : ', so it still holds that value.');
+    }
+    v.textContent = text;
   }
 
   function onForgotten(f) {
