@@ -44,107 +44,205 @@ DemoRun RunDemo(const TempDir& dir, std::vector<std::string> args) {
   return run;
 }
 
-// The write events of `actor`, in order.
-std::vector<boost::json::object> Writes(const boost::json::object& json, const std::string& actor) {
+// The events of `actor` whose kind is one of `kinds`, in order.
+std::vector<boost::json::object> EventsOf(const boost::json::object& json, const std::string& actor,
+                                          std::set<std::string> kinds) {
   std::vector<boost::json::object> out;
   for (const auto& e : json.at("events").as_array()) {
     const auto& o = e.as_object();
-    if (o.at("actor").as_string() == actor && o.at("event").as_string() == "writes") {
+    if (o.at("actor").as_string() == actor && kinds.count(std::string(o.at("kind").as_string()))) {
       out.push_back(o);
     }
   }
   return out;
 }
 
-TEST(DemoTest, PausedClientsStaleWriteIsRefusedAndBsValueKept) {
+// The store's decisions on `client`'s writes: "accepted", "refused" or "overwrite" (accepted,
+// and a newer update lost), in order.
+std::vector<std::string> Decisions(const boost::json::object& json, const std::string& client) {
+  std::vector<std::string> out;
+  for (const auto& e : EventsOf(json, "store", {"accepted", "refused", "overwrite"})) {
+    const std::string event(e.at("event").as_string());
+    if (event.find(" " + client + "'s write") != std::string::npos) {
+      out.push_back(std::string(e.at("kind").as_string()));
+    }
+  }
+  return out;
+}
+
+std::string Text(const boost::json::object& o, const char* field) {
+  return std::string(o.at(field).as_string());
+}
+
+// Every event of `json` in causal order at each moment: a client's write before the store's
+// decision on it (unless the write was sent earlier, held in the network), a grant before its
+// acquisition. Returns what is out of order.
+std::string CausalOrderErrors(const boost::json::object& json) {
+  std::string errors;
+  const auto& events = json.at("events").as_array();
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& e = events[i].as_object();
+    const std::string event = Text(e, "event"), kind = Text(e, "kind");
+    if (Text(e, "actor") == "store" &&
+        (kind == "accepted" || kind == "refused" || kind == "overwrite")) {
+      // The writer's "writes" (or the held write's arrival) comes right before.
+      if (i == 0) {
+        errors += "a decision first; ";
+        continue;
+      }
+      const auto& before = events[i - 1].as_object();
+      if (Text(before, "event") != "writes" && Text(before, "kind") != "arrive") {
+        errors += "before \"" + event + "\": \"" + Text(before, "event") + "\"; ";
+      }
+    }
+    if (event == "acquires the lock" && i > 0) {
+      const auto& before = events[i - 1].as_object();
+      const bool grant = Text(before, "event").starts_with("grants the lock to ");
+      const bool redlock = json.contains("lanes");  // clock-jump: no lock-service lane
+      if (!grant && !redlock) errors += "\"acquires\" without its grant before it; ";
+    }
+  }
+  return errors;
+}
+
+// Whether an event's text or status contains `text` (the terminal wraps its columns).
+bool Said(const boost::json::object& json, const std::string& text) {
+  for (const auto& e : json.at("events").as_array()) {
+    const auto& o = e.as_object();
+    if ((Text(o, "event") + ": " + Text(o, "status")).find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Each scenario in both arms: what it claims is what it did.
+struct Arm {
+  const char* scenario;
+  bool fencing;
+};
+
+class DemoArmTest : public ::testing::TestWithParam<Arm> {};
+
+TEST_P(DemoArmTest, RunsWithTheExpectedVerdictInCausalOrder) {
+  const Arm arm = GetParam();
   TempDir dir;
-  auto run = RunDemo(dir, {});
+  std::vector<std::string> args = {"--scenario", arm.scenario};
+  if (!arm.fencing) args.push_back("--no-fencing");
+  auto run = RunDemo(dir, args);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  auto a = Writes(run.json, "A"), b = Writes(run.json, "B");
-  ASSERT_EQ(a.size(), 1u);
-  ASSERT_EQ(b.size(), 1u);
-  EXPECT_LT(a[0].at("token").as_int64(), b[0].at("token").as_int64());
-  EXPECT_EQ(b[0].at("status").as_string(), "accepted");
-  EXPECT_EQ(a[0].at("status").as_string(), "refused, stale token");
-  EXPECT_EQ(run.json.at("final_value").as_string(),
-            "B's update (token " + std::to_string(b[0].at("token").as_int64()) + ")");
+  ASSERT_FALSE(run.json.empty()) << run.out;
   EXPECT_TRUE(run.json.at("lesson_shown").as_bool());
-  EXPECT_NE(run.out.find("verdict: stale write refused: the store kept B's value"),
-            std::string::npos)
-      << run.out;
-  // Every event has the documented fields.
-  for (const auto& e : run.json.at("events").as_array()) {
-    for (const char* field : {"time_ms", "actor", "event", "token", "status"}) {
-      EXPECT_TRUE(e.as_object().contains(field)) << field;
+  EXPECT_EQ(CausalOrderErrors(run.json), "") << run.out;
+  const std::string scenario = arm.scenario;
+  const std::string final_value = Text(run.json, "final_value");
+  // A's and B's reads, each before its own write: a read-modify-write.
+  for (const char* c : {"A", "B"}) {
+    EXPECT_FALSE(EventsOf(run.json, c, {"read"}).empty()) << c << " never reads: " << run.out;
+  }
+  const auto a = Decisions(run.json, "A"), b = Decisions(run.json, "B");
+  if (scenario == "lock-service-restart") {
+    // A writes before the restart and after; B, the new lock service's holder, in between.
+    ASSERT_EQ(a.size(), 2u) << run.out;
+    ASSERT_EQ(b.size(), 1u) << run.out;
+    EXPECT_EQ(a[0], "accepted");
+    if (arm.fencing) {
+      EXPECT_EQ(b[0], "refused") << "another lock service's token";
+      EXPECT_EQ(a[1], "accepted");
+      EXPECT_EQ(final_value, "balance 20 (A +10, A +10)");
+      EXPECT_TRUE(Said(run.json, "another lock service (Fencing-Service)")) << run.out;
+      EXPECT_NE(Text(run.json, "verdict").find("another lock service"), std::string::npos);
+      // B holds the lock as far as the lock service knows: it is not drawn losing it.
+      EXPECT_TRUE(EventsOf(run.json, "B", {"lost"}).empty()) << run.out;
+    } else {
+      EXPECT_EQ(b[0], "accepted");
+      EXPECT_EQ(a[1], "overwrite") << "A's second write loses B's deposit";
+      EXPECT_EQ(final_value, "balance 20 (A +10, A +10)");
+    }
+    // A's lease ends on the lock service's lane at the restart.
+    bool a_lease_gone = false;
+    for (const auto& e : EventsOf(run.json, "lock service", {"expire"})) {
+      a_lease_gone |= Text(e, "event").starts_with("A's lease is gone");
+    }
+    EXPECT_TRUE(a_lease_gone) << run.out;
+    return;
+  }
+  // Every other scenario: B writes, then A's stale write comes.
+  ASSERT_EQ(b.size(), 1u) << run.out;
+  ASSERT_EQ(a.size(), 1u) << run.out;
+  EXPECT_EQ(b[0], "accepted");
+  const bool stale_lands = !arm.fencing || scenario == "check-then-write";
+  if (stale_lands) {
+    EXPECT_EQ(a[0], "overwrite") << run.out;
+    EXPECT_EQ(final_value, "balance 10 (A +10)") << "B's deposit is lost";
+    EXPECT_TRUE(Said(run.json, "it overwrites B's update (token 2), which is lost")) << run.out;
+  } else {
+    EXPECT_EQ(a[0], "refused") << run.out;
+    EXPECT_EQ(final_value, "balance 20 (B +20)");
+  }
+  if (scenario == "check-then-write") {
+    // With the check on, both holders' checks pass; the pause falls between A's check and write.
+    std::size_t checks = 0;
+    for (const auto& e : EventsOf(run.json, "store", {"read"})) {
+      checks += Text(e, "event").find("the highest token it has recorded") != std::string::npos;
+    }
+    EXPECT_EQ(checks, arm.fencing ? 2u : 0u) << run.out;
+    EXPECT_EQ(Said(run.json, "checks its token against it: 1 >= 0: passes"), arm.fencing);
+    EXPECT_EQ(Said(run.json, "checks its token against it: 2 >= 0: passes"), arm.fencing);
+    const auto pause = EventsOf(run.json, "A", {"pause"});
+    ASSERT_EQ(pause.size(), 1u);
+    EXPECT_EQ(Text(pause[0], "event").find("after the check") != std::string::npos, arm.fencing);
+    EXPECT_FALSE(run.json.at("fencing").as_bool()) << "its check is apart from the write";
+  }
+  if (scenario == "clock-jump") {
+    // A's key on node 3 is deleted by the demo, and says so; each node's lane says who holds it.
+    const auto deleted = EventsOf(run.json, "node 3", {"expire"});
+    ASSERT_EQ(deleted.size(), 1u) << run.out;
+    EXPECT_NE(Text(deleted[0], "event").find("simulated clock jump"), std::string::npos);
+    for (int node = 1; node <= 5; ++node) {
+      const auto holds = EventsOf(run.json, "node " + std::to_string(node), {"grant"});
+      EXPECT_EQ(holds.size(), node == 3 ? 2u : 1u) << node;
+    }
+  }
+  if (scenario == "slow-network") {
+    // A sent its only write before B acquired; it arrives later, and A's lane says no
+    // "writes" after it was sent.
+    EXPECT_EQ(EventsOf(run.json, "store", {"arrive"}).size(), 1u) << run.out;
+    for (const auto& e : EventsOf(run.json, "A", {"accepted", "refused", "overwrite"})) {
+      EXPECT_EQ(Text(e, "event"), "gets the answer to its write");
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Scenarios, DemoArmTest,
+    ::testing::Values(Arm{"gc-pause", true}, Arm{"gc-pause", false}, Arm{"slow-network", true},
+                      Arm{"slow-network", false}, Arm{"lock-service-restart", true},
+                      Arm{"lock-service-restart", false}, Arm{"clock-jump", true},
+                      Arm{"clock-jump", false}, Arm{"check-then-write", true},
+                      Arm{"check-then-write", false}),
+    [](const ::testing::TestParamInfo<Arm>& info) {
+      std::string name = std::string(info.param.scenario) + (info.param.fencing ? "" : "_no_fencing");
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
 
 TEST(DemoTest, OnEtcdThePausedClientsOlderRevisionIsRefused) {
   testing::EtcdCluster etcd(1);
   TempDir dir;
   auto run = RunDemo(dir, {"--locks", etcd.uri()});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  auto a = Writes(run.json, "A"), b = Writes(run.json, "B");
-  ASSERT_EQ(a.size(), 1u);
-  ASSERT_EQ(b.size(), 1u);
-  EXPECT_LT(a[0].at("token").as_int64(), b[0].at("token").as_int64());
-  EXPECT_EQ(a[0].at("status").as_string(), "refused, stale token");
-  EXPECT_NE(std::string(run.json.at("final_value").as_string()).find("B's"), std::string::npos);
+  EXPECT_EQ(Decisions(run.json, "A"), std::vector<std::string>{"refused"});
+  EXPECT_EQ(Decisions(run.json, "B"), std::vector<std::string>{"accepted"});
+  EXPECT_EQ(Text(run.json, "final_value"), "balance 20 (B +20)");
 }
 
-TEST(DemoTest, WithoutFencingTheStaleWriteOverwritesB) {
-  TempDir dir;
-  auto run = RunDemo(dir, {"--no-fencing"});
-  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  auto a = Writes(run.json, "A");
-  ASSERT_EQ(a.size(), 1u);
-  EXPECT_EQ(a[0].at("status").as_string(), "accepted");
-  EXPECT_EQ(run.json.at("final_value").as_string(),
-            "A's update (token " + std::to_string(a[0].at("token").as_int64()) + ")");
-  EXPECT_FALSE(run.json.at("fencing").as_bool());
-  EXPECT_NE(run.out.find("lost update: B's write was overwritten by A"), std::string::npos);
-}
-
-TEST(DemoTest, SlowNetworkDelayedWriteIsRefused) {
-  TempDir dir;
-  auto run = RunDemo(dir, {"--scenario", "slow-network"});
-  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  auto a = Writes(run.json, "A"), b = Writes(run.json, "B");
-  ASSERT_EQ(a.size(), 1u);
-  EXPECT_EQ(a[0].at("status").as_string(), "refused, stale token");
-  EXPECT_NE(std::string(run.json.at("final_value").as_string()).find("B's"), std::string::npos);
-}
-
-TEST(DemoTest, LockServiceRestartTwoHoldersNewServiceRefused) {
-  TempDir dir;
-  auto run = RunDemo(dir, {"--scenario", "lock-service-restart"});
-  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  auto a = Writes(run.json, "A"), b = Writes(run.json, "B");
-  ASSERT_EQ(a.size(), 2u);
-  ASSERT_EQ(b.size(), 1u);
-  EXPECT_LT(b[0].at("token").as_int64(), a[0].at("token").as_int64());
-  // The emptied Redis has a new identity: the fence, bound to the old one, refuses its tokens.
-  EXPECT_EQ(b[0].at("status").as_string(), "refused, wrong lock service");
-  EXPECT_EQ(a[1].at("status").as_string(), "accepted");
-}
-
-TEST(DemoTest, RedlockClockJumpTwoHoldersOlderTokenRefused) {
-  TempDir dir;
-  auto run = RunDemo(dir, {"--scenario", "clock-jump"});
-  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  auto a = Writes(run.json, "A"), b = Writes(run.json, "B");
-  ASSERT_EQ(a.size(), 1u);
-  ASSERT_EQ(b.size(), 1u);
-  EXPECT_LT(a[0].at("token").as_int64(), b[0].at("token").as_int64());
-  EXPECT_EQ(b[0].at("status").as_string(), "accepted");
-  EXPECT_EQ(a[0].at("status").as_string(), "refused, stale token");
-  bool two_holders = false;
-  for (const auto& e : run.json.at("events").as_array()) {
-    two_holders |=
-        std::string(e.as_object().at("event").as_string()).find("two holders") != std::string::npos;
+// Both scenarios start their own Redis, so a --locks would be ignored: it is refused instead.
+TEST(DemoTest, ScenariosWithTheirOwnRedisRefuseLocks) {
+  for (const char* scenario : {"lock-service-restart", "clock-jump"}) {
+    TempDir dir;
+    auto run = RunDemo(dir, {"--scenario", scenario, "--locks", "redis://127.0.0.1:1"});
+    EXPECT_EQ(run.exit_code, 2) << scenario;
+    EXPECT_NE(run.err.find("takes no --locks"), std::string::npos) << run.err;
   }
-  EXPECT_TRUE(two_holders);
 }
 
 TEST(DemoServeTest, TheScenarioWaitsForAViewerWhoSeesItThenFencedKeepsServing) {
@@ -233,6 +331,74 @@ TEST(DemoTest, UnknownScenarioIsAClearError) {
   EXPECT_NE(run.err.find("unknown scenario"), std::string::npos) << run.err;
 }
 
+// Every scenario's timeline, in both arms, as the browser lays it out: every text inside the
+// drawing (none clipped), no two overlapping, no leader line crossing a label, and a legend.
+TEST(DemoHtmlTest, EveryScenariosTimelineIsLaidOutWithoutClipsOverlapsOrCrossings) {
+  TempDir dir;
+  testing::Chromium browser(dir.path(), 1400, 900);
+  for (const char* scenario :
+       {"gc-pause", "slow-network", "lock-service-restart", "clock-jump", "check-then-write"}) {
+    for (bool fencing : {true, false}) {
+      SCOPED_TRACE(std::string(scenario) + (fencing ? "" : " --no-fencing"));
+      const std::string html = dir.File(std::string(scenario) + (fencing ? "" : "-off") + ".html");
+      std::vector<std::string> args = {DEMO_BINARY, "--scenario", scenario, "--html", html,
+                                        "--color", "never"};
+      if (!fencing) args.push_back("--no-fencing");
+      auto run = RunCommand(args);
+      ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+      ASSERT_TRUE(browser.Open("file://" + html)) << browser.Log();
+      EXPECT_EQ(browser.OverlappingTexts("svg text"), "");
+      auto problems = browser.Evaluate(R"((() => {
+        const out = [];
+        const svg = document.querySelector('svg');
+        const w = svg.width.baseVal.value, h = svg.height.baseVal.value;
+        for (const t of svg.querySelectorAll('text')) {
+          const b = t.getBBox();
+          if (b.x < 0 || b.y < 0 || b.x + b.width > w || b.y + b.height > h) {
+            out.push('clipped: ' + t.textContent);
+          }
+        }
+        // A leader: the first line of an event's group, vertical from its label to its mark.
+        const labels = [...svg.querySelectorAll('g.event, g.event.harm')].map(
+            g => [g, g.querySelector('.label').getBBox()]);
+        for (const [g, own] of labels) {
+          const l = g.querySelector('line');
+          const x = Number(l.getAttribute('x1'));
+          const y1 = Number(l.getAttribute('y1')), y2 = Number(l.getAttribute('y2'));
+          for (const [other, b] of labels) {
+            if (other === g) continue;
+            if (x > b.x && x < b.x + b.width && Math.max(y1, b.y) < Math.min(y2, b.y + b.height)) {
+              out.push('the leader of "' + g.querySelector('.label').textContent +
+                       '" crosses "' + other.querySelector('.label').textContent + '"');
+            }
+          }
+        }
+        if (document.querySelectorAll('ul.legend li').length < 3) out.push('no legend');
+        return out.join('; ');
+      })())");
+      ASSERT_TRUE(problems && problems->is_string());
+      EXPECT_EQ(problems->as_string(), "");
+    }
+  }
+}
+
+// --svg: the drawing alone, for slides: a standalone SVG file with large type.
+TEST(DemoHtmlTest, SvgForSlidesIsTheDrawingAloneInLargeType) {
+  TempDir dir;
+  const std::string svg = dir.File("timeline.svg");
+  auto run = RunCommand({DEMO_BINARY, "--svg", svg, "--color", "never"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string text = ReadFile(svg);
+  EXPECT_TRUE(text.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg ")) << text;
+  EXPECT_NE(text.find("font-size=\"22\""), std::string::npos);
+  EXPECT_EQ(text.find("<html"), std::string::npos);
+  EXPECT_NE(text.find(">Client A</text>"), std::string::npos);
+  EXPECT_NE(text.find("refuses A's write, token 1: it has seen token 2"), std::string::npos);
+  testing::Chromium browser(dir.path(), 1400, 900);
+  ASSERT_TRUE(browser.Open("file://" + svg)) << browser.Log();
+  EXPECT_EQ(browser.OverlappingTexts("text"), "");
+}
+
 TEST(DemoHtmlTest, TimelineRendersInHeadlessChromiumOnATimeAxisWithoutOverlaps) {
   TempDir dir;
   std::string html = dir.File("timeline.html");
@@ -307,6 +473,12 @@ TEST(DemoHtmlTest, WithoutFencingTheStoreLaneSaysWhatWasLost) {
       "[...document.querySelectorAll('.label')].some(e => e.textContent === "
       "\"accepts A's write, token 1: it overwrites B's update (token 2), which is lost\")");
   EXPECT_EQ(lost, boost::json::value(true)) << ReadFile(html);
+  // Harm is drawn as harm: not green like a good write, and bold.
+  auto harm = browser.Evaluate(
+      "[...document.querySelectorAll('g.event.harm .label')].map(e => e.getAttribute('fill') + "
+      "' ' + e.getAttribute('font-weight')).join('|')");
+  ASSERT_TRUE(harm && harm->is_string());
+  EXPECT_EQ(harm->as_string(), "#e8590c bold|#e8590c bold") << "A's write and its acceptance";
   std::string png = browser.Screenshot();
   EXPECT_GT(DistinctImageBytes(png), 32) << "the screenshot looks blank";
   testing::SaveScreenshot(png, "timeline-no-fencing.png");

@@ -140,8 +140,8 @@ std::vector<int> StackLabels(const std::vector<std::pair<int, int>>& spans, int 
 // Rows (0: nearest the lane's line) for labels above a lane, each joined to its mark at `xs[i]`
 // (non-decreasing) by a vertical leader line, its text spanning [xs[i] + kLabelOffset,
 // xs[i] + kLabelOffset + widths[i]). No two labels of a row come closer than `gap`; no leader
-// line crosses a label (a label stands above every later label whose leader falls under it);
-// so labels that must stack read top-down in time order. Linear in the labels times the labels
+// line crosses a label: a label stands above every later label whose leader falls under it or
+// that marks the same moment, so labels that stack read top-down in time order. Linear in the labels times the labels
 // whose leaders fall under one label.
 constexpr int kLabelOffset = 3;
 std::vector<int> PlaceLabels(const std::vector<int>& xs, const std::vector<int>& widths, int gap);

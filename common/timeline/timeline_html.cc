@@ -52,10 +52,11 @@ std::vector<int> PlaceLabels(const std::vector<int>& xs, const std::vector<int>&
   std::vector<std::pair<int, int>> placed;     // (x, row), by decreasing x
   for (std::size_t k = n; k-- > 0;) {          // the latest first: later labels are to the right
     const int from = xs[k] + kLabelOffset, to = from + widths[k];
-    // A leader line that falls under this label: the label goes above that one.
+    // A leader line that falls under this label, or a later label of the same moment: the
+    // label goes above that one.
     int above = -1;
     for (auto it = placed.rbegin(); it != placed.rend() && it->first <= to + gap; ++it) {
-      if (it->first >= from - 1) above = std::max(above, it->second);
+      above = std::max(above, it->second);
     }
     std::size_t row = static_cast<std::size_t>(above + 1);
     while (row < row_left.size() && to + gap > row_left[row]) ++row;
