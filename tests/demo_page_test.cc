@@ -67,7 +67,7 @@ TEST_F(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
   ASSERT_TRUE(browser.WaitUntil(kPauseOpen + " !== null", 10s)) << "opened too late to test";
   auto labels = browser.Texts("#story text.label");
   EXPECT_TRUE(Has(labels, "grants the lock to A, token 1")) << ::testing::PrintToString(labels);
-  EXPECT_TRUE(Has(labels, "stop-the-world pause (SIGSTOP)"));
+  EXPECT_TRUE(Has(labels, "stop-the-world pause (SIGSTOP) before it writes its +10"));
   EXPECT_EQ(browser.Evaluate("document.getElementById('status').dataset.state"),
             boost::json::value("running"));
   const double width = Number(browser, kPauseOpen + ".width.baseVal.value");
@@ -85,7 +85,7 @@ TEST_F(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
   labels = browser.Texts("#story text.label");
   for (const char* label :
        {"grants the lock to A, token 1", "lease of A expires, token 1",
-        "grants the lock to B, token 2", "accepts B's write, token 2",
+        "grants the lock to B, token 2", "accepts B's write, token 2: \"balance 20 (B +20)\"",
         "refuses A's write, token 1: it has seen token 2", "writes", "learns its lease is lost"}) {
     EXPECT_TRUE(Has(labels, label)) << label << " in " << ::testing::PrintToString(labels);
   }
@@ -117,8 +117,9 @@ TEST_F(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
   auto verdict = browser.Texts("#verdict");
   ASSERT_EQ(verdict.size(), 1u);
   EXPECT_EQ(verdict[0],
-            "Verdict: stale write refused: the store kept B's value. The record now holds "
-            "\"B's update (token 2)\".");
+            "Verdict: stale write refused: A was paused past its lease, but the store refused its "
+            "token 1 (it had seen 2) and kept B's deposit: \"balance 20 (B +20)\". The record now "
+            "holds \"balance 20 (B +20)\".");
   testing::SaveScreenshot(browser.Screenshot(), "live-fencing.png");
 
   // A reload shows the same story.
@@ -155,6 +156,15 @@ TEST_F(DemoPageTest, TheStoryIsToldLiveAndAPageOpenedLaterOrReloadedSeesItAll) {
                         "accepts a write to " + markup + ", token 8"}));
   EXPECT_EQ(browser.Evaluate("document.getElementById('injected') === null"),
             boost::json::value(true));
+  // The verdict no longer says the record holds the scenario's value: the visitor's own write
+  // to it replaced it (the write to another key did not).
+  verdict = browser.Texts("#verdict");
+  ASSERT_EQ(verdict.size(), 1u);
+  EXPECT_NE(verdict[0].find("At the end of the scenario the record held \"balance 20 (B +20)\". "
+                            "Since then, your own writes: 1 accepted, 1 refused; the record now "
+                            "holds your latest accepted one (token 7)."),
+            std::string::npos)
+      << verdict[0];
   EXPECT_EQ(browser.OverlappingTexts("#story text"), "");
   testing::SaveScreenshot(browser.Screenshot(), "live-your-writes.png");
   EXPECT_TRUE(s.Interrupt());

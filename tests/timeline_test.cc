@@ -74,6 +74,35 @@ TEST(TimelineLabelsTest, OverlappingLabelsGoToNewRowsAndFreeRowsAreReused) {
   EXPECT_EQ(rows, (std::vector<int>{0, 1, 2, 0, 0}));
 }
 
+// Labels of one moment stack top-down in time order: the first is on top.
+TEST(TimelineLabelsTest, LabelsOfOneMomentReadTopDown) {
+  auto rows = PlaceLabels({100, 100, 100}, {80, 80, 80}, 8);
+  EXPECT_EQ(rows, (std::vector<int>{2, 1, 0}));
+}
+
+// A label whose text would lie across a later label's leader line goes above that label; one
+// clear of every leader stays on the lane's line.
+TEST(TimelineLabelsTest, NoLeaderLineCrossesALabel) {
+  // 0: spans [3, 203): over the leaders of 1 (x 50) and 2 (x 150). 3: far to the right.
+  const std::vector<int> xs = {0, 50, 150, 400}, widths = {200, 40, 40, 40};
+  auto rows = PlaceLabels(xs, widths, 8);
+  EXPECT_EQ(rows[1], 0);
+  EXPECT_EQ(rows[2], 0);
+  EXPECT_EQ(rows[3], 0);
+  EXPECT_GT(rows[0], 0);
+  // For every pair: a leader (from its label's row down to the line) crosses no label below it.
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    for (std::size_t j = 0; j < xs.size(); ++j) {
+      if (i == j || rows[j] >= rows[i]) continue;
+      const int from = xs[j] + kLabelOffset, to = from + widths[j];
+      EXPECT_FALSE(xs[i] >= from && xs[i] < to) << i << " crosses " << j;
+    }
+  }
+  // Labels of a row never overlap.
+  auto apart = PlaceLabels({0, 10, 20, 30}, {100, 100, 100, 100}, 8);
+  EXPECT_EQ(apart, (std::vector<int>{3, 2, 1, 0}));
+}
+
 TEST(TimelineHtmlTest, TheFileHasABreakLabelledWithThePauseAndNoRotatedLabels) {
   Timeline t;
   t.scenario = "gc-pause";
@@ -86,11 +115,45 @@ TEST(TimelineHtmlTest, TheFileHasABreakLabelledWithThePauseAndNoRotatedLabels) {
   EXPECT_NE(html.find("class=\"axis-break\""), std::string::npos);
   EXPECT_NE(html.find(">999 ms</text>"), std::string::npos) << html;
   EXPECT_NE(html.find("paused 1,016 ms"), std::string::npos);
+  // The legend says what the break is and why the pause is longer than it.
+  EXPECT_NE(html.find("<ul class=\"legend\">"), std::string::npos);
+  EXPECT_NE(html.find("here the pause, 1,016 ms, also covers the 17 ms around the longest break, "
+                      "999 ms"),
+            std::string::npos)
+      << html;
   EXPECT_EQ(html.find("rotate(-"), std::string::npos);
   EXPECT_NE(html.find(">Storage (fenced)</text>"), std::string::npos);
   // Three events of A at 14 ms: one place (the first event's x, 190), one time under the lane.
   EXPECT_EQ(Occurrences(html, ">14 ms</text>"), 1u) << html;
   EXPECT_EQ(Occurrences(html, "<circle cx=\"190\""), 3u) << html;
+}
+
+// The drawing is as wide as its longest label needs: nothing is cut at its right edge.
+TEST(TimelineHtmlTest, TheDrawingIsAsWideAsItsLongestLabel) {
+  Timeline t;
+  t.scenario = "gc-pause";
+  const std::string long_status(300, 'x');
+  t.events = {{14, "store", "accepts A's write", 1, long_status, Kind::kOverwrite}};
+  const std::string html = RenderHtml(t);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(html, m, std::regex("<svg xmlns=\"[^\"]+\" width=\"([0-9]+)\"")));
+  // 190 (the event's x) + the label's estimated width (6.8 px a character).
+  EXPECT_GT(std::stoi(m[1]), 190 + static_cast<int>(318 * 6.8)) << m[1];
+  EXPECT_NE(html.find("class=\"event harm\""), std::string::npos);
+  EXPECT_NE(html.find("harm: a write the store accepted although it overwrote a newer one"),
+            std::string::npos);
+}
+
+// A write held in the network is drawn from its sending to its arrival at the store.
+TEST(TimelineHtmlTest, AHeldWriteIsABarFromItsSendingToItsArrival) {
+  Timeline t;
+  t.scenario = "slow-network";
+  t.events = {{10, "A", "sends its write", 1, "held in the network", Kind::kSend},
+              {1010, "store", "A's write arrives", 1, "held 1000 ms", Kind::kArrive, "A"}};
+  const std::string html = RenderHtml(t);
+  EXPECT_NE(html.find("<rect class=\"hold\""), std::string::npos) << html;
+  EXPECT_NE(html.find("held in the network 1,000 ms"), std::string::npos) << html;
+  EXPECT_NE(RenderJson(t).find("\"kind\":\"arrive\""), std::string::npos);
 }
 
 TEST(TimelineHtmlTest, AStoreWithoutFencingIsNotCalledFenced) {

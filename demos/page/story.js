@@ -430,7 +430,9 @@
     const v = $('verdict');
     v.hidden = false;
     v.dataset.ok = String(outcome.lesson_shown === true && about.fencing);
-    const mine = steps.filter((s) => s.after && s.lane === 'store');
+    // The visitor's writes to the scenario's record (a write to another key leaves it be).
+    const mine = steps.filter((s) => s.after && s.lane === 'store' &&
+                                     s.label.includes(' a write to ' + outcome.key + ', '));
     const accepted = mine.filter((s) => s.kind === 'accepted' || s.kind === 'overwrite');
     const refused = mine.filter((s) => s.kind === 'refused').length;
     let text = 'Verdict: ' + outcome.verdict + '. ';
