@@ -151,15 +151,19 @@
     svg.dataset.steps = steps.length;
     const L = layOut();
     // Labels in rows above their lane's line, never overlapping; the lane as tall as they need.
+    // Placed latest first, so that labels that must stack read top-down in time order (the
+    // earlier above); drawn in time order.
     const lanes = new Map(about.lanes.map((l) => [l.id, {...l, rows: [], labels: []}]));
-    steps.forEach((s, i) => {
-      const lane = lanes.get(s.lane);
+    const placed = new Array(steps.length);
+    for (let i = steps.length - 1; i >= 0; --i) {
+      const s = steps[i];
       const x = L.xs[L.moment[i]];
       const w = textWidth(s.label, 'label');
       const end = x - 4 + w > L.width - RIGHT;
       const from = end ? x + 4 - w : x - 4;
-      lane.labels.push({i, x, end, row: place(lane.rows, from, from + w, Infinity)});
-    });
+      placed[i] = {i, x, end, row: place(lanes.get(s.lane).rows, from, from + w, Infinity)};
+    }
+    steps.forEach((s, i) => lanes.get(s.lane).labels.push(placed[i]));
     let y = TOP + 6;
     for (const lane of lanes.values()) {
       lane.client = lane.client === true || lane.id === 'A' || lane.id === 'B';
