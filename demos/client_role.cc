@@ -65,9 +65,8 @@ int RunClient(const ClientOptions& o) {
         Reply({{"ok", false}, {"message", r.status().message()}});
         continue;
       }
-      Reply({{"ok", true},
-             {"passed", held->lease().token.value() >= highest},
-             {"highest", highest}});
+      Reply(
+          {{"ok", true}, {"passed", held->lease().token.value() >= highest}, {"highest", highest}});
     } else if (line.starts_with("deposit ")) {
       if (!held) {
         Reply({{"ok", false}, {"message", "no lease"}});
@@ -80,8 +79,7 @@ int RunClient(const ClientOptions& o) {
       const std::string value = Deposit(last_read, o.name, amount);
       auto r = FencedPut(**store, *held, kKey, value);
       if (r.ok() && o.two_step) {
-        r = FencedPut(**store, *held, kHighestKey,
-                      std::to_string(held->lease().token.value()));
+        r = FencedPut(**store, *held, kHighestKey, std::to_string(held->lease().token.value()));
       }
       json::object reply{{"ok", r.ok()},
                          {"token", held->lease().token.value()},

@@ -33,8 +33,8 @@ Result<std::unique_ptr<redisReply, ReplyFree>> Command(std::uint16_t port,
   }
   std::unique_ptr<redisReply, ReplyFree> reply(static_cast<redisReply*>(
       redisCommandArgv(c.get(), static_cast<int>(args.size()), args.data(), lengths.data())));
-  if (!reply) return Status::Unavailable("Redis node on port " + std::to_string(port) + ": " +
-                                         c->errstr);
+  if (!reply)
+    return Status::Unavailable("Redis node on port " + std::to_string(port) + ": " + c->errstr);
   if (reply->type == REDIS_REPLY_ERROR) {
     return Status::Unavailable("Redis node on port " + std::to_string(port) + ": " +
                                std::string(reply->str, reply->len));

@@ -17,7 +17,8 @@ std::vector<timeline::Lane> ScenarioLanes(const std::string& scenario, bool fenc
   std::vector<timeline::Lane> lanes;
   for (const auto& id : timeline::Lanes()) {
     if (scenario == "clock-jump" && id == "lock service") {
-      for (int i = 1; i <= 5; ++i) lanes.push_back({NodeLane(i), "Redis node " + std::to_string(i)});
+      for (int i = 1; i <= 5; ++i)
+        lanes.push_back({NodeLane(i), "Redis node " + std::to_string(i)});
       continue;
     }
     std::string title = timeline::LaneTitle(id, fencing);

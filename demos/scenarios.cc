@@ -41,11 +41,11 @@ void JudgeStaleWrite(Timeline& t, bool a_accepted, std::int64_t ta, std::int64_t
                     : "unexpected: the stale write was not refused";
   } else {
     t.lesson_shown = a_accepted && t.final_value == a_value;
-    t.verdict = t.lesson_shown
-                    ? "lost update: " + what + "; its balance, computed from what it read before "
-                      "B's deposit, overwrote B's: \"" + a_value + "\", B's +" +
-                          std::to_string(kDepositB) + " is gone"
-                    : "unexpected: no lost update without fencing";
+    t.verdict = t.lesson_shown ? "lost update: " + what +
+                                     "; its balance, computed from what it read before "
+                                     "B's deposit, overwrote B's: \"" +
+                                     a_value + "\", B's +" + std::to_string(kDepositB) + " is gone"
+                               : "unexpected: no lost update without fencing";
   }
 }
 
@@ -71,7 +71,8 @@ std::string Demo::GcPause(bool slow_network) {
   if (slow_network) {
     a->Send("deposit " + std::to_string(kDepositA));  // sent now; the network holds it
     sent_at = Now();
-    if (!proxy->WaitForHeld(1, std::chrono::seconds(10))) return "A's write did not reach the proxy";
+    if (!proxy->WaitForHeld(1, std::chrono::seconds(10)))
+      return "A's write did not reach the proxy";
     Log("A", "sends its write (+" + std::to_string(kDepositA) + ")", ta, "held in the network",
         Kind::kSend);
   } else {
@@ -82,7 +83,8 @@ std::string Demo::GcPause(bool slow_network) {
   WaitForExpiry("A", ta);
   if (!Acquire(*b, "B", tb, error) || !Read(*b, "B", tb, error)) return error;
   auto b_answer = b->Ask("deposit " + std::to_string(kDepositB));
-  const std::string b_value = b_answer.contains("value") ? std::string(b_answer["value"].as_string()) : "";
+  const std::string b_value =
+      b_answer.contains("value") ? std::string(b_answer["value"].as_string()) : "";
   LogWrite("B", b_answer);
   b->Stop();
   json::object a_answer;
@@ -97,7 +99,8 @@ std::string Demo::GcPause(bool slow_network) {
     LogWrite("A", a_answer);
   }
   const bool a_accepted = a_answer["ok"].as_bool();
-  const std::string a_value = a_answer.contains("value") ? std::string(a_answer["value"].as_string()) : "";
+  const std::string a_value =
+      a_answer.contains("value") ? std::string(a_answer["value"].as_string()) : "";
   a->Stop();
   if (auto err = FinalRead(); !err.empty()) return err;
   JudgeStaleWrite(timeline_, a_accepted, ta, tb, b_value, a_value,
@@ -140,25 +143,27 @@ std::string Demo::LockServiceRestart() {
   a->Stop();
   b->Stop();
   if (auto err = FinalRead(); !err.empty()) return err;
-  const bool wrong_service = b_answer.contains("wrong_service") && b_answer["wrong_service"].as_bool();
+  const bool wrong_service =
+      b_answer.contains("wrong_service") && b_answer["wrong_service"].as_bool();
   if (timeline_.fencing) {
     timeline_.lesson_shown = !b_accepted && wrong_service && a_accepted;
     timeline_.verdict =
         timeline_.lesson_shown
             ? "two holders at once, but no update was lost: the store refused B's write because "
               "its token comes from another lock service (the restarted Redis has a new "
-              "identity), whatever the token's value (" + std::to_string(tb) +
+              "identity), whatever the token's value (" +
+                  std::to_string(tb) +
                   "). Safety held; B, the lock service's holder now, cannot write until the "
                   "store's fence is moved to the new lock service"
             : "unexpected: the store did not refuse B's token from the new lock service";
   } else {
-    timeline_.lesson_shown =
-        b_accepted && a_accepted && timeline_.final_value ==
-                                        std::string(a_answer["value"].as_string());
+    timeline_.lesson_shown = b_accepted && a_accepted &&
+                             timeline_.final_value == std::string(a_answer["value"].as_string());
     timeline_.verdict = timeline_.lesson_shown
                             ? "lost update: two holders both wrote; A's balance, computed before "
-                              "B's deposit, overwrote B's: \"" + timeline_.final_value +
-                                  "\", B's +" + std::to_string(kDepositB) + " is gone"
+                              "B's deposit, overwrote B's: \"" +
+                                  timeline_.final_value + "\", B's +" + std::to_string(kDepositB) +
+                                  " is gone"
                             : "unexpected: a write was refused without fencing";
   }
   return "";
@@ -197,14 +202,16 @@ std::string Demo::ClockJump() {
       "the demo deletes it, as node 3's clock jumping forward would expire it", Kind::kExpire);
   if (!Acquire(*b, "B", tb, error, /*service_lane=*/false, &b_owner)) return error;
   auto b_nodes = LogNodeHolders("B", b_owner);
-  Log("B", "holds nodes " + Joined(b_nodes) + ": a majority too", tb,
-      "two holders at once", Kind::kNote);
+  Log("B", "holds nodes " + Joined(b_nodes) + ": a majority too", tb, "two holders at once",
+      Kind::kNote);
   if (!Read(*b, "B", tb, error)) return error;
   auto b_answer = b->Ask("deposit " + std::to_string(kDepositB));
-  const std::string b_value = b_answer.contains("value") ? std::string(b_answer["value"].as_string()) : "";
+  const std::string b_value =
+      b_answer.contains("value") ? std::string(b_answer["value"].as_string()) : "";
   LogWrite("B", b_answer);
   auto a_answer = a->Ask("deposit " + std::to_string(kDepositA));
-  const std::string a_value = a_answer.contains("value") ? std::string(a_answer["value"].as_string()) : "";
+  const std::string a_value =
+      a_answer.contains("value") ? std::string(a_answer["value"].as_string()) : "";
   LogWrite("A", a_answer);
   a->Stop();
   b->Stop();
@@ -252,8 +259,9 @@ std::string Demo::CheckThenWrite() {
     return error;
   }
   a->Signal(SIGSTOP);
-  Log("A", std::string("stop-the-world pause (SIGSTOP) ") +
-               (checks ? "after the check, before its write" : "before its write"),
+  Log("A",
+      std::string("stop-the-world pause (SIGSTOP) ") +
+          (checks ? "after the check, before its write" : "before its write"),
       ta, "", Kind::kPause);
   WaitForExpiry("A", ta);
   if (!Acquire(*b, "B", tb, error) || !Read(*b, "B", tb, error) || !check(*b, "B", tb)) {
@@ -268,7 +276,8 @@ std::string Demo::CheckThenWrite() {
   const bool a_accepted = LogWrite("A", a_answer);
   a->Stop();
   if (auto err = FinalRead(); !err.empty()) return err;
-  const std::string a_value = a_answer.contains("value") ? std::string(a_answer["value"].as_string()) : "";
+  const std::string a_value =
+      a_answer.contains("value") ? std::string(a_answer["value"].as_string()) : "";
   timeline_.lesson_shown = a_accepted && ta < tb && timeline_.final_value == a_value;
   if (!timeline_.lesson_shown) {
     timeline_.verdict = "unexpected: A's stale write did not land";
@@ -276,9 +285,11 @@ std::string Demo::CheckThenWrite() {
     timeline_.verdict =
         "lost update although tokens were checked: A's token " + std::to_string(ta) +
         " passed the check before the pause, and nothing checked it again when its write came, "
-        "after B's (token " + std::to_string(tb) + "). The check must be in the write's own "
-        "transaction, as fenced's is: \"" + a_value + "\", B's +" + std::to_string(kDepositB) +
-        " is gone";
+        "after B's (token " +
+        std::to_string(tb) +
+        "). The check must be in the write's own "
+        "transaction, as fenced's is: \"" +
+        a_value + "\", B's +" + std::to_string(kDepositB) + " is gone";
   } else {
     timeline_.verdict = "lost update: with no check at all, A's stale write overwrote B's: \"" +
                         a_value + "\", B's +" + std::to_string(kDepositB) + " is gone";

@@ -37,9 +37,7 @@ std::string ReadAll(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
-std::string Dir(const char* binary) {
-  return std::filesystem::path(binary).parent_path().string();
-}
+std::string Dir(const char* binary) { return std::filesystem::path(binary).parent_path().string(); }
 
 TEST(TutorialTest, EveryShellBlockRunsAsWritten) {
   const std::string doc = ReadAll(std::string(SOURCE_DIR) + "/docs/tutorial.md");
@@ -70,8 +68,7 @@ TEST(TutorialTest, EveryShellBlockRunsAsWritten) {
                            Dir(FENCECTL_BINARY) + ":" + std::getenv("PATH");
   auto r = RunCommand({"bash", "-c", "cd '" + dir.path() + "' && timeout 600 bash tutorial.sh"},
                       {"PATH=" + path, "HOME=" + dir.path(), "NO_COLOR=1"});
-  EXPECT_EQ(r.exit_code, 0) << r.err.substr(r.err.size() > 6000 ? r.err.size() - 6000 : 0)
-                            << "\n"
+  EXPECT_EQ(r.exit_code, 0) << r.err.substr(r.err.size() > 6000 ? r.err.size() - 6000 : 0) << "\n"
                             << r.out.substr(r.out.size() > 6000 ? r.out.size() - 6000 : 0);
   // What the blocks show happened: the last block ran, and the report reached the store.
   EXPECT_NE(r.err.find("### block " + std::to_string(shell_blocks)), std::string::npos);
