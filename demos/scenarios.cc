@@ -195,7 +195,9 @@ std::string Demo::ClockJump() {
   if (!Acquire(*a, "A", ta, error, /*service_lane=*/false, &a_owner)) return error;
   auto a_nodes = LogNodeHolders("A", a_owner);
   Log("A", "holds nodes " + Joined(a_nodes) + ": a majority of 5", ta,
-      "it asked them one at a time and stopped there", Kind::kNote);
+      "it asked them one at a time and stopped there, as a client cut off from nodes 4 and 5 "
+      "would",
+      Kind::kNote);
   if (!Read(*a, "A", ta, error)) return error;
   if (Status s = DeleteLockKey(redis_[2]->port(), kLock); !s.ok()) return s.message();
   Log(NodeLane(3), "A's key deleted early (simulated clock jump)", std::nullopt,
