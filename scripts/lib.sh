@@ -19,6 +19,8 @@ FENCEKIT_PACKAGES=(
   prometheus  # promtool checks fenced's /metrics in the suite
   nodejs  # npm: the OpenAPI linter in the suite (tests/lint/), never in the product
 )
+# scripts/package: the man pages are made from the programs' --help.
+FENCEKIT_PACKAGE_PACKAGES=(help2man dpkg-dev man-db systemd)
 # scripts/fuzz (and scripts/test, which runs it briefly): clang and its libFuzzer runtime.
 FENCEKIT_FUZZ_PACKAGES=(clang-16 libclang-rt-16-dev)
 
