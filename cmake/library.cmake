@@ -10,3 +10,14 @@ function(fencekit_library name)
   target_include_directories(fencekit_${name} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:include>)
 endfunction()
+
+# fencekit_cold(TARGET...): code off the hot paths (command lines, the demo, the pause kit, child
+# processes, timelines, the metrics text) built with -O1 in Release: it compiles faster (the
+# demo's three programs build in about half the time, docs/testing.md) and runs where a
+# microsecond does not matter. The hot paths (fencedstore, the server, the clients) keep -O2,
+# which docs/benchmarks.md measures.
+function(fencekit_cold)
+  foreach(target ${ARGN})
+    target_compile_options(${target} PRIVATE $<$<CONFIG:Release>:-O1>)
+  endforeach()
+endfunction()

@@ -60,7 +60,11 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # fencekit_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)    # Depends: from the programs' shared libraries
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "redis-server, etcd-server, postgresql")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_INSTALL_PREFIX /usr)
 set(CPACK_SET_DESTDIR ON)                 # /etc/default/fenced is absolute
+# Every component (the package-only one too) in the one package.
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_GROUPING ALL_COMPONENTS_IN_ONE)
 set(CPACK_COMPONENTS_ALL Unspecified package)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
   ${PROJECT_SOURCE_DIR}/packaging/conffiles ${PROJECT_SOURCE_DIR}/packaging/postinst

@@ -19,6 +19,13 @@ FENCEKIT_PACKAGES=(
   prometheus  # promtool checks fenced's /metrics in the suite
   nodejs  # npm: the OpenAPI linter in the suite (tests/lint/), never in the product
 )
+# ./scripts/demo: what building fencekit-demo, fenced and fencectl needs, and redis-server for
+# the scenarios that start their own Redis (scripts/test installs the rest).
+FENCEKIT_DEMO_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-program-options1.81-dev
+  libsqlite3-dev libhiredis-dev libssl-dev libpq-dev redis-server
+)
 # scripts/package: the man pages are made from the programs' --help.
 FENCEKIT_PACKAGE_PACKAGES=(help2man dpkg-dev man-db systemd)
 # scripts/fuzz (and scripts/test, which runs it briefly): clang and its libFuzzer runtime.
@@ -35,10 +42,13 @@ ensure_packages() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if [ "${#missing[@]}" -gt 0 ]; then
-    echo "== installing: ${missing[*]}"
+    echo "== installing ${#missing[@]} Debian packages: ${missing[*]}"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      "${missing[@]}" >/dev/null
+    # A line per package as it is fetched and set up: never a long silence.
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      -o Dpkg::Progress-Fancy=0 "${missing[@]}" |
+      { grep --line-buffered -E '^(Get:|Setting up)' || true; } |
+      sed -u -E 's/^Get:[0-9]+ [^ ]+ [^ ]+ [^ ]+ ([^ ]+) .*/   fetched \1/; s/^Setting up ([^ ]+) .*/   set up \1/'
   fi
 }
 
@@ -60,12 +70,28 @@ ensure_disk_space() {
   done
 }
 
+# build: everything (the programs, the tests, the benchmarks), configuring build/release first,
+# or again when ./scripts/demo configured it without the tests.
 build() {
   cd "$FENCEKIT_ROOT"
-  if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-    cmake --preset release >/dev/null
+  if [ ! -f "$BUILD_DIR/build.ninja" ] ||
+    grep -q '^FENCEKIT_BUILD_TESTS:BOOL=OFF' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
+    cmake --preset release -DFENCEKIT_BUILD_TESTS=ON -DFENCEKIT_BUILD_BENCH=ON >/dev/null
   fi
   cmake --build --preset release -j "$(nproc)"
+}
+
+# build_programs: fencekit-demo, fenced and fencectl only (./scripts/demo), with ninja's progress
+# on the terminal. A first configure leaves the tests out (they need packages the demo does not
+# install); build() adds them.
+build_programs() {
+  cd "$FENCEKIT_ROOT"
+  if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+    echo "== configuring build/release"
+    cmake --preset release -DFENCEKIT_BUILD_TESTS=OFF -DFENCEKIT_BUILD_BENCH=OFF >/dev/null
+  fi
+  echo "== building fencekit-demo, fenced and fencectl"
+  cmake --build --preset release -j "$(nproc)" --target fencekit-demo fenced fencectl
 }
 
 # build_preset PRESET [TARGET...]: configures build/PRESET once, then builds the targets (default:

@@ -25,7 +25,9 @@ root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall "$deb
 # Their man pages.
 for prog in fenced fencectl fencekit-demo; do
   page="$(man -w "$prog")" || fail "no man page for $prog"
-  zcat "$page" | grep -q -- '--help' || fail "$page does not document --help"
+  # Made from this build's --help and --version: its version in the title, a description.
+  zcat "$page" | grep -q "^\.TH .* \"$prog $version\"" || fail "$page: not $prog $version"
+  zcat "$page" | grep -q '^\.SH DESCRIPTION' || fail "$page has no description"
 done
 # The service: its unit verifies, its settings are a conffile, nothing is enabled or started.
 unit=/usr/lib/systemd/system/fenced.service
