@@ -45,10 +45,4 @@ bool Extends(const std::string& later, const std::string& earlier) {
   return d_later.starts_with(d_earlier + ", ");
 }
 
-int BalanceOf(const std::string& record) {
-  int balance = 0;
-  std::string deposits;
-  return Parse(record, &balance, &deposits) ? balance : 0;
-}
-
 }  // namespace fencekit::demo

@@ -15,7 +15,4 @@ std::string Deposit(const std::string& read, const std::string& who, int amount)
 // from `earlier` (or from a later record). False when `later` lost one of them.
 bool Extends(const std::string& later, const std::string& earlier);
 
-// The balance a record says (0 for "" or a text that is not a balance).
-int BalanceOf(const std::string& record);
-
 }  // namespace fencekit::demo

@@ -17,6 +17,7 @@ namespace fencekit::demo {
 Demo::Demo(std::string scenario, std::string locks, bool fencing, std::chrono::milliseconds ttl,
            std::string fenced_path)
     : locks_(std::move(locks)), ttl_(ttl), fenced_path_(std::move(fenced_path)) {
+  fencing_arm_ = fencing;
   two_step_ = scenario == "check-then-write";
   store_fences_ = fencing && !two_step_;
   timeline_.scenario = std::move(scenario);
@@ -43,9 +44,8 @@ Demo::~Demo() {
 std::string Demo::Headline() const {
   if (two_step_) {
     return "Scenario check-then-write, " +
-           std::string(timeline_.lanes.back().title == "Storage (no check)"
-                           ? "no check"
-                           : "the store checks the token, then writes (two steps)");
+           std::string(fencing_arm_ ? "the store checks the token, then writes (two steps)"
+                                    : "no check");
   }
   return "Scenario " + timeline_.scenario + ", fencing " + (store_fences_ ? "on" : "OFF");
 }

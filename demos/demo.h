@@ -109,6 +109,7 @@ class Demo {
   // store checks apart from the write (two_step_).
   bool store_fences_ = true;
   bool two_step_ = false;
+  bool fencing_arm_ = true;  // the user's arm: false with --no-fencing
   std::string dir_;
   std::string store_url_;
   std::uint16_t store_port_ = 0;

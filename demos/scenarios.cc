@@ -233,7 +233,7 @@ std::string Demo::ClockJump() {
 // between its check and its write, B takes over, checks and writes; A's write lands although
 // tokens were checked. The control arm (--no-fencing) checks nothing at all.
 std::string Demo::CheckThenWrite() {
-  const bool checks = timeline_.lanes.back().title != "Storage (no check)";
+  const bool checks = fencing_arm_;
   auto a = StartClient("A", store_url_);
   auto b = StartClient("B", store_url_);
   std::string error;
