@@ -70,14 +70,17 @@ ensure_disk_space() {
   done
 }
 
-# build: everything (the programs, the tests, the benchmarks), configuring build/release first,
-# or again when ./scripts/demo configured it without the tests.
+# build: the programs and the tests, configuring build/release first, or again when
+# ./scripts/demo configured it without the tests. The benchmarks build in build/bench
+# (scripts/bench); --full's thread-safety build compiles them too.
 build() {
   cd "$FENCEKIT_ROOT"
   if [ ! -f "$BUILD_DIR/build.ninja" ] ||
     grep -q '^FENCEKIT_BUILD_TESTS:BOOL=OFF' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
-    cmake --preset release -DFENCEKIT_BUILD_TESTS=ON -DFENCEKIT_BUILD_BENCH=ON >/dev/null
+    echo "== configuring build/release with the tests"
+    cmake --preset release -DFENCEKIT_BUILD_TESTS=ON -DFENCEKIT_BUILD_BENCH=OFF >/dev/null
   fi
+  echo "== building the programs and the tests"
   cmake --build --preset release -j "$(nproc)"
 }
 

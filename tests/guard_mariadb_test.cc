@@ -1,5 +1,5 @@
-// The guard as SQL for MariaDB (fencedstore/sql/mariadb-guard.sql) on a real server of the
-// suite's own, through the `mariadb` command-line client: a stale token's call fails with
+// The guard as SQL for MariaDB (fencedstore/sql/mariadb-guard.sql) on a real server (the ctest
+// run's, support/shared_mariadb.h; a database per test process), through the `mariadb` command-line client: a stale token's call fails with
 // SQLSTATE 45000 and changes nothing, also when holders' transactions interleave. Then the
 // example worker pausetest/examples/counter-mariadb.py under `fencectl pause-test`, with the
 // guard and without (its control arm).
@@ -16,6 +16,7 @@
 
 #include "fencekit/procutil/child_process.h"
 #include "fencekit/procutil/mariadb_server.h"
+#include "support/shared_mariadb.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -47,9 +48,8 @@ std::string Sqlstate(const std::string& err) {
 // session (nor, in MariaDB, the transaction).
 class Session {
  public:
-  Session(const MariadbServer& server, const std::string& database, std::string err_path)
-      : err_path_(std::move(err_path)) {
-    std::vector<std::string> argv = server.ClientArgv(database);
+  Session(const std::string& database, std::string err_path) : err_path_(std::move(err_path)) {
+    std::vector<std::string> argv = testing::SharedMariadbClient(database);
     for (const char* arg : {"--force", "--batch", "--skip-column-names", "--unbuffered"}) {
       argv.emplace_back(arg);
     }
@@ -104,29 +104,24 @@ class MariadbGuardTest : public ::testing::TestWithParam<Form> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    server_ = new MariadbServer();
-    Status s = server_->Start({.data_dir = dir_->File("mariadb")});
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    auto r = Client("", "CREATE DATABASE app");
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    app_ = testing::NewMariadbDatabase("app");
+    ASSERT_FALSE(app_.empty());
     // Loading twice is harmless (a migration may run it again).
     for (int i = 0; i < 2; ++i) {
-      r = Client("app", "SOURCE " + GuardSql());
+      auto r = Client(app_, "SOURCE " + GuardSql());
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
-    r = Client("app", "CREATE TABLE orders(id INT PRIMARY KEY, status TEXT, by_token BIGINT)");
+    auto r = Client(app_, "CREATE TABLE orders(id INT PRIMARY KEY, status TEXT, by_token BIGINT)");
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
     delete dir_;
     dir_ = nullptr;
   }
 
   // One `mariadb -e SQL` (its own connection, ended when it exits).
   static testing::CommandResult Client(const std::string& database, const std::string& sql) {
-    std::vector<std::string> argv = server_->ClientArgv(database);
+    std::vector<std::string> argv = testing::SharedMariadbClient(database);
     for (const char* arg : {"--batch", "--skip-column-names", "-e"}) argv.emplace_back(arg);
     argv.push_back(sql);
     return testing::RunCommand(argv);
@@ -152,7 +147,7 @@ class MariadbGuardTest : public ::testing::TestWithParam<Form> {
   }
 
   std::unique_ptr<Session> Connect() {
-    auto s = std::make_unique<Session>(*server_, "app",
+    auto s = std::make_unique<Session>(app_,
                                        dir_->File("session-" + std::to_string(++sessions_)));
     EXPECT_TRUE(s->ok());
     return s;
@@ -187,11 +182,11 @@ class MariadbGuardTest : public ::testing::TestWithParam<Form> {
   }
 
   static TempDir* dir_;
-  static MariadbServer* server_;
+  static std::string app_;  // this process's database
   static int sessions_;
 };
 TempDir* MariadbGuardTest::dir_ = nullptr;
-MariadbServer* MariadbGuardTest::server_ = nullptr;
+std::string MariadbGuardTest::app_;
 int MariadbGuardTest::sessions_ = 0;
 
 INSTANTIATE_TEST_SUITE_P(Forms, MariadbGuardTest, ::testing::Values(Form::kCall, Form::kStatement),
@@ -385,7 +380,7 @@ TEST_P(MariadbGuardTest, LoadingTheSqlAgainKeepsTheFences) {
   auto c = Connect();
   const std::string lock = Lock("kept");
   ASSERT_EQ(c->Exec(Advance(lock, 12)), "") << c->last_error_;
-  auto r = Client("app", "SOURCE " + GuardSql());
+  auto r = Client(app_, "SOURCE " + GuardSql());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Highest(*c, lock), "12");
   EXPECT_EQ(c->Exec(Advance(lock, 11)), "45000");
@@ -413,13 +408,8 @@ class MariadbWorkerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    server_ = new MariadbServer();
-    Status s = server_->Start({.data_dir = dir_->File("mariadb")});
-    ASSERT_TRUE(s.ok()) << s.ToString();
   }
   static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
     delete dir_;
     dir_ = nullptr;
   }
@@ -430,12 +420,7 @@ class MariadbWorkerTest : public ::testing::Test {
   };
 
   Summary Run(const std::vector<std::string>& runs, bool fencing) {
-    const std::string database =
-        std::string("pt_") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::vector<std::string> create = server_->ClientArgv();
-    create.insert(create.end(), {"-e", "CREATE DATABASE " + database});
-    auto created = testing::RunCommand(create);
-    EXPECT_EQ(created.exit_code, 0) << created.err;
+    const std::string database = testing::NewMariadbDatabase("pt");
     std::vector<std::string> argv = {testing::FencectlBinary(),
                                      "pause-test",
                                      "--worker",
@@ -449,7 +434,7 @@ class MariadbWorkerTest : public ::testing::Test {
                                      "-q"};
     argv.insert(argv.end(), runs.begin(), runs.end());
     std::vector<std::string> env = {"MARIADB_HOST=127.0.0.1",
-                                    "MARIADB_PORT=" + std::to_string(server_->port()),
+                                    "MARIADB_PORT=" + std::to_string(testing::SharedMariadbPort()),
                                     std::string("MARIADB_USER=") + MariadbServer::kUser,
                                     "MARIADB_DATABASE=" + database,
                                     "WORK_SECONDS=0.2",
@@ -473,7 +458,7 @@ class MariadbWorkerTest : public ::testing::Test {
   }
 
   static std::string Value(const std::string& database, const std::string& sql) {
-    std::vector<std::string> argv = server_->ClientArgv(database);
+    std::vector<std::string> argv = testing::SharedMariadbClient(database);
     argv.insert(argv.end(), {"--batch", "--skip-column-names", "-e", sql});
     auto r = testing::RunCommand(argv);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -494,10 +479,8 @@ class MariadbWorkerTest : public ::testing::Test {
   }
 
   static TempDir* dir_;
-  static MariadbServer* server_;
 };
 TempDir* MariadbWorkerTest::dir_ = nullptr;
-MariadbServer* MariadbWorkerTest::server_ = nullptr;
 
 // As for counter-postgres.py: a longer ttl, so that the pauses (0.5-3x the ttl) outlast an
 // increment of two client processes, and 0.2 s of work between the read and the write.

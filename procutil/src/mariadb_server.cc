@@ -36,6 +36,13 @@ std::uintmax_t FileSize(const std::string& path) {
 
 }  // namespace
 
+std::vector<std::string> MariadbClientArgv(std::uint16_t port, const std::string& database) {
+  std::vector<std::string> argv = {"mariadb", "--no-defaults",      "-h", "127.0.0.1",
+                                   "-P",      std::to_string(port), "-u", MariadbServer::kUser};
+  if (!database.empty()) argv.push_back(database);
+  return argv;
+}
+
 std::vector<std::string> MariadbServer::AsServerUser(const std::string& program) const {
   std::vector<std::string> argv;
   // setpriv execs the program in place (same pid), unlike runuser and su, which fork.
@@ -45,10 +52,7 @@ std::vector<std::string> MariadbServer::AsServerUser(const std::string& program)
 }
 
 std::vector<std::string> MariadbServer::ClientArgv(const std::string& database) const {
-  std::vector<std::string> argv = {"mariadb", "--no-defaults",       "-h", "127.0.0.1",
-                                   "-P",      std::to_string(port_), "-u", kUser};
-  if (!database.empty()) argv.push_back(database);
-  return argv;
+  return MariadbClientArgv(port_, database);
 }
 
 Status MariadbServer::Start(MariadbOptions options) {

@@ -31,6 +31,11 @@ struct MariadbOptions {
   std::chrono::milliseconds start_timeout{60'000};
 };
 
+// The `mariadb` command-line client on the server at 127.0.0.1:`port` as MariadbServer::kUser
+// (reading no option file), in `database` unless it is empty; append "-e SQL", or give SQL on
+// stdin. For a server this process did not start (a test run's shared one).
+std::vector<std::string> MariadbClientArgv(std::uint16_t port, const std::string& database = "");
+
 // Reads no option file (--no-defaults): only 127.0.0.1 and the socket in the data folder. At
 // every start it makes the user `fencekit` (no password, every privilege) on 127.0.0.1 and
 // localhost, for clients. Ready once the server logs "ready for connections" after this start.
