@@ -403,8 +403,9 @@ TEST_P(MariadbGuardTest, ADirectUpdateCannotLowerAFence) {
 // counter-mariadb.py (pausetest/examples/) run by `fencectl pause-test --worker`, with the guard
 // and with FENCING=off, its control arm (tests/pause_worker_examples_test.cc does the same for
 // counter-postgres.py). Each test has a database of its own: a new lock service starts again
-// from token 1.
-class MariadbWorkerTest : public ::testing::Test {
+// from token 1. A FullSoak (CI's --full only, about 40 s); guard_conformance_test checks the
+// guard in the default run.
+class MariadbWorkerFullSoak : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
@@ -480,7 +481,7 @@ class MariadbWorkerTest : public ::testing::Test {
 
   static TempDir* dir_;
 };
-TempDir* MariadbWorkerTest::dir_ = nullptr;
+TempDir* MariadbWorkerFullSoak::dir_ = nullptr;
 
 // As for counter-postgres.py: a longer ttl, so that the pauses (0.5-3x the ttl) outlast an
 // increment of two client processes, and 0.2 s of work between the read and the write.
@@ -492,7 +493,7 @@ const std::vector<std::string> kMariadbRuns = {"--runs", "3",     "--seed",     
 const std::vector<std::string> kMariadbControlRuns = {"--runs", "6",     "--seed",       "31",
                                                       "--ttl",  "300ms", "--run-length", "3s"};
 
-TEST_F(MariadbWorkerTest, WithTheGuardFailsNoRun) {
+TEST_F(MariadbWorkerFullSoak, WithTheGuardFailsNoRun) {
   Summary s = Run(kMariadbRuns, true);
   EXPECT_EQ(s.exit_code, 0);
   EXPECT_EQ(s.runs, 3);
@@ -503,7 +504,7 @@ TEST_F(MariadbWorkerTest, WithTheGuardFailsNoRun) {
   EXPECT_GE(std::atoi(rows_written_.c_str()), 1) << rows_written_;
 }
 
-TEST_F(MariadbWorkerTest, WithoutTheTokenCheckIsCaught) {
+TEST_F(MariadbWorkerFullSoak, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kMariadbControlRuns, false);
   EXPECT_EQ(s.exit_code, 4);
   EXPECT_EQ(s.runs, 6);

@@ -6,6 +6,9 @@
 // without the token check); the sh worker on a redis-server of its own with the guard's function
 // library, and with FENCING=off (plain GET and SET); the Python worker on an etcd of its own
 // through the JSON gateway with the guard's transaction, and with FENCING=off (plain put).
+// The curl worker's arms run in the default suite; the store workers' (suites *FullSoak, 10 to
+// 90 s each) in ./scripts/test --full and CI: in the default run, guard_conformance_test checks
+// each store's guard and the curl worker the kit around a worker.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -140,7 +143,8 @@ TEST(PauseWorkerExamplesTest, CurlWorkerAgainstNoFencingStoreIsCaught) {
   EXPECT_GT(s.failed_runs, 0);
 }
 
-class PostgresWorkerTest : public ::testing::Test {
+// The Python worker on the shared PostgreSQL (a FullSoak: CI's --full only, about 15 s).
+class PostgresWorkerFullSoak : public ::testing::Test {
  protected:
   void SetUp() override {
     database_ = testing::NewPostgresDatabase();
@@ -160,7 +164,7 @@ class PostgresWorkerTest : public ::testing::Test {
   std::string database_;
 };
 
-TEST_F(PostgresWorkerTest, WithTheGuardFailsNoRun) {
+TEST_F(PostgresWorkerFullSoak, WithTheGuardFailsNoRun) {
   Summary s = Run(kPostgresRuns, true);
   EXPECT_EQ(s.exit_code, 0);
   EXPECT_EQ(s.runs, 3);
@@ -174,7 +178,7 @@ TEST_F(PostgresWorkerTest, WithTheGuardFailsNoRun) {
   EXPECT_GE(std::stoi(rows->front()), 1);
 }
 
-TEST_F(PostgresWorkerTest, WithoutTheTokenCheckIsCaught) {
+TEST_F(PostgresWorkerFullSoak, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kPostgresControlRuns, false);
   EXPECT_EQ(s.exit_code, 4);
   EXPECT_EQ(s.runs, 6);
@@ -182,7 +186,8 @@ TEST_F(PostgresWorkerTest, WithoutTheTokenCheckIsCaught) {
 }
 
 // A redis-server per test: its fences start empty, like the test's new lock service's tokens.
-class RedisWorkerTest : public ::testing::Test {
+// A FullSoak (CI's --full only, about 30 s).
+class RedisWorkerFullSoak : public ::testing::Test {
  protected:
   Summary Run(const std::vector<std::string>& runs, bool fencing) {
     std::vector<std::string> extra = {"--setup", Example("counter-redis.sh") + " --setup"};
@@ -210,7 +215,7 @@ const std::vector<std::string> kEtcdRuns = {"--runs", "3",  "--seed",       "31"
 const std::vector<std::string> kEtcdControlRuns = {"--runs", "8",  "--seed",       "31",
                                                    "--ttl",  "1s", "--run-length", "8s"};
 
-TEST_F(RedisWorkerTest, WithTheGuardFailsNoRun) {
+TEST_F(RedisWorkerFullSoak, WithTheGuardFailsNoRun) {
   Summary s = Run(kRedisRuns, true);
   EXPECT_EQ(s.exit_code, 0);
   EXPECT_EQ(s.runs, 3);
@@ -224,7 +229,7 @@ TEST_F(RedisWorkerTest, WithTheGuardFailsNoRun) {
   }
 }
 
-TEST_F(RedisWorkerTest, WithoutTheTokenCheckIsCaught) {
+TEST_F(RedisWorkerFullSoak, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kRedisControlRuns, false);
   EXPECT_EQ(s.exit_code, 4);
   EXPECT_EQ(s.runs, 6);
