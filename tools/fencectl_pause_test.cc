@@ -1,5 +1,6 @@
 // fencectl pause-test: seeded runs of paused clients against a real fenced, checked.
 #include <iostream>
+#include <vector>
 
 #include "fencectl_cli.h"
 #include "fencekit/common/text.h"
@@ -13,8 +14,9 @@ namespace {
 // The options only the built-in workload takes, and those only --worker takes.
 constexpr const char* kBuiltInOnly[] = {"no-fencing",       "kill-store", "restart-locks",
                                         "kill-etcd-leader", "max-delay",  "fenced"};
-constexpr const char* kWorkerOnly[] = {"check",      "setup",         "lock",          "worker-timeout",
-                                       "kill-grace", "check-timeout", "min-operations"};
+constexpr const char* kWorkerOnly[] = {"check",         "setup",          "lock",  "worker-timeout",
+                                       "kill-grace",    "check-timeout",  "proxy", "holds",
+                                       "min-operations"};
 
 // The harness's errors: a usage error exits 64, anything else that stopped the runs 1 (never 2
 // or 4: those say something about locks or runs).
@@ -59,6 +61,14 @@ int WorkerPauseTest(const po::variables_map& vm) {
   o.clients = vm["clients"].as<int>();
   o.seed = vm["seed"].as<std::uint64_t>();
   o.pauses_per_run = vm["pauses"].as<int>();
+  o.holds_per_run = vm["holds"].as<int>();
+  if (vm.count("proxy")) {
+    for (const std::string& text : vm["proxy"].as<std::vector<std::string>>()) {
+      auto proxy = pausetest::ParseWorkerProxy(text);
+      if (!proxy.ok()) return FailUsage(proxy.status());
+      o.proxies.push_back(*proxy);
+    }
+  }
   o.work_dir = vm["work-dir"].as<std::string>();
   o.keep_all = vm["keep"].as<bool>();
   if (vm.count("min-operations")) {
@@ -90,6 +100,7 @@ int WorkerPauseTest(const po::variables_map& vm) {
   std::cerr << "pause-test: " << Plural(s.runs, "run") << " of --worker, "
             << Plural(s.worker_invocations, "invocation") << " (" << s.worker_failures
             << " did not exit 0), " << Plural(s.operations, "operation") << " checked; "
+            << (o.holds_per_run > 0 ? Plural(s.holds, "hold") + " of a client's traffic; " : "")
             << Plural(s.runs_with_expired_leases, "run")
             << " with a lease that expired while in use; "
             << (s.work_dir.empty() ? "files: none kept (no run failed; --keep keeps them)"
@@ -148,6 +159,13 @@ int PauseTest(const std::vector<std::string>& args) {
       "between SIGTERM and SIGKILL")(
       "check-timeout", po::value<std::string>()->default_value("60s"),
       "with --worker: the limit of --setup, --check and the built-in check")(
+      "proxy", po::value<std::vector<std::string>>()->composing(),
+      "with --worker: NAME=HOST:PORT (repeatable): each client gets a proxy of its own in front "
+      "of HOST:PORT, named to its workers by FENCEKIT_PROXY_NAME=127.0.0.1:PORT (NAME "
+      "upper-cased); any TCP protocol")(
+      "holds", po::value<int>()->default_value(0),
+      "with --worker and --proxy: holds of a client's traffic per run, both ways, each 0.5-3x "
+      "the ttl (a request sent under the lease arrives after it)")(
       "min-operations", po::value<int>(),
       "with --worker: a run is judged only when its check had at least N operations (default: "
       "1 with the built-in check; with --check, 0, else lines of the merged history)");

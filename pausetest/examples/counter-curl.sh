@@ -11,6 +11,9 @@
 #                     so no --setup is needed: absent, the checker's initial value)
 #   FENCEKIT_HISTORY  the JSON-lines file this worker appends its one `cas` line to
 #   FENCED_MAX_TIME   curl's --max-time per request, seconds (default 5)
+#   FENCEKIT_PROXY_STORE  set by `pause-test --proxy store=HOST:PORT`: this client's proxy in
+#                     front of fenced (HOST:PORT, FENCED_URL's), which the kit may hold; the
+#                     requests go there
 #
 # One invocation: claim, read, write counter + 1, record one line:
 #   {"op":"cas","key":K,"from":READ,"value":READ+1,"start_us":..,"end_us":..,"outcome":..}
@@ -31,6 +34,9 @@ for v in FENCED_URL FENCING_LOCK FENCING_TOKEN FENCEKIT_RUN FENCEKIT_HISTORY; do
 done
 
 base=${FENCED_URL%/}/v1/objects/pause-test/$FENCEKIT_RUN
+if [ -n "${FENCEKIT_PROXY_STORE:-}" ]; then
+  base=http://$FENCEKIT_PROXY_STORE/v1/objects/pause-test/$FENCEKIT_RUN
+fi
 max_time=${FENCED_MAX_TIME:-5}
 now_us() { date +%s%6N; }
 

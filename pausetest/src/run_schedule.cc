@@ -13,12 +13,18 @@ using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
 std::vector<Event> ScheduleOf(const PauseTestOptions& options, std::uint64_t run_seed,
-                              int clients) {
+                              int clients, int holds) {
   std::vector<Event> events;
   for (const auto& p : MakePauseSchedule(run_seed, clients, options.pauses_per_run,
                                          options.run_length, options.ttl)) {
     events.push_back({p.at, Event::kPause, p.target});
     events.push_back({p.at + p.length, Event::kResume, p.target});
+  }
+  // Holds draw from a seed of their own: adding them leaves the pauses where they were.
+  for (const auto& h : MakePauseSchedule(run_seed ^ 0x9e3779b97f4a7c15ULL, clients, holds,
+                                         options.run_length, options.ttl)) {
+    events.push_back({h.at, Event::kHold, h.target});
+    events.push_back({h.at + h.length, Event::kRelease, h.target});
   }
   // One fault at a seeded moment in the middle half of the run.
   auto middle = [&](std::uint64_t salt, Event::Kind kind) {
@@ -46,8 +52,21 @@ Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_l
                             const std::vector<pid_t>& clients, RunServers& servers,
                             const std::string& dir) {
   ProcessPauser pauser;
+  // A hold stops the client's own process too (not its worker): its renewals are in the same
+  // held network, so its lease runs out as a cut-off client's would.
+  ProcessPauser renewers;
+  auto leader = [&](int target) { return clients[target] < 0 ? -clients[target] : clients[target]; };
   std::vector<int> depth(clients.size(), 0);  // overlapping pauses of one client nest
   std::vector<std::size_t> open_pause(clients.size(), 0);  // its entry in played.pauses
+  std::vector<int> hold_depth(clients.size(), 0);
+  std::vector<std::size_t> open_hold(clients.size(), 0);  // its entry in played.holds
+  auto proxies_of = [&](int target) {
+    std::vector<procutil::DelayProxy*> out;
+    if (target >= 0 && target < static_cast<int>(servers.proxies.size())) {
+      for (auto& p : servers.proxies[target]) out.push_back(p.get());
+    }
+    return out;
+  };
   Status harness = Status::Ok();
   Played played;
   int killed_leader = -1;
@@ -71,7 +90,28 @@ Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_l
       case Event::kResume:
         if (e.target < static_cast<int>(clients.size()) && --depth[e.target] == 0) {
           pauser.Resume(clients[e.target]);
+          if (hold_depth[e.target] > 0) {
+            renewers.Pause(leader(e.target));  // still cut off
+          } else if (renewers.paused(leader(e.target))) {
+            renewers.Resume(leader(e.target));  // its hold ended during the pause
+          }
           played.pauses[open_pause[e.target]].end_us = NowMicros();
+        }
+        break;
+      case Event::kHold:
+        if (e.target < static_cast<int>(clients.size()) && hold_depth[e.target]++ == 0) {
+          for (auto* p : proxies_of(e.target)) p->HoldAll();
+          renewers.Pause(leader(e.target));
+          open_hold[e.target] = played.holds.size();
+          played.holds.push_back({e.target, NowMicros(), 0});
+        }
+        break;
+      case Event::kRelease:
+        if (e.target < static_cast<int>(clients.size()) && --hold_depth[e.target] == 0) {
+          for (auto* p : proxies_of(e.target)) p->Release();
+          // Under a pause, the client stays stopped until the pause ends (kResume).
+          if (depth[e.target] == 0) renewers.Resume(leader(e.target));
+          played.holds[open_hold[e.target]].end_us = NowMicros();
         }
         break;
       case Event::kKillStore:  // SIGKILL, then the same database on the same port
@@ -116,8 +156,16 @@ Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_l
   }
   std::this_thread::sleep_until(start + run_length);
   pauser.ResumeAll();
-  for (auto& p : played.pauses) {
-    if (p.end_us == 0) p.end_us = NowMicros();
+  renewers.ResumeAll();
+  for (std::size_t c = 0; c < servers.proxies.size(); ++c) {
+    if (c < hold_depth.size() && hold_depth[c] > 0) {
+      for (auto* p : proxies_of(static_cast<int>(c))) p->Release();
+    }
+  }
+  for (auto* list : {&played.pauses, &played.holds}) {
+    for (auto& p : *list) {
+      if (p.end_us == 0) p.end_us = NowMicros();
+    }
   }
   if (!harness.ok()) return harness;
   return played;

@@ -1,16 +1,19 @@
-// What happens during one pause run, and when: the pauses of the clients and the faults of the
-// servers (a store killed, Redis restarted, etcd's leader killed), seeded, then played.
+// What happens during one pause run, and when: the pauses of the clients, the holds of their
+// traffic in the network, and the faults of the servers (a store killed, Redis restarted,
+// etcd's leader killed), seeded, then played.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "fencekit/common/status.h"
 #include "fencekit/pausetest/runner.h"
+#include "fencekit/procutil/delay_proxy.h"
 #include "fencekit/procutil/etcd_cluster.h"
 #include "fencekit/procutil/fenced_server.h"
 #include "fencekit/procutil/redis_server.h"
@@ -25,20 +28,26 @@ struct Event {
     kKillStore,
     kRestartLocks,
     kKillEtcdLeader,
-    kRestartEtcdMember
+    kRestartEtcdMember,
+    kHold,    // the client's traffic through its proxies stops, both ways
+    kRelease  // and flows again
   } kind;
-  int target = 0;  // the client, for kPause and kResume
+  int target = 0;  // the client, for kPause, kResume, kHold and kRelease
 };
 
 // The events of the run seeded `run_seed` with `clients` clients, in time order: the pause
-// schedule (MakePauseSchedule) and the faults `options` asks for.
-std::vector<Event> ScheduleOf(const PauseTestOptions& options, std::uint64_t run_seed, int clients);
+// schedule (MakePauseSchedule), `holds` holds of a client's traffic (each 0.5-3x the ttl, seeded
+// apart from the pauses) and the faults `options` asks for.
+std::vector<Event> ScheduleOf(const PauseTestOptions& options, std::uint64_t run_seed, int clients,
+                              int holds = 0);
 
 // The servers one run owns (those `options` does not start stay unstarted).
 struct RunServers {
   procutil::FencedServer store;
   procutil::RedisServer redis;
   procutil::EtcdCluster etcd;
+  // Per client, the proxies its traffic goes through (kHold holds them all).
+  std::vector<std::vector<std::unique_ptr<procutil::DelayProxy>>> proxies;
 };
 
 // What playing a schedule did to the lock service, for the run's report.
@@ -51,6 +60,7 @@ struct Played {
     std::int64_t start_us = 0, end_us = 0;
   };
   std::vector<Pause> pauses;
+  std::vector<Pause> holds;  // the same, for the holds of a client's traffic
 };
 
 // Plays `events` up to `run_length` on `clients` (pids; -pgid stops a whole process group) and

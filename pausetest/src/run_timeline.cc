@@ -57,7 +57,10 @@ std::string RenderRunTimeline(const RunRecord& r) {
   t.verdict = r.verdict;
   t.legend =
       "Each recorded operation is a bar from its start to its end: green ok, red fail, grey "
-      "unknown.";
+      "unknown." +
+      std::string(r.holds.empty() ? ""
+                                  : " A hold (--holds) is a bar as long as the worker's traffic "
+                                    "waited in the kit's proxies, both ways.");
   t.flagged_legend =
       "Circled in red: the operations the check could not order, listed in the table above "
       "(lines of history.jsonl).";
@@ -83,6 +86,14 @@ std::string RenderRunTimeline(const RunRecord& r) {
   for (const auto& p : r.pauses) {
     add(p.start_us, Lane(p.target), "SIGSTOP", Kind::kPause);
     add(p.end_us, Lane(p.target), "SIGCONT", Kind::kResume);
+  }
+  // A hold: a bar as long as the client's traffic waited in its proxies, both ways.
+  for (const auto& h : r.holds) {
+    std::size_t i = add(h.start_us, Lane(h.target),
+                        "traffic held in the network for " +
+                            std::to_string((h.end_us - h.start_us) / 1000) + "ms",
+                        Kind::kSend);
+    t.events[i].end_ms = ms(h.end_us);
   }
   for (std::size_t c = 0; c < r.kit.size(); ++c) {
     const std::string lane = Lane(static_cast<int>(c));

@@ -1,5 +1,6 @@
 // A failing worker run drawn as a timeline page (timeline.html in its folder): one lane per
-// client (its grants, lease bars, pauses, the worker's invocations and recorded operations)
+// client (its grants, lease bars, pauses, holds of its traffic, the worker's invocations and
+// recorded operations)
 // and one for the lock service (grants and lease expiries).
 #pragma once
 
@@ -19,6 +20,7 @@ struct RunRecord {
   std::string lock;
   std::int64_t origin_us = 0;  // the run's start: time 0 on the page
   std::vector<Played::Pause> pauses;
+  std::vector<Played::Pause> holds;        // of a client's traffic in its proxies
   std::vector<std::vector<KitEvent>> kit;  // per client
   std::vector<RegisterOp> ops;             // every client's, and the setup's (client -1)
   std::vector<std::size_t> flagged;        // indices into ops: what the check named

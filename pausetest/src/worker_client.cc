@@ -178,14 +178,17 @@ int WorkerClientMain(const WorkerClientPlan& plan) {
                   {.auto_renew = true, .on_lost = [&lost_until_us](const Lease& l, const Status&) {
                      lost_until_us = WallAt(l.valid_until);
                    }});
-    const ShellEnvironment env({{"FENCING_LOCK", lease->lock},
-                                {"FENCING_TOKEN", lease->token.ToString()},
-                                {"FENCING_OWNER", lease->owner},
-                                {"FENCING_SERVICE", lease->service},
-                                {"FENCEKIT_RUN", std::to_string(plan.run)},
-                                {"FENCEKIT_CLIENT", std::to_string(plan.index)},
-                                {"FENCEKIT_RUN_DIR", plan.run_dir},
-                                {"FENCEKIT_HISTORY", plan.history_path}});
+    std::vector<std::pair<std::string, std::string>> vars = {
+        {"FENCING_LOCK", lease->lock},
+        {"FENCING_TOKEN", lease->token.ToString()},
+        {"FENCING_OWNER", lease->owner},
+        {"FENCING_SERVICE", lease->service},
+        {"FENCEKIT_RUN", std::to_string(plan.run)},
+        {"FENCEKIT_CLIENT", std::to_string(plan.index)},
+        {"FENCEKIT_RUN_DIR", plan.run_dir},
+        {"FENCEKIT_HISTORY", plan.history_path}};
+    vars.insert(vars.end(), plan.env.begin(), plan.env.end());
+    const ShellEnvironment env(vars);
     const std::string header =
         "--- client " + std::to_string(plan.index) + ", token " + std::to_string(token) + "\n";
     (void)!::write(log_fd, header.data(), header.size());

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fencekit/common/status.h"
@@ -22,6 +23,8 @@ struct WorkerClientPlan {
   std::string log_path;      // its workers' stdout and stderr
   std::chrono::milliseconds ttl{0}, worker_timeout{0}, kill_grace{0};
   int stop_fd = -1;  // the read end of a pipe whose closing tells the client to stop
+  // Added to each worker's environment (FENCEKIT_PROXY_<NAME>).
+  std::vector<std::pair<std::string, std::string>> env;
 };
 
 // The body of one client process (in a forked child that leads its own process group, which

@@ -5,9 +5,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "fencekit/lockclient/lock_client.h"
@@ -55,6 +58,21 @@ Status CheckOptions(const WorkerTestOptions& o) {
   if (o.ttl < milliseconds(10)) return Status::InvalidArgument("--ttl must be >= 10ms");
   if (o.run_length < o.ttl) return Status::InvalidArgument("--run-length must be >= --ttl");
   if (o.pauses_per_run < 0) return Status::InvalidArgument("--pauses must be >= 0");
+  if (o.holds_per_run < 0) return Status::InvalidArgument("--holds must be >= 0");
+  if (o.holds_per_run > 0 && o.proxies.empty()) {
+    return Status::InvalidArgument(
+        "--holds needs --proxy NAME=HOST:PORT: the kit holds the traffic your workers send "
+        "through its proxies (FENCEKIT_PROXY_NAME), and yours sends none");
+  }
+  std::set<std::string> names;
+  for (const WorkerProxy& p : o.proxies) {
+    std::string upper;
+    for (char ch : p.name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (!names.insert(upper).second) {
+      return Status::InvalidArgument("--proxy " + p.name +
+                                     "= is given twice (names are compared upper-cased)");
+    }
+  }
   if (o.lock.empty()) return Status::InvalidArgument("--lock must not be empty");
   const bool etcd =
       o.locks_uri.starts_with("etcd://") || o.locks_uri.starts_with("etcds://") || o.start_etcd > 0;
@@ -106,12 +124,36 @@ Status StartLocks(const WorkerTestOptions& o, const std::string& work, LockServi
   return info.ok() ? Status::Ok() : info.status();
 }
 
+// Per client, a proxy in front of each of `proxies`, and the variables naming them.
+Status StartProxies(const std::vector<WorkerProxy>& proxies, int clients, RunServers& servers,
+                    std::vector<std::vector<std::pair<std::string, std::string>>>& env) {
+  servers.proxies.resize(clients);
+  env.resize(clients);
+  for (int c = 0; c < clients; ++c) {
+    for (const WorkerProxy& p : proxies) {
+      auto proxy = procutil::DelayProxy::Start(p.host, p.port);
+      if (!proxy.ok()) {
+        return Status::Unavailable("--proxy " + p.name + "=" + p.host + ":" +
+                                   std::to_string(p.port) + ": " + proxy.status().message());
+      }
+      std::string name = "FENCEKIT_PROXY_";
+      for (char ch : p.name) name += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      env[c].push_back({name, "127.0.0.1:" + std::to_string((*proxy)->port())});
+      servers.proxies[c].push_back(std::move(*proxy));
+    }
+  }
+  return Status::Ok();
+}
+
 // Forks the clients of one run, each leading its own process group.
-std::vector<pid_t> ForkClients(const WorkerClientPlan& base, int count, int stop_write_fd) {
+std::vector<pid_t> ForkClients(const WorkerClientPlan& base, int count, int stop_write_fd,
+                               const std::vector<std::vector<std::pair<std::string, std::string>>>&
+                                   env) {
   std::vector<pid_t> clients;
   for (int c = 0; c < count; ++c) {
     WorkerClientPlan plan = base;
     plan.index = c;
+    if (c < static_cast<int>(env.size())) plan.env = env[c];
     plan.history_path = base.run_dir + "/client-" + std::to_string(c) + ".history.jsonl";
     plan.events_path = base.run_dir + "/client-" + std::to_string(c) + ".events.jsonl";
     plan.log_path = base.run_dir + "/client-" + std::to_string(c) + ".log";
@@ -149,6 +191,7 @@ void ReapClients(const std::vector<pid_t>& clients, SteadyClock::time_point dead
 struct RunResult {
   Judgement judgement;
   int expired_leases = 0;
+  int holds = 0;
   int invocations = 0;
   int worker_failures = 0;
 };
@@ -205,18 +248,22 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_u
                         .ttl = o.ttl,
                         .worker_timeout = o.worker_timeout,
                         .kill_grace = o.kill_grace};
+  // The proxies of this run: a connection a worker left open in the last run's is gone.
+  RunServers servers;
+  std::vector<std::vector<std::pair<std::string, std::string>>> proxy_env;
+  if (Status s = StartProxies(o.proxies, o.clients, servers, proxy_env); !s.ok()) return s;
   int stop[2];
   if (::pipe2(stop, O_CLOEXEC) != 0) return Status::Unavailable("pipe failed");
   base.stop_fd = stop[0];
-  const std::vector<pid_t> clients = ForkClients(base, o.clients, stop[1]);
+  const std::vector<pid_t> clients = ForkClients(base, o.clients, stop[1], proxy_env);
   ::close(stop[0]);
   std::vector<pid_t> groups;
   for (pid_t pid : clients) groups.push_back(-pid);  // a pause stops a client's whole group
   PauseTestOptions schedule{
       .ttl = o.ttl, .run_length = o.run_length, .pauses_per_run = o.pauses_per_run};
-  RunServers no_servers;
-  auto played = PlaySchedule(ScheduleOf(schedule, run_seed, static_cast<int>(clients.size())),
-                             o.run_length, groups, no_servers, dir);
+  auto played = PlaySchedule(
+      ScheduleOf(schedule, run_seed, static_cast<int>(clients.size()), o.holds_per_run),
+      o.run_length, groups, servers, dir);
   ::close(stop[1]);  // clients let their worker finish (within kill_grace) and exit
   ReapClients(clients,
               SteadyClock::now() + o.worker_timeout + 3 * o.kill_grace + std::chrono::seconds(5));
@@ -224,8 +271,10 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_u
   if (!played.ok()) return played.status();
   if (static_cast<int>(clients.size()) < o.clients) return Status::Unavailable("fork failed");
   record.pauses = played->pauses;
+  record.holds = played->holds;
 
   RunResult result;
+  result.holds = static_cast<int>(played->holds.size());
   for (int c = 0; c < o.clients; ++c) {
     record.kit.push_back(ReadKitEvents(dir + "/client-" + std::to_string(c) + ".events.jsonl"));
     std::map<std::int64_t, std::int64_t> worker_end;  // token: when its invocation ended
@@ -251,6 +300,35 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_u
 }
 
 }  // namespace
+
+Result<WorkerProxy> ParseWorkerProxy(const std::string& text) {
+  const auto usage = [&](const std::string& why) {
+    return Status::InvalidArgument("--proxy " + text + ": " + why +
+                                   "; give NAME=HOST:PORT, e.g. --proxy store=127.0.0.1:8080");
+  };
+  const std::size_t eq = text.find('=');
+  if (eq == std::string::npos) return usage("no '='");
+  WorkerProxy p;
+  p.name = text.substr(0, eq);
+  if (p.name.empty() || !std::isalpha(static_cast<unsigned char>(p.name[0])) ||
+      p.name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
+          std::string::npos) {
+    return usage("NAME must be a letter, then letters, digits or '_' (it names a variable)");
+  }
+  const std::string address = text.substr(eq + 1);
+  const std::size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return usage("no HOST:PORT after '='");
+  p.host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  int value = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value < 1 ||
+      value > 65535) {
+    return usage("PORT must be a number from 1 to 65535");
+  }
+  p.port = static_cast<std::uint16_t>(value);
+  return p;
+}
 
 std::string WorkerTestSummary::Line() const {
   return "pause-runs: runs=" + std::to_string(runs) +
@@ -285,6 +363,7 @@ Result<WorkerTestSummary> RunWorkerPauseTests(const WorkerTestOptions& o) {
     summary.runs += 1;
     summary.failed_runs += j.verdict == RunVerdict::kFailed;
     summary.expired_leases += result->expired_leases;
+    summary.holds += result->holds;
     summary.runs_with_expired_leases += result->expired_leases > 0;
     summary.worker_invocations += result->invocations;
     summary.worker_failures += result->worker_failures;

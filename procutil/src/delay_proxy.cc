@@ -1,6 +1,7 @@
 #include "fencekit/procutil/delay_proxy.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -58,6 +59,21 @@ struct DelayProxy::Conn {
 };
 
 Result<std::unique_ptr<DelayProxy>> DelayProxy::Start(std::uint16_t target) {
+  return Start("127.0.0.1", target);
+}
+
+Result<std::unique_ptr<DelayProxy>> DelayProxy::Start(const std::string& host,
+                                                      std::uint16_t target) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int e = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); e != 0 || found == nullptr) {
+    return Status::Unavailable("proxy: cannot resolve " + host + " to an IPv4 address: " +
+                               ::gai_strerror(e));
+  }
+  const std::uint32_t ip = reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr.s_addr;
+  ::freeaddrinfo(found);
   int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener < 0) {
     return Status::Unavailable(std::string("proxy: socket failed: ") + std::strerror(errno));
@@ -77,11 +93,13 @@ Result<std::unique_ptr<DelayProxy>> DelayProxy::Start(std::uint16_t target) {
     ::close(listener);
     return Status::Unavailable(std::string("proxy: eventfd failed: ") + std::strerror(errno));
   }
-  return std::unique_ptr<DelayProxy>(new DelayProxy(listener, wake, ntohs(addr.sin_port), target));
+  return std::unique_ptr<DelayProxy>(
+      new DelayProxy(listener, wake, ntohs(addr.sin_port), ip, target));
 }
 
-DelayProxy::DelayProxy(int listener, int wake, std::uint16_t port, std::uint16_t target)
-    : listener_(listener), wake_(wake), port_(port), target_(target) {
+DelayProxy::DelayProxy(int listener, int wake, std::uint16_t port, std::uint32_t target_ip,
+                       std::uint16_t target)
+    : listener_(listener), wake_(wake), port_(port), target_ip_(target_ip), target_(target) {
   thread_ = std::thread([this] { Serve(); });
 }
 
@@ -107,9 +125,20 @@ void DelayProxy::HoldWhen(std::string needle) {
   hold_needle_ = std::move(needle);
 }
 
+void DelayProxy::HoldAll() {
+  MutexLock lock(mu_);
+  hold_all_ = true;
+  const std::uint64_t mine = ++hold_alls_;
+  lock.Unlock();
+  Wake();
+  lock.Lock();
+  while (hold_alls_applied_ < mine && !stopping_) cv_.Wait(mu_);
+}
+
 void DelayProxy::Release() {
   MutexLock lock(mu_);
   hold_armed_ = false;
+  hold_all_ = false;
   const std::uint64_t mine = ++releases_;
   lock.Unlock();
   Wake();
@@ -194,10 +223,16 @@ void DelayProxy::Serve() {
 
   for (;;) {
     std::uint16_t target;
+    bool hold_all;
     {
       MutexLock lock(mu_);
       if (stopping_) break;
       target = target_;
+      hold_all = hold_all_;
+      if (hold_alls_applied_ != hold_alls_) {  // this pass polls no connection
+        hold_alls_applied_ = hold_alls_;
+        cv_.NotifyAll();
+      }
       if (retargets_ != retargets_seen) {
         retargets_seen = retargets_;
         lock.Unlock();
@@ -225,6 +260,7 @@ void DelayProxy::Serve() {
     fds.push_back({wake_, POLLIN, 0});
     fds.push_back({listener_, POLLIN, 0});
     for (Conn& c : conns) {
+      if (hold_all) break;
       if (!c.held && !c.client_eof) {
         fds.push_back({c.client, POLLIN, 0});
         owners.emplace_back(&c, true);
@@ -245,6 +281,7 @@ void DelayProxy::Serve() {
       if (client >= 0) {
         int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_in addr = LoopbackAddress(target);
+        addr.sin_addr.s_addr = target_ip_;
         if (server >= 0 &&
             ::connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
           conns.push_back(Conn{.client = client, .server = server});

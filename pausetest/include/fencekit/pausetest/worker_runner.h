@@ -6,7 +6,9 @@
 //   release
 // with the lease renewed meanwhile, while this process stops and continues whole clients (the
 // renewer and the worker's process group) on a seeded schedule, so that leases run out while a
-// worker still believes it holds one; then `check` (or the built-in linearizability check of
+// worker still believes it holds one, and holds a client's traffic to the user's servers in
+// its proxies (`proxies`, `holds_per_run`), so that a request sent under a lease arrives after
+// it; then `check` (or the built-in linearizability check of
 // the operations the workers recorded) judges the run. A failing run keeps its folder and a
 // timeline (timeline.html).
 //
@@ -21,10 +23,23 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "fencekit/common/status.h"
 
 namespace fencekit::pausetest {
+
+// A server the workers reach through the kit's proxies: each client gets a proxy of its own on a
+// loopback port, in front of host:port, named to its workers by FENCEKIT_PROXY_<NAME>=
+// 127.0.0.1:PORT. The proxy passes bytes (any TCP protocol) and holds them when told.
+struct WorkerProxy {
+  std::string name;  // [A-Za-z][A-Za-z0-9_]*; upper-cased in the variable's name
+  std::string host;  // an IPv4 address or a name resolving to one
+  std::uint16_t port = 0;
+};
+
+// "NAME=HOST:PORT" (fencectl's --proxy) as a WorkerProxy; kInvalidArgument saying what is wrong.
+Result<WorkerProxy> ParseWorkerProxy(const std::string& text);
 
 struct WorkerTestOptions {
   std::string worker;  // the command, run by `sh -c`; required
@@ -48,6 +63,10 @@ struct WorkerTestOptions {
   std::chrono::milliseconds ttl{150};
   std::chrono::milliseconds run_length{1'200};
   int pauses_per_run = 10;  // each 0.5-3x ttl, of a whole client
+  std::vector<WorkerProxy> proxies;
+  // Each 0.5-3x ttl: all of a client's traffic through its proxies stops, both ways, then
+  // flows again. Needs `proxies`.
+  int holds_per_run = 0;
   // One worker invocation may run this long; then SIGTERM, then SIGKILL after kill_grace.
   std::chrono::milliseconds worker_timeout{30'000};
   // After the run's end, a worker still running has this long to finish before SIGTERM, and as
@@ -67,6 +86,7 @@ struct WorkerTestSummary {
   int failed_runs = 0;
   // Leases that ran out while their worker was still running.
   int expired_leases = 0;
+  int holds = 0;  // of clients' traffic, played
   int runs_with_expired_leases = 0;
   int worker_invocations = 0;
   int worker_failures = 0;  // invocations that exited non-zero or were killed by a signal
@@ -79,8 +99,8 @@ struct WorkerTestSummary {
 
 // Runs the runs. An error is the harness's (kInvalidArgument: options; kUnavailable: the lock
 // service, a setup that failed, a run that cannot be judged, with what to fix and where its
-// files are); a failing run is not an error, it is counted. Must be called from a
-// single-threaded process: clients are forked.
+// files are); a failing run is not an error, it is counted. Must be called from a process
+// whose other threads (none but the proxies' own) hold no lock a forked client needs.
 Result<WorkerTestSummary> RunWorkerPauseTests(const WorkerTestOptions& options);
 
 }  // namespace fencekit::pausetest
