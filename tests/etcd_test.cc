@@ -9,7 +9,6 @@
 #include <fstream>
 #include <future>
 #include <mutex>
-#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -18,6 +17,7 @@
 #include "fencekit/lockclient/lock_client.h"
 #include "support/etcd_server.h"
 #include "support/lock_services.h"
+#include "support/matching.h"
 #include "support/redis_server.h"
 #include "support/test_support.h"
 
@@ -225,9 +225,8 @@ std::int64_t TokenIn(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  std::smatch m;
-  std::string s = text.str();
-  if (!std::regex_search(s, m, std::regex("\"token\":([0-9]+)"))) return 0;
+  const std::vector<std::string> m = testing::Search(text.str(), "\"token\":([0-9]+)");
+  if (m.empty()) return 0;
   return std::stoll(m[1]);
 }
 

@@ -10,11 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/procutil/child_process.h"
 #include "support/lock_services.h"
+#include "support/matching.h"
 #include "support/redis_server.h"
 #include "support/test_support.h"
 
@@ -431,17 +431,15 @@ TEST(FencectlCliTest, EachCommandsHelpStartsWithItsUsageLineAndAgreesWithTheMain
   // value is not a placeholder (URI, N, ...) is that option's default in the command's help,
   // e.g. "--ttl arg (=10s)" or "-w [ --wait ] arg (=0)".
   const std::string main_help = RunCommand({FencectlBinary(), "--help"}).out;
-  const std::regex command_line(R"(\n  fencectl ([a-z-]+) +([^\n]*(\n {19}[^\n]*)*))");
-  const std::regex option(R"(\[(-{1,2}[a-zA-Z-]+) ([a-z0-9]+)[ \]|])");
+  const std::string command_line = R"(\n  fencectl ([a-z-]+) +([^\n]*(\n {19}[^\n]*)*))";
+  const std::string option = R"(\[(-{1,2}[a-zA-Z-]+) ([a-z0-9]+)[ \]|])";
   int checked = 0;
-  for (auto c = std::sregex_iterator(main_help.begin(), main_help.end(), command_line);
-       c != std::sregex_iterator(); ++c) {
-    const std::string command = (*c)[1];
+  for (const auto& c : testing::SearchAll(main_help, command_line)) {
+    const std::string command = c[1];
     ASSERT_TRUE(help.count(command)) << "the main help lists " << command;
-    const std::string text = (*c)[2];
-    for (auto o = std::sregex_iterator(text.begin(), text.end(), option);
-         o != std::sregex_iterator(); ++o) {
-      const std::string name = (*o)[1], value = (*o)[2];
+    const std::string text = c[2];
+    for (const auto& o : testing::SearchAll(text, option)) {
+      const std::string name = o[1], value = o[2];
       const std::string shown = name.size() == 2 ? name + " [ --" : name + " arg";
       const auto at = help[command].find("  " + shown);
       ASSERT_NE(at, std::string::npos) << command << " has no option " << name;

@@ -17,7 +17,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -28,6 +27,7 @@
 #include "fencekit/procutil/mariadb_server.h"
 #include "fencekit/procutil/postgres_server.h"
 #include "support/etcd_server.h"
+#include "support/matching.h"
 #include "support/redis_server.h"
 #include "support/test_support.h"
 
@@ -402,10 +402,10 @@ class MariadbGuard final : public Guard {
       a.outcome = Outcome::kAccepted;
       return a;
     }
-    std::smatch m;
-    static const std::regex error(R"(ERROR \d+ \(([0-9A-Z]{5})\)[^:]*: (.*))");
-    if (std::regex_search(r.err, m, error)) {
-      a.detail = m[2].str();
+    const std::vector<std::string> m =
+        testing::Search(r.err, R"(ERROR \d+ \(([0-9A-Z]{5})\)[^:]*: (.*))");
+    if (!m.empty()) {
+      a.detail = m[2];
       if (m[1] == "45000") a.outcome = Outcome::kStale;
       if (m[1] == "22023") a.outcome = Outcome::kBad;
     } else {
@@ -630,9 +630,9 @@ class FencedGuard final : public Guard {
   }
   Answer Advance(const std::string& lock, const Token& token, const std::string& value,
                  bool fail_after) override {
-    static const std::regex number(R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
+    const std::string number = R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)";
     std::string token_json;
-    if (!token.blob && std::regex_match(token.bytes, number)) {
+    if (!token.blob && testing::FullMatch(token.bytes, number)) {
       token_json = token.bytes;
     } else {
       token_json = json::serialize(json::value(JsonSafeText(token.bytes)));

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -16,6 +15,7 @@
 
 #include "fencekit/procutil/child_process.h"
 #include "fencekit/procutil/mariadb_server.h"
+#include "support/matching.h"
 #include "support/shared_mariadb.h"
 #include "support/test_support.h"
 
@@ -38,9 +38,8 @@ std::string ReadFrom(const std::string& path, std::size_t from) {
 
 // The SQLSTATE of the first "ERROR nnnn (SQLSTATE)" in the client's output, "" when none.
 std::string Sqlstate(const std::string& err) {
-  std::smatch m;
-  static const std::regex error(R"(ERROR \d+ \(([0-9A-Z]{5})\))");
-  return std::regex_search(err, m, error) ? m[1].str() : "";
+  const std::vector<std::string> m = testing::Search(err, R"(ERROR \d+ \(([0-9A-Z]{5})\))");
+  return m.empty() ? "" : m[1];
 }
 
 // One `mariadb` client session kept open (one connection): statements go to its stdin, rows
@@ -364,10 +363,9 @@ TEST_P(MariadbGuardTest, ConcurrentFirstAdvancesOfANewLockAreSerialised) {
       }
       EXPECT_EQ(state, "45000") << sessions[i]->last_error_;  // not 40001: no deadlock
       // The message names a higher token accepted before this one.
-      std::smatch m;
-      ASSERT_TRUE(std::regex_search(sessions[i]->last_error_, m,
-                                    std::regex(R"(the highest is (\d+))")))
-          << sessions[i]->last_error_;
+      const std::vector<std::string> m =
+          testing::Search(sessions[i]->last_error_, R"(the highest is (\d+))");
+      ASSERT_FALSE(m.empty()) << sessions[i]->last_error_;
       EXPECT_GT(std::stoi(m[1]), tokens[i]);
       sessions[i]->Exec("ROLLBACK;");
     }
@@ -444,10 +442,10 @@ class MariadbWorkerFullSoak : public ::testing::Test {
     auto r = testing::RunCommand(argv, env);
     Summary s;
     s.exit_code = r.exit_code;
-    std::smatch m;
-    std::regex line(
+    const std::vector<std::string> m = testing::Search(
+        r.out,
         R"(pause-runs: runs=(\d+) failed_runs=(\d+) expired_leases=(\d+) operations=(\d+)\n$)");
-    EXPECT_TRUE(std::regex_search(r.out, m, line)) << "stdout: " << r.out << "\nstderr: " << r.err;
+    EXPECT_FALSE(m.empty()) << "stdout: " << r.out << "\nstderr: " << r.err;
     if (!m.empty()) {
       s.runs = std::stoi(m[1]);
       s.failed_runs = std::stoi(m[2]);

@@ -11,12 +11,12 @@
 // each store's guard and the curl worker the kit around a worker.
 #include <gtest/gtest.h>
 
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "fencekit/common/text.h"
 #include "support/etcd_server.h"
+#include "support/matching.h"
 #include "support/redis_server.h"
 #include "support/store_engines.h"
 #include "support/test_support.h"
@@ -60,11 +60,11 @@ Summary RunWorker(const TempDir& dir, const std::string& worker, std::vector<std
   auto r = testing::RunCommand(argv, env);
   Summary s;
   s.exit_code = r.exit_code;
-  std::smatch m;
   // The last line of stdout, exactly.
-  std::regex line(
-      R"(pause-runs: runs=(\d+) failed_runs=(\d+) expired_leases=(\d+) operations=(\d+)\n$)");
-  EXPECT_TRUE(std::regex_search(r.out, m, line)) << "stdout: " << r.out << "\nstderr: " << r.err;
+  const std::string line =
+      R"(pause-runs: runs=(\d+) failed_runs=(\d+) expired_leases=(\d+) operations=(\d+)\n$)";
+  const std::vector<std::string> m = testing::Search(r.out, line);
+  EXPECT_FALSE(m.empty()) << "stdout: " << r.out << "\nstderr: " << r.err;
   if (!m.empty()) {
     s.runs = std::stoi(m[1]);
     s.failed_runs = std::stoi(m[2]);
@@ -249,9 +249,9 @@ class EtcdWorkerFullSoak : public ::testing::Test {
     conn.Send(testing::Request("POST", "/v3/kv/range", {{"Content-Type", "application/json"}},
                                R"({"key":")" + Base64Encode(key) + R"("})"));
     std::string body = conn.Read().body;
-    std::smatch m;
-    if (!std::regex_search(body, m, std::regex(R"re("value":"([^"]*)")re"))) return "";
-    return Base64Decode(m[1].str()).value_or("(not base64)");
+    const std::vector<std::string> m = testing::Search(body, R"re("value":"([^"]*)")re");
+    if (m.empty()) return "";
+    return Base64Decode(m[1]).value_or("(not base64)");
   }
   Summary Run(const std::vector<std::string>& runs, bool fencing) {
     std::vector<std::string> extra = {"--setup", Example("counter-etcd.py") + " --setup"};
@@ -273,11 +273,11 @@ TEST_F(EtcdWorkerFullSoak, WithTheGuardFailsNoRun) {
   EXPECT_GT(s.expired, 0);
   // The workers did write: every run's counter is there, and the fence holds a 20-digit token.
   for (int run = 0; run < 3; ++run) {
-    EXPECT_TRUE(std::regex_match(Value("pause-test/pause-counter/run-" + std::to_string(run)),
-                                 std::regex("[1-9][0-9]*")))
+    EXPECT_TRUE(testing::FullMatch(Value("pause-test/pause-counter/run-" + std::to_string(run)),
+                                   "[1-9][0-9]*"))
         << "run " << run;
   }
-  EXPECT_TRUE(std::regex_match(Value("pause-test/fence"), std::regex("0{10}[0-9]{10}")));
+  EXPECT_TRUE(testing::FullMatch(Value("pause-test/fence"), "0{10}[0-9]{10}"));
 }
 
 TEST_F(EtcdWorkerFullSoak, WithoutTheTokenCheckIsCaught) {

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
+#include "support/matching.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -64,8 +64,8 @@ TEST_F(PauseWorkerTest, GivesEachInvocationTheLeaseAndTheRunsVariables) {
   EXPECT_EQ(LastLine(r.out), "pause-runs: runs=1 failed_runs=0 expired_leases=0 operations=0");
   const std::string env = Slurp(Run(0) + "/env-1");
   EXPECT_NE(env.find("FENCING_LOCK=job-7\n"), std::string::npos) << env;
-  EXPECT_TRUE(std::regex_search(env, std::regex("FENCING_TOKEN=[1-9][0-9]*\n"))) << env;
-  EXPECT_TRUE(std::regex_search(env, std::regex("FENCING_OWNER=[0-9a-f]{32}\n"))) << env;
+  EXPECT_TRUE(testing::Contains(env, "FENCING_TOKEN=[1-9][0-9]*\n")) << env;
+  EXPECT_TRUE(testing::Contains(env, "FENCING_OWNER=[0-9a-f]{32}\n")) << env;
   EXPECT_NE(env.find("FENCEKIT_RUN=0\n"), std::string::npos) << env;
   EXPECT_NE(env.find("FENCEKIT_CLIENT=1\n"), std::string::npos) << env;
   EXPECT_NE(env.find("FENCEKIT_RUN_DIR=" + Run(0) + "\n"), std::string::npos) << env;
@@ -100,13 +100,10 @@ TEST_F(PauseWorkerTest, PausedWorkersOutliveTheirLeasesAndTheBuiltInCheckCatches
   auto r = PauseTest(kFileCounter, {"--runs", "3", "--ttl", "100ms", "--run-length", "1500ms",
                                     "--pauses", "12", "-q"});
   EXPECT_EQ(r.exit_code, 4) << r.err;
-  std::smatch m;
   const std::string last = LastLine(r.out);
-  ASSERT_TRUE(std::regex_match(
-      last, m,
-      std::regex(
-          "pause-runs: runs=3 failed_runs=([0-9]+) expired_leases=([0-9]+) operations=([0-9]+)")))
-      << last;
+  const std::vector<std::string> m = testing::FullMatchGroups(
+      last, "pause-runs: runs=3 failed_runs=([0-9]+) expired_leases=([0-9]+) operations=([0-9]+)");
+  ASSERT_FALSE(m.empty()) << last;
   EXPECT_GT(std::stoi(m[1]), 0) << r.err;
   EXPECT_GT(std::stoi(m[2]), 0) << r.err;
   EXPECT_GT(std::stoi(m[3]), 0) << r.err;
@@ -190,9 +187,9 @@ TEST_F(PauseWorkerTest, AWorkerThatAlwaysCrashesStopsTheCommandNamingItsLog) {
   EXPECT_NE(r.err.find("  no such store"), std::string::npos) << r.err;
   // The log it names holds it: whichever client crashed last (client 0 may not have started
   // before another's crash stopped the run).
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(the last lines of (\S+\.log):)"))) << r.err;
-  EXPECT_NE(Slurp(m[1].str()).find("no such store"), std::string::npos) << m[1].str();
+  const std::vector<std::string> m = testing::Search(r.err, R"(the last lines of (\S+\.log):)");
+  ASSERT_FALSE(m.empty()) << r.err;
+  EXPECT_NE(Slurp(m[1]).find("no such store"), std::string::npos) << m[1];
   // The run the harness stopped is not reported as passed.
   const std::string report = Slurp(Run(0) + "/report.txt");
   EXPECT_NE(report.find("NOT JUDGED"), std::string::npos) << report;
@@ -204,7 +201,7 @@ TEST_F(PauseWorkerTest, AWorkerThatSometimesCrashesIsCountedAndTheRunsGoOn) {
                      {"--runs", "2", "--run-length", "300ms", "--pauses", "0", "--min-operations",
                       "0"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(std::regex_search(r.err, std::regex("failed_invocations=[1-9]"))) << r.err;
+  EXPECT_TRUE(testing::Contains(r.err, "failed_invocations=[1-9]")) << r.err;
   EXPECT_NE(Slurp(Run(0) + "/client-1.events.jsonl").find("killed by signal 11"),
             std::string::npos);
 }
@@ -265,11 +262,10 @@ TEST_F(PauseWorkerTest, MinOperationsRaisesTheBarAndTheSummaryCountsWhatWasCheck
   auto counted = PauseTest(worker, {"--runs", "2", "--run-length", "300ms", "--pauses", "0",
                                     "--check", "true", "--min-operations", "1", "-q"});
   ASSERT_EQ(counted.exit_code, 0) << counted.err;
-  std::smatch m;
   const std::string last = LastLine(counted.out);
-  ASSERT_TRUE(std::regex_match(
-      last, m, std::regex("pause-runs: runs=2 failed_runs=0 expired_leases=0 operations=([0-9]+)")))
-      << last;
+  const std::vector<std::string> m = testing::FullMatchGroups(
+      last, "pause-runs: runs=2 failed_runs=0 expired_leases=0 operations=([0-9]+)");
+  ASSERT_FALSE(m.empty()) << last;
   EXPECT_GE(std::stoi(m[1]), 2);
   auto too_few = PauseTest(worker, {"--runs", "2", "--run-length", "300ms", "--pauses", "0",
                                     "--check", "true", "--min-operations", "100000", "-q"});

@@ -1,7 +1,9 @@
 // procutil: child processes and servers started for real on loopback.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -271,6 +273,87 @@ TEST(DelayProxyTest, HoldsMatchingRequestsCutsRepliesAndMovesToAnotherServer) {
   EXPECT_EQ(c.Call({"GET", "k"}), "(nil)");
   EXPECT_EQ(c.Call({"SET", "k", "on-second"}), "OK");
   EXPECT_EQ(direct.Call({"GET", "k"}), "cut-value");
+}
+
+// A raw TCP connection to a loopback port, for bytes the proxy must not pass.
+struct RawSocket {
+  explicit RawSocket(std::uint16_t port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~RawSocket() { ::close(fd); }
+  void Send(const std::string& bytes) { ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size())); }
+  // What arrives within `wait` (until `until` is in it, or the wait is over).
+  std::string Read(std::chrono::milliseconds wait, const std::string& until = "") {
+    std::string got;
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || (!until.empty() && got.find(until) != std::string::npos)) break;
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      char buf[4096];
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<std::size_t>(n));
+    }
+    return got;
+  }
+  int fd = -1;
+  bool connected = false;
+};
+
+std::string Resp(const std::vector<std::string>& args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (const auto& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+  return out;
+}
+
+// pause-test's --holds: every connection, both ways, until Release(). What is held cannot be
+// awaited as an event: the check that nothing passed gives it 300 ms, many round trips.
+TEST(DelayProxyTest, HoldAllHoldsEveryConnectionBothWaysUntilRelease) {
+  RedisServer server;
+  ASSERT_TRUE(server.Start().ok());
+  auto proxy = DelayProxy::Start("localhost", server.port());
+  ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+  DelayProxy& p = **proxy;
+  Hiredis direct(server.port());
+  RawSocket writer(p.port()), subscriber(p.port());
+  ASSERT_TRUE(writer.connected && subscriber.connected);
+  subscriber.Send(Resp({"SUBSCRIBE", "news"}));
+  ASSERT_NE(subscriber.Read(std::chrono::seconds(5), ":1\r\n").find(":1\r\n"), std::string::npos);
+
+  p.HoldAll();
+  // Client to server: the request does not reach Redis.
+  writer.Send(Resp({"SET", "k", "held"}));
+  EXPECT_EQ(writer.Read(std::chrono::milliseconds(300)), "");
+  EXPECT_EQ(direct.Call({"GET", "k"}), "(nil)");
+  // Server to client: a message Redis sent does not reach its subscriber, nor does a
+  // connection opened meanwhile pass anything.
+  EXPECT_EQ(direct.Call({"PUBLISH", "news", "m1"}), "");  // an integer reply: no text
+  EXPECT_EQ(subscriber.Read(std::chrono::milliseconds(300)), "");
+  RawSocket late(p.port());
+  late.Send(Resp({"PING"}));
+  EXPECT_EQ(late.Read(std::chrono::milliseconds(300)), "");
+
+  p.Release();
+  EXPECT_EQ(writer.Read(std::chrono::seconds(5), "+OK\r\n"), "+OK\r\n");
+  EXPECT_EQ(direct.Call({"GET", "k"}), "held");
+  EXPECT_NE(subscriber.Read(std::chrono::seconds(5), "m1").find("m1"), std::string::npos);
+  EXPECT_EQ(late.Read(std::chrono::seconds(5), "+PONG\r\n"), "+PONG\r\n");
+}
+
+TEST(DelayProxyTest, AHostThatDoesNotResolveIsRefusedSayingSo) {
+  auto proxy = DelayProxy::Start("no-such-host.invalid", 80);
+  ASSERT_FALSE(proxy.ok());
+  EXPECT_NE(proxy.status().message().find("cannot resolve no-such-host.invalid"),
+            std::string::npos)
+      << proxy.status().ToString();
 }
 
 // Puts key "fencekit/restart" (base64 below) = `value_b64` through `port`; the HTTP status.

@@ -6,7 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <regex>
+
+#include "support/matching.h"
 
 namespace fencekit::timeline {
 namespace {
@@ -135,8 +136,9 @@ TEST(TimelineHtmlTest, TheDrawingIsAsWideAsItsLongestLabel) {
   const std::string long_status(300, 'x');
   t.events = {{14, "store", "accepts A's write", 1, long_status, Kind::kOverwrite}};
   const std::string html = RenderHtml(t);
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(html, m, std::regex("<svg xmlns=\"[^\"]+\" width=\"([0-9]+)\"")));
+  const std::vector<std::string> m =
+      testing::Search(html, "<svg xmlns=\"[^\"]+\" width=\"([0-9]+)\"");
+  ASSERT_FALSE(m.empty());
   // 190 (the event's x) + the label's estimated width (6.8 px a character).
   EXPECT_GT(std::stoi(m[1]), 190 + static_cast<int>(318 * 6.8)) << m[1];
   EXPECT_NE(html.find("class=\"event harm\""), std::string::npos);
@@ -298,12 +300,10 @@ TEST(TimelineCustomLanesTest, AnEventWithAnEndIsABarAsLongAsItTook) {
   t.events[0].end_ms = 20;  // ends at the next event's moment
   t.events[1].end_ms = 25;  // halfway between two events
   const std::string html = RenderHtml(t);
-  std::smatch m;
   std::vector<std::pair<int, int>> bars;  // x, width
-  const std::regex rect("<rect class=\"op\" x=\"([0-9]+)\" y=\"[0-9]+\" width=\"([0-9]+)\"");
-  for (auto it = std::sregex_iterator(html.begin(), html.end(), rect); it != std::sregex_iterator();
-       ++it) {
-    bars.emplace_back(std::stoi((*it)[1]), std::stoi((*it)[2]));
+  const std::string rect = "<rect class=\"op\" x=\"([0-9]+)\" y=\"[0-9]+\" width=\"([0-9]+)\"";
+  for (const auto& match : testing::SearchAll(html, rect)) {
+    bars.emplace_back(std::stoi(match[1]), std::stoi(match[2]));
   }
   ASSERT_EQ(bars.size(), 2u) << html;
   // The first ends where the second starts; the second ends halfway to the third event.

@@ -4,13 +4,13 @@
 #include <sqlite3.h>
 
 #include <boost/json/parse.hpp>
-#include <regex>
 
 #include "fencekit/common/names.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "support/etcd_server.h"
 #include "support/redis_server.h"
 #include "support/lock_services.h"
+#include "support/matching.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -47,18 +47,18 @@ class TokenCheckTest : public ::testing::TestWithParam<Backend> {
   }
 
   // The service id's expected form for this backend.
-  std::regex IdForm() const {
+  std::string IdForm() const {
     switch (GetParam()) {
       case Backend::kSqlite:
-        return std::regex("sqlite:[0-9a-f]{32}");
+        return "sqlite:[0-9a-f]{32}";
       case Backend::kRedis:
-        return std::regex("redis:[0-9a-f]{32}");
+        return "redis:[0-9a-f]{32}";
       case Backend::kRedlock:
-        return std::regex("redlock:[0-9a-f]{32}");
+        return "redlock:[0-9a-f]{32}";
       case Backend::kEtcd:
-        return std::regex("etcd:[0-9a-f]{1,16}");
+        return "etcd:[0-9a-f]{1,16}";
     }
-    return std::regex("");
+    return "";
   }
 
   TempDir dir_;
@@ -83,7 +83,7 @@ TEST_P(TokenCheckTest, HoldersTokenIsCurrentAndTheServiceIsTheLeases) {
   auto lease = client_->TryAcquire("job", 30s);
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   EXPECT_TRUE(CheckServiceId(lease->service).ok()) << lease->service;
-  EXPECT_TRUE(std::regex_match(lease->service, IdForm())) << lease->service;
+  EXPECT_TRUE(testing::FullMatch(lease->service, IdForm())) << lease->service;
   EXPECT_EQ(client_->service_id(), lease->service);
 
   auto check = client_->CheckToken("job", lease->token);
@@ -191,7 +191,7 @@ TEST(SqliteServiceIdTest, TwoDatabasesDifferAndOneKeepsItsIdAcrossReopen) {
   TempDir dir;
   const std::string a = "sqlite://" + dir.File("a.db"), b = "sqlite://" + dir.File("b.db");
   std::string id_a = OpenClient(a)->service_id(), id_b = OpenClient(b)->service_id();
-  EXPECT_TRUE(std::regex_match(id_a, std::regex("sqlite:[0-9a-f]{32}"))) << id_a;
+  EXPECT_TRUE(testing::FullMatch(id_a, "sqlite:[0-9a-f]{32}")) << id_a;
   EXPECT_NE(id_a, id_b);
   auto reopened = OpenClient(a);
   EXPECT_EQ(reopened->service_id(), id_a);
@@ -218,7 +218,7 @@ TEST(SqliteServiceIdTest, VersionOneDatabaseGetsAnIdOnOpenAndKeepsItsCounters) {
   auto client = OpenClient("sqlite://" + path);
   ASSERT_NE(client, nullptr);
   const std::string id = client->service_id();
-  EXPECT_TRUE(std::regex_match(id, std::regex("sqlite:[0-9a-f]{32}"))) << id;
+  EXPECT_TRUE(testing::FullMatch(id, "sqlite:[0-9a-f]{32}")) << id;
   auto lease = client->TryAcquire("job");
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   EXPECT_EQ(lease->token.value(), 42);
@@ -245,7 +245,7 @@ TEST(RedisServiceIdTest, FlushallGivesANewIdOnTheNextGrant) {
   auto next = OpenClient(redis.uri())->TryAcquire("other");
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   EXPECT_NE(next->service, old_id);
-  EXPECT_TRUE(std::regex_match(next->service, std::regex("redis:[0-9a-f]{32}"))) << next->service;
+  EXPECT_TRUE(testing::FullMatch(next->service, "redis:[0-9a-f]{32}")) << next->service;
   // This client learns the new id from its next grant, and grants under it from then on.
   auto mine = client->TryAcquire("job");
   ASSERT_TRUE(mine.ok()) << mine.status().ToString();
@@ -275,7 +275,7 @@ TEST_F(RedlockServiceIdTest, OpenMakesOneIdForAllNodesAndADivergentNodeAdoptsThe
   SetId(4, "redlock:0123456789abcdef0123456789abcdef");  // e.g. left from another set
   auto client = OpenClient(Uri());
   const std::string id = client->service_id();
-  EXPECT_TRUE(std::regex_match(id, std::regex("redlock:[0-9a-f]{32}"))) << id;
+  EXPECT_TRUE(testing::FullMatch(id, "redlock:[0-9a-f]{32}")) << id;
   EXPECT_NE(id, "redlock:0123456789abcdef0123456789abcdef");
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(NodeHasId(i, id)) << i;
 }
@@ -342,7 +342,7 @@ TEST(FencectlServiceTest, AcquirePrintsTheServiceAndCheckTokenExitsZeroWhenCurre
   ASSERT_EQ(acquired.exit_code, 0) << acquired.err;
   auto lease = Json(acquired.out);
   const std::string service(lease["service"].as_string());
-  EXPECT_TRUE(std::regex_match(service, std::regex("sqlite:[0-9a-f]{32}"))) << service;
+  EXPECT_TRUE(testing::FullMatch(service, "sqlite:[0-9a-f]{32}")) << service;
   const std::string token = std::to_string(lease["token"].as_int64());
 
   auto current = ctl({"check-token", "--token", token, "job"});

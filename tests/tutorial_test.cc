@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <regex>
 #include <string>
 #include <vector>
 
+#include "support/matching.h"
 #include "support/test_support.h"
 
 namespace fencekit {
@@ -24,10 +24,9 @@ struct Block {
 
 std::vector<Block> CodeBlocks(const std::string& markdown) {
   std::vector<Block> blocks;
-  const std::regex fence("```([a-z]*)\\n([\\s\\S]*?)```");
-  for (auto it = std::sregex_iterator(markdown.begin(), markdown.end(), fence);
-       it != std::sregex_iterator(); ++it) {
-    blocks.push_back({(*it)[1], (*it)[2]});
+  const std::string fence = "```([a-z]*)\\n([\\s\\S]*?)```";
+  for (const auto& match : testing::SearchAll(markdown, fence)) {
+    blocks.push_back({match[1], match[2]});
   }
   return blocks;
 }

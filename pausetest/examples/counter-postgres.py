@@ -20,6 +20,9 @@ Environment:
                     read-modify-write
   PSQL_TIMEOUT      seconds a psql call may take (default 10); PGCONNECT_TIMEOUT (default 5
                     here) bounds its connection
+  FENCEKIT_PROXY_PG set by `pause-test --proxy pg=HOST:PORT`: this client's proxy in front of
+                    the server (HOST:PORT, DATABASE_URL's), which the kit may hold; psql
+                    connects there, to the same database as the same user
 
 One invocation is two transactions:
   1. fencekit_advance(lock, token), the claim: it raises the lock's fence to this token before
@@ -42,17 +45,29 @@ import re
 import subprocess
 import sys
 import time
+import urllib.parse
 
 
 def now_us():
     return time.time_ns() // 1000
 
 
+def database_url():
+    """DATABASE_URL, at this client's proxy when pause-test gives one (FENCEKIT_PROXY_PG)."""
+    url = os.environ["DATABASE_URL"]
+    proxy = os.environ.get("FENCEKIT_PROXY_PG")
+    if not proxy:
+        return url
+    parts = urllib.parse.urlsplit(url)
+    user = parts.netloc.rpartition("@")[0]
+    return urllib.parse.urlunsplit(parts._replace(netloc=(user + "@" if user else "") + proxy))
+
+
 def psql(sql, variables):
     """Runs `sql` (psql script, variables as :'name') in one psql; (exit code, stdout, stderr).
 
     Exit code None: psql did not finish within PSQL_TIMEOUT (it is killed)."""
-    argv = ["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", os.environ["DATABASE_URL"]]
+    argv = ["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", database_url()]
     for name, value in variables.items():
         argv += ["-v", f"{name}={value}"]
     env = dict(os.environ)

@@ -5,8 +5,9 @@
 #include <sys/wait.h>
 
 #include <fstream>
-#include <regex>
 #include <sstream>
+
+#include "support/matching.h"
 
 namespace fencekit::testing {
 
@@ -27,22 +28,23 @@ ServingDemo::ServingDemo(const std::string& binary, const TempDir& dir,
     ADD_FAILURE() << s.ToString();
     return;
   }
-  const std::regex where(
+  const std::string where =
       "Open (http://127\\.0\\.0\\.1:\\d+/) in a browser[\\s\\S]*fenced \\(the store\\) listens "
-      "at http://127\\.0\\.0\\.1:(\\d+);");
-  std::smatch m;
+      "at http://127\\.0\\.0\\.1:(\\d+);";
+  std::vector<std::string> m;
   std::string out;
   if (!WaitFor(
           [&] {
             out = Output();
-            return std::regex_search(out, m, where);
+            m = Search(out, where);
+            return !m.empty();
           },
           30s)) {
     ADD_FAILURE() << "fencekit-demo --serve did not say where to watch: " << out;
     return;
   }
-  page_url_ = m[1].str();
-  fenced_port_ = static_cast<std::uint16_t>(std::stoi(m[2].str()));
+  page_url_ = m[1];
+  fenced_port_ = static_cast<std::uint16_t>(std::stoi(m[2]));
 }
 
 std::string ServingDemo::WaitForOutput(const std::string& text) {

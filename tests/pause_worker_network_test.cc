@@ -1,0 +1,215 @@
+// `fencectl pause-test --worker` with the network between a client and the user's store in the
+// kit's hands: --proxy NAME=HOST:PORT gives each client a proxy of its own
+// (FENCEKIT_PROXY_NAME), and --holds holds a client's traffic, both ways, and its renewals for
+// 0.5-3x the ttl: a request sent under a lease arrives after it. With holds only (--pauses 0):
+// the curl example worker against fenced, with fencing (no run fails) and against
+// `fenced --no-fencing` (a run fails); the Python worker on PostgreSQL through libpq over the
+// proxy, with the guard and without (PgThroughProxyFullSoak: --full only, for its length).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/matching.h"
+#include "support/store_engines.h"
+#include "support/test_support.h"
+
+namespace fencekit {
+namespace {
+
+using testing::FencedProcess;
+using testing::TempDir;
+
+std::string Example(const std::string& name) {
+  return std::string(PAUSE_EXAMPLES_DIR) + "/" + name;
+}
+
+struct Summary {
+  int exit_code = -1;
+  int runs = -1, failed_runs = -1, expired = -1;
+  std::string err;
+};
+
+// `fencectl pause-test --worker WORKER --pauses 0` with a lock service of its own in `dir`,
+// then `extra`; `env` is added to the command's (and so its workers') environment.
+Summary RunWorker(const TempDir& dir, const std::string& worker,
+                  const std::vector<std::string>& extra, const std::vector<std::string>& env) {
+  std::vector<std::string> argv = {testing::FencectlBinary(),
+                                   "pause-test",
+                                   "--worker",
+                                   worker,
+                                   "--locks",
+                                   "sqlite://" + dir.File("locks.db"),
+                                   "--work-dir",
+                                   dir.File("runs"),
+                                   "--pauses",
+                                   "0",
+                                   "-q"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto r = testing::RunCommand(argv, env);
+  Summary s;
+  s.exit_code = r.exit_code;
+  s.err = r.err;
+  const auto m = testing::Search(
+      r.out, R"(pause-runs: runs=(\d+) failed_runs=(\d+) expired_leases=(\d+) operations=\d+\n$)");
+  EXPECT_FALSE(m.empty()) << "stdout: " << r.out << "\nstderr: " << r.err;
+  if (!m.empty()) {
+    s.runs = std::stoi(m[1]);
+    s.failed_runs = std::stoi(m[2]);
+    s.expired = std::stoi(m[3]);
+  }
+  EXPECT_EQ(s.exit_code, s.failed_runs > 0 ? 4 : 0) << r.err;
+  return s;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Measured on the 2-core machine: the control arm failed 5 runs of 6 with 10 holds per run.
+const std::vector<std::string> kCurlHolds = {"--holds", "10", "--seed", "31", "--run-length",
+                                             "1500ms"};
+
+TEST(PauseWorkerNetworkTest, CurlWorkerWithHeldRequestsAgainstFencedFailsNoRun) {
+  TempDir dir;
+  FencedProcess fenced(dir.File("store.db"));
+  std::vector<std::string> args = {"--proxy", "store=127.0.0.1:" + std::to_string(fenced.port()),
+                                   "--runs", "3"};
+  args.insert(args.end(), kCurlHolds.begin(), kCurlHolds.end());
+  Summary s = RunWorker(dir, Example("counter-curl.sh"), args, {"FENCED_URL=" + fenced.url()});
+  EXPECT_EQ(s.exit_code, 0);
+  EXPECT_EQ(s.runs, 3);
+  EXPECT_EQ(s.failed_runs, 0);
+  EXPECT_GT(s.expired, 0) << "holds outlived leases, without a single pause";
+}
+
+TEST(PauseWorkerNetworkTest, CurlWorkerWithHeldRequestsAgainstNoFencingStoreIsCaught) {
+  TempDir dir;
+  FencedProcess fenced(dir.File("store.db"), {"--no-fencing"});
+  std::vector<std::string> args = {"--proxy", "store=127.0.0.1:" + std::to_string(fenced.port()),
+                                   "--runs", "6"};
+  args.insert(args.end(), kCurlHolds.begin(), kCurlHolds.end());
+  Summary s = RunWorker(dir, Example("counter-curl.sh"), args, {"FENCED_URL=" + fenced.url()});
+  EXPECT_EQ(s.exit_code, 4);
+  EXPECT_GT(s.failed_runs, 0) << s.err;
+  // A failing run's timeline draws the holds on the workers' lanes.
+  int timelines = 0;
+  for (const auto& run : std::filesystem::directory_iterator(dir.File("runs"))) {
+    const std::string page = Slurp(run.path().string() + "/timeline.html");
+    if (page.empty()) continue;
+    ++timelines;
+    EXPECT_NE(page.find("traffic held in the network for "), std::string::npos) << run.path();
+  }
+  EXPECT_EQ(timelines, s.failed_runs);
+}
+
+TEST(PauseWorkerNetworkTest, EachClientGetsAProxyOfItsOwnNamedUpperCased) {
+  TempDir dir;
+  FencedProcess fenced(dir.File("store.db"));
+  // Each invocation records the address it was given, one file per client.
+  const std::string worker =
+      "echo \"$FENCEKIT_PROXY_MY_STORE\" > \"$FENCEKIT_RUN_DIR/proxy-$FENCEKIT_CLIENT\"; "
+      "curl -s -o /dev/null -w '%{http_code}' \"http://$FENCEKIT_PROXY_MY_STORE/healthz\" "
+      "> \"$FENCEKIT_RUN_DIR/health-$FENCEKIT_CLIENT\"";
+  auto r = testing::RunCommand(
+      {testing::FencectlBinary(), "pause-test", "--worker", worker, "--proxy",
+       "my_store=localhost:" + std::to_string(fenced.port()), "--runs", "1", "--pauses", "0",
+       "--run-length", "500ms", "--min-operations", "0", "--check", "true", "--keep",
+       "--locks", "sqlite://" + dir.File("locks.db"), "--work-dir", dir.File("runs"), "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> seen;
+  for (int c = 0; c < 3; ++c) {
+    const std::string run = dir.File("runs") + "/run-0/";
+    std::string address = Slurp(run + "proxy-" + std::to_string(c));
+    EXPECT_FALSE(testing::Search(address, R"(^127\.0\.0\.1:\d+\n$)").empty()) << address;
+    EXPECT_EQ(Slurp(run + "health-" + std::to_string(c)), "200") << "through client " << c;
+    seen.push_back(address);
+  }
+  EXPECT_NE(seen[0], seen[1]);
+  EXPECT_NE(seen[1], seen[2]);
+  EXPECT_NE(seen[0], seen[2]);
+}
+
+TEST(PauseWorkerNetworkTest, MisusedProxyOptionsAreUsageErrorsSayingWhy) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--worker", "true", "--holds", "2"}, "--holds needs --proxy NAME=HOST:PORT"},
+      {{"--worker", "true", "--proxy", "store"}, "--proxy store: no '='"},
+      {{"--worker", "true", "--proxy", "store=127.0.0.1"}, "no HOST:PORT after '='"},
+      {{"--worker", "true", "--proxy", "store=127.0.0.1:0"}, "PORT must be a number from 1"},
+      {{"--worker", "true", "--proxy", "9x=127.0.0.1:80"}, "NAME must be a letter"},
+      {{"--worker", "true", "--proxy", "a=127.0.0.1:80", "--proxy", "A=127.0.0.1:81"},
+       "--proxy A= is given twice"},
+      {{"--worker", "true", "--holds", "-1", "--proxy", "a=127.0.0.1:80"},
+       "--holds must be >= 0"},
+      {{"--holds", "2"}, "--holds needs --worker CMD"},
+      {{"--proxy", "a=127.0.0.1:80"}, "--proxy needs --worker CMD"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> argv = {testing::FencectlBinary(), "pause-test"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = testing::RunCommand(argv);
+    EXPECT_EQ(r.exit_code, 64) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+}
+
+TEST(PauseWorkerNetworkTest, AProxyToAHostThatDoesNotResolveStopsTheCommandSayingSo) {
+  TempDir dir;
+  auto r = testing::RunCommand({testing::FencectlBinary(), "pause-test", "--worker", "true",
+                                "--proxy", "store=no-such-host.invalid:80", "--runs", "1",
+                                "--work-dir", dir.File("runs"), "-q"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--proxy store=no-such-host.invalid:80: proxy: cannot resolve"),
+            std::string::npos)
+      << r.err;
+}
+
+// The Python worker's increment is two psql processes, each connecting through its client's
+// proxy (libpq's protocol, held as bytes). A longer ttl than curl's, and longer runs: psql takes
+// a few hundred ms to start on a busy machine, and an invocation whose claim was held past its
+// lease records nothing; under ctest -j3, 4 s runs with 8 holds once recorded none in a run.
+class PgThroughProxyFullSoak : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    database_ = testing::NewPostgresDatabase();
+    ASSERT_FALSE(database_.empty());
+  }
+  Summary Run(int runs, bool fencing) {
+    const auto at = testing::Search(database_, R"(@([^/]+)/)");
+    EXPECT_FALSE(at.empty()) << database_;
+    std::vector<std::string> extra = {"--setup", Example("postgres-setup.sh"), "--proxy",
+                                      "pg=" + (at.empty() ? "" : at[1]), "--holds", "6",
+                                      "--runs", std::to_string(runs), "--seed", "31", "--ttl",
+                                      "500ms", "--run-length", "8s"};
+    std::vector<std::string> env = {
+        "DATABASE_URL=" + database_, "WORK_SECONDS=0.3",
+        std::string("FENCEKIT_GUARD_SQL=") + GUARD_SQL_DIR + "/postgresql-guard.sql"};
+    if (!fencing) env.push_back("FENCING=off");
+    return RunWorker(dir_, Example("counter-postgres.py"), extra, env);
+  }
+
+  TempDir dir_;
+  std::string database_;
+};
+
+TEST_F(PgThroughProxyFullSoak, WithTheGuardFailsNoRun) {
+  Summary s = Run(3, true);
+  EXPECT_EQ(s.exit_code, 0);
+  EXPECT_EQ(s.failed_runs, 0);
+  EXPECT_GT(s.expired, 0);
+}
+
+TEST_F(PgThroughProxyFullSoak, WithoutTheTokenCheckIsCaught) {
+  Summary s = Run(6, false);
+  EXPECT_EQ(s.exit_code, 4);
+  EXPECT_GT(s.failed_runs, 0);
+}
+
+}  // namespace
+}  // namespace fencekit
