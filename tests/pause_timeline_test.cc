@@ -25,17 +25,19 @@ int Lines(const std::string& path) {
   return n;
 }
 
-// Each invocation writes the next number to "c" and reads it back; the 12th reads a value
-// nobody wrote, after a few thousand pixels of operations: what the check names is far to the
-// right.
+// Each invocation writes five values to "c", each read back; the last read of the third reads
+// a value nobody wrote, after 29 operations, a few thousand pixels: what the check names is far
+// to the right. (Five to an invocation: on a loaded machine a 3 s run held 9 invocations.)
 constexpr const char* kLateViolation = R"sh(
 f="$FENCEKIT_RUN_DIR/n"; n=$(( $(cat "$f" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$f"
 now() { date +%s%6N; }
 rec() { printf '{"op":"%s","key":"c","value":"%s","start_us":%s,"end_us":%s,"outcome":"ok"}\n' \
   "$1" "$2" "$3" "$(now)" >> "$FENCEKIT_HISTORY"; }
-s=$(now); sleep 0.005; rec write "$n" "$s"
-v=$n; [ "$n" -eq 12 ] && v=nobody-wrote-this
-s=$(now); rec read "$v" "$s"
+for i in 1 2 3 4 5; do
+  s=$(now); sleep 0.005; rec write "$n.$i" "$s"
+  v=$n.$i; [ "$n" -eq 3 ] && [ "$i" -eq 5 ] && v=nobody-wrote-this
+  s=$(now); rec read "$v" "$s"
+done
 )sh";
 
 TEST(PauseTimelineTest, AFailingRunsPageOpensAtWhatTheCheckNamedWithEveryOperationABar) {
