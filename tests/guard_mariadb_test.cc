@@ -18,6 +18,7 @@
 #include "support/matching.h"
 #include "support/shared_mariadb.h"
 #include "support/test_support.h"
+#include "support/worker_runs.h"
 
 namespace fencekit {
 namespace {
@@ -413,10 +414,7 @@ class MariadbWorkerFullSoak : public ::testing::Test {
     dir_ = nullptr;
   }
 
-  struct Summary {
-    int exit_code = -1;
-    int runs = -1, failed_runs = -1, expired = -1;
-  };
+  using Summary = testing::WorkerRuns;
 
   Summary Run(const std::vector<std::string>& runs, bool fencing) {
     const std::string database = testing::NewMariadbDatabase("pt");
@@ -440,18 +438,7 @@ class MariadbWorkerFullSoak : public ::testing::Test {
                                     "FENCEKIT_GUARD_SQL=" + GuardSql()};
     if (!fencing) env.push_back("FENCING=off");
     auto r = testing::RunCommand(argv, env);
-    Summary s;
-    s.exit_code = r.exit_code;
-    const std::vector<std::string> m = testing::Search(
-        r.out,
-        R"(pause-runs: runs=(\d+) failed_runs=(\d+) expired_leases=(\d+) operations=(\d+)\n$)");
-    EXPECT_FALSE(m.empty()) << "stdout: " << r.out << "\nstderr: " << r.err;
-    if (!m.empty()) {
-      s.runs = std::stoi(m[1]);
-      s.failed_runs = std::stoi(m[2]);
-      s.expired = std::stoi(m[3]);
-    }
-    EXPECT_EQ(s.exit_code, s.failed_runs > 0 ? 4 : 0) << r.err;
+    Summary s = testing::ParseWorkerRuns(r.exit_code, r.out, r.err);
     rows_written_ = Value(database, "SELECT count(*) FROM pause_counter WHERE value > 0");
     return s;
   }

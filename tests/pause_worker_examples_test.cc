@@ -20,6 +20,7 @@
 #include "support/redis_server.h"
 #include "support/store_engines.h"
 #include "support/test_support.h"
+#include "support/worker_runs.h"
 
 namespace fencekit {
 namespace {
@@ -38,10 +39,7 @@ std::string Example(const std::string& name) {
   return ShellQuoted(std::string(PAUSE_EXAMPLES_DIR) + "/" + name);
 }
 
-struct Summary {
-  int exit_code = -1;
-  int runs = -1, failed_runs = -1, expired = -1, operations = -1;
-};
+using Summary = testing::WorkerRuns;
 
 // `fencectl pause-test --worker WORKER` with a lock service of its own in `dir`, then `extra`;
 // `env` is added to the workers' environment (they inherit the command's).
@@ -58,21 +56,8 @@ Summary RunWorker(const TempDir& dir, const std::string& worker, std::vector<std
                                    "-q"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto r = testing::RunCommand(argv, env);
-  Summary s;
-  s.exit_code = r.exit_code;
-  // The last line of stdout, exactly.
-  const std::string line =
-      R"(pause-runs: runs=(\d+) failed_runs=(\d+) expired_leases=(\d+) operations=(\d+)\n$)";
-  const std::vector<std::string> m = testing::Search(r.out, line);
-  EXPECT_FALSE(m.empty()) << "stdout: " << r.out << "\nstderr: " << r.err;
-  if (!m.empty()) {
-    s.runs = std::stoi(m[1]);
-    s.failed_runs = std::stoi(m[2]);
-    s.expired = std::stoi(m[3]);
-    s.operations = std::stoi(m[4]);
-    EXPECT_GE(s.operations, s.runs) << "every run judged at least one operation";
-  }
-  EXPECT_EQ(s.exit_code, s.failed_runs > 0 ? 4 : 0) << r.err;
+  Summary s = testing::ParseWorkerRuns(r.exit_code, r.out, r.err);
+  if (s.runs > 0) EXPECT_GE(s.operations, s.runs) << "every run judged at least one operation";
   return s;
 }
 

@@ -16,6 +16,7 @@
 #include "support/matching.h"
 #include "support/store_engines.h"
 #include "support/test_support.h"
+#include "support/worker_runs.h"
 
 namespace fencekit {
 namespace {
@@ -27,11 +28,7 @@ std::string Example(const std::string& name) {
   return std::string(PAUSE_EXAMPLES_DIR) + "/" + name;
 }
 
-struct Summary {
-  int exit_code = -1;
-  int runs = -1, failed_runs = -1, expired = -1;
-  std::string err;
-};
+using Summary = testing::WorkerRuns;
 
 // `fencectl pause-test --worker WORKER --pauses 0` with a lock service of its own in `dir`,
 // then `extra`; `env` is added to the command's (and so its workers') environment.
@@ -50,19 +47,7 @@ Summary RunWorker(const TempDir& dir, const std::string& worker,
                                    "-q"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto r = testing::RunCommand(argv, env);
-  Summary s;
-  s.exit_code = r.exit_code;
-  s.err = r.err;
-  const auto m = testing::Search(
-      r.out, R"(pause-runs: runs=(\d+) failed_runs=(\d+) expired_leases=(\d+) operations=\d+\n$)");
-  EXPECT_FALSE(m.empty()) << "stdout: " << r.out << "\nstderr: " << r.err;
-  if (!m.empty()) {
-    s.runs = std::stoi(m[1]);
-    s.failed_runs = std::stoi(m[2]);
-    s.expired = std::stoi(m[3]);
-  }
-  EXPECT_EQ(s.exit_code, s.failed_runs > 0 ? 4 : 0) << r.err;
-  return s;
+  return testing::ParseWorkerRuns(r.exit_code, r.out, r.err);
 }
 
 std::string Slurp(const std::string& path) {

@@ -1,0 +1,28 @@
+#include "support/worker_runs.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "support/matching.h"
+
+namespace fencekit::testing {
+
+WorkerRuns ParseWorkerRuns(int exit_code, const std::string& out, const std::string& err) {
+  WorkerRuns s;
+  s.exit_code = exit_code;
+  s.err = err;
+  const std::vector<std::string> m = Search(
+      out, R"(pause-runs: runs=(\d+) failed_runs=(\d+) expired_leases=(\d+) operations=(\d+)\n$)");
+  EXPECT_FALSE(m.empty()) << "stdout: " << out << "\nstderr: " << err;
+  if (!m.empty()) {
+    s.runs = std::stoi(m[1]);
+    s.failed_runs = std::stoi(m[2]);
+    s.expired = std::stoi(m[3]);
+    s.operations = std::stoi(m[4]);
+  }
+  EXPECT_EQ(exit_code, s.failed_runs > 0 ? 4 : 0) << err;
+  return s;
+}
+
+}  // namespace fencekit::testing
