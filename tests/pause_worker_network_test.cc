@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -153,6 +154,53 @@ TEST(PauseWorkerNetworkTest, AProxyToAHostThatDoesNotResolveStopsTheCommandSayin
   EXPECT_NE(r.err.find("--proxy store=no-such-host.invalid:80: proxy: cannot resolve"),
             std::string::npos)
       << r.err;
+}
+
+// --restart-locks with --worker: the Redis of --start-redis SIGKILLed once per run and
+// restarted empty; the service's id changes with it. fenced binds a lock's fence to the service
+// that first wrote under it and then refuses another's tokens (409 wrong_service): each run
+// fences a lock name of its own, so that a run after a restart still has writes to judge.
+TEST(PauseWorkerNetworkTest, CurlWorkerWithRedisRestartedEmptyAgainstFencedFailsNoRun) {
+  TempDir dir;
+  FencedProcess fenced(dir.File("store.db"));
+  const std::string worker =
+      "echo \"$FENCING_SERVICE\" >> \"$FENCEKIT_RUN_DIR/services\"; "
+      "FENCING_LOCK=\"$FENCING_LOCK/run-$FENCEKIT_RUN\" exec " +
+      Example("counter-curl.sh");
+  auto r = testing::RunCommand(
+      {testing::FencectlBinary(), "pause-test", "--worker", worker, "--start-redis",
+       "--restart-locks", "--pauses", "0", "--runs", "3", "--seed", "31", "--run-length",
+       "1500ms", "--keep", "--work-dir", dir.File("runs")},
+      {"FENCED_URL=" + fenced.url()});
+  Summary s = testing::ParseWorkerRuns(r.exit_code, r.out, r.err);
+  EXPECT_EQ(s.exit_code, 0) << r.err;
+  EXPECT_EQ(s.failed_runs, 0);
+  EXPECT_NE(r.err.find("3 lock-service faults (Redis restarted empty)"), std::string::npos)
+      << r.err;
+  // The workers saw the service change where Redis lost its data.
+  for (int run = 0; run < 3; ++run) {
+    std::istringstream services(Slurp(dir.File("runs") + "/run-" + std::to_string(run) +
+                                      "/services"));
+    std::set<std::string> ids;
+    for (std::string id; std::getline(services, id);) ids.insert(id);
+    EXPECT_GE(ids.size(), 2u) << "run " << run;
+  }
+}
+
+TEST(PauseWorkerNetworkTest, LockServiceFaultsNeedALockServiceTheCommandOwns) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--worker", "true", "--restart-locks"},
+       "--restart-locks needs a lock service this command owns: add --start-redis"},
+      {{"--worker", "true", "--kill-etcd-leader", "--start-etcd", "1"},
+       "--kill-etcd-leader needs an etcd cluster of 3 or more members"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> argv = {testing::FencectlBinary(), "pause-test"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = testing::RunCommand(argv);
+    EXPECT_EQ(r.exit_code, 64) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
 }
 
 // The Python worker's increment is two psql processes, each connecting through its client's

@@ -12,8 +12,7 @@ namespace fencekit::fencectl {
 namespace {
 
 // The options only the built-in workload takes, and those only --worker takes.
-constexpr const char* kBuiltInOnly[] = {"no-fencing",       "kill-store", "restart-locks",
-                                        "kill-etcd-leader", "max-delay",  "fenced"};
+constexpr const char* kBuiltInOnly[] = {"no-fencing", "kill-store", "max-delay", "fenced"};
 constexpr const char* kWorkerOnly[] = {"check",         "setup",          "lock",  "worker-timeout",
                                        "kill-grace",    "check-timeout",  "proxy", "holds",
                                        "min-operations"};
@@ -62,6 +61,8 @@ int WorkerPauseTest(const po::variables_map& vm) {
   o.seed = vm["seed"].as<std::uint64_t>();
   o.pauses_per_run = vm["pauses"].as<int>();
   o.holds_per_run = vm["holds"].as<int>();
+  o.restart_locks = vm["restart-locks"].as<bool>();
+  o.kill_etcd_leader = vm["kill-etcd-leader"].as<bool>();
   if (vm.count("proxy")) {
     for (const std::string& text : vm["proxy"].as<std::vector<std::string>>()) {
       auto proxy = pausetest::ParseWorkerProxy(text);
@@ -101,6 +102,11 @@ int WorkerPauseTest(const po::variables_map& vm) {
             << Plural(s.worker_invocations, "invocation") << " (" << s.worker_failures
             << " did not exit 0), " << Plural(s.operations, "operation") << " checked; "
             << (o.holds_per_run > 0 ? Plural(s.holds, "hold") + " of a client's traffic; " : "")
+            << (o.restart_locks || o.kill_etcd_leader
+                    ? Plural(s.lock_faults, "lock-service fault") + " (" +
+                          (o.restart_locks ? "Redis restarted empty" : "etcd leader killed, back") +
+                          "); "
+                    : "")
             << Plural(s.runs_with_expired_leases, "run")
             << " with a lease that expired while in use; "
             << (s.work_dir.empty() ? "files: none kept (no run failed; --keep keeps them)"

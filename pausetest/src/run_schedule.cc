@@ -118,7 +118,11 @@ Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_l
         if (Status s = servers.store.Restart(); !s.ok()) harness = s;
         break;
       case Event::kRestartLocks:
-        if (Status s = servers.redis.Restart(); !s.ok()) harness = s;
+        if (Status s = servers.redis.Restart(); !s.ok()) {
+          harness = s;
+        } else {
+          played.lock_faults.push_back({NowMicros(), "restarted empty (SIGKILL)"});
+        }
         break;
       case Event::kKillEtcdLeader:
         killed_leader = servers.etcd.Leader();
@@ -127,6 +131,8 @@ Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_l
                                         dir + "/etcd/*.log");
         } else {
           servers.etcd.Kill(killed_leader);
+          played.lock_faults.push_back(
+              {NowMicros(), "leader m" + std::to_string(killed_leader) + " SIGKILLed"});
           played.faults += "etcd leader m" + std::to_string(killed_leader) + " SIGKILLed at " +
                            since_start() + "\n";
         }
@@ -147,6 +153,8 @@ Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_l
             harness = s;
           } else {
             played.etcd_leader_killed_and_back = true;
+            played.lock_faults.push_back(
+                {NowMicros(), "m" + std::to_string(killed_leader) + " back"});
             played.faults += ", back with a leader at " + since_start() + "\n";
           }
         }

@@ -61,6 +61,12 @@ struct Played {
   };
   std::vector<Pause> pauses;
   std::vector<Pause> holds;  // the same, for the holds of a client's traffic
+  // Each fault of the lock service as played: when (wall-clock microseconds) and what.
+  struct Fault {
+    std::int64_t at_us = 0;
+    std::string what;
+  };
+  std::vector<Fault> lock_faults;
 };
 
 // Plays `events` up to `run_length` on `clients` (pids; -pgid stops a whole process group) and

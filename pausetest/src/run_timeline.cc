@@ -87,6 +87,7 @@ std::string RenderRunTimeline(const RunRecord& r) {
     add(p.start_us, Lane(p.target), "SIGSTOP", Kind::kPause);
     add(p.end_us, Lane(p.target), "SIGCONT", Kind::kResume);
   }
+  for (const auto& f : r.lock_faults) add(f.at_us, "lock service", f.what, Kind::kRestart);
   // A hold: a bar as long as the client's traffic waited in its proxies, both ways.
   for (const auto& h : r.holds) {
     std::size_t i = add(h.start_us, Lane(h.target),

@@ -21,6 +21,7 @@ struct RunRecord {
   std::int64_t origin_us = 0;  // the run's start: time 0 on the page
   std::vector<Played::Pause> pauses;
   std::vector<Played::Pause> holds;        // of a client's traffic in its proxies
+  std::vector<Played::Fault> lock_faults;  // on the lock service's lane
   std::vector<std::vector<KitEvent>> kit;  // per client
   std::vector<RegisterOp> ops;             // every client's, and the setup's (client -1)
   std::vector<std::size_t> flagged;        // indices into ops: what the check named

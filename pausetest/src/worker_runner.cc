@@ -87,6 +87,15 @@ Status CheckOptions(const WorkerTestOptions& o) {
         "--locks, --start-redis and --start-etcd each name the lock service; give one");
   }
   if (o.start_etcd < 0) return Status::InvalidArgument("--start-etcd must be >= 0");
+  if (o.restart_locks && !o.start_redis) {
+    return Status::InvalidArgument(
+        "--restart-locks needs a lock service this command owns: add --start-redis");
+  }
+  if (o.kill_etcd_leader && o.start_etcd < 3) {
+    return Status::InvalidArgument(
+        "--kill-etcd-leader needs an etcd cluster of 3 or more members this command owns: add "
+        "--start-etcd 3 (with fewer, the others have no majority without the leader)");
+  }
   for (auto [name, d] :
        {std::pair{"--worker-timeout", o.worker_timeout}, std::pair{"--kill-grace", o.kill_grace},
         std::pair{"--check-timeout", o.check_timeout}}) {
@@ -95,25 +104,28 @@ Status CheckOptions(const WorkerTestOptions& o) {
   return Status::Ok();
 }
 
-// The lock service of the whole command.
+// The lock service of the whole command (its Redis or etcd in `servers`, which the runs'
+// faults restart), and each run's proxies.
 struct LockService {
-  procutil::RedisServer redis;
-  procutil::EtcdCluster etcd;
+  RunServers servers;
   std::string uri;
 };
 
 Status StartLocks(const WorkerTestOptions& o, const std::string& work, LockService& locks) {
   locks.uri = o.locks_uri;
   if (o.start_redis) {
-    if (Status s = locks.redis.Start({.log_path = work + "/redis.log"}); !s.ok()) return s;
-    locks.uri = locks.redis.uri();
+    if (Status s = locks.servers.redis.Start({.log_path = work + "/redis.log"}); !s.ok()) {
+      return s;
+    }
+    locks.uri = locks.servers.redis.uri();
   } else if (o.start_etcd > 0) {
-    if (Status s = locks.etcd.Start({.members = o.start_etcd, .dir = work + "/etcd"}); !s.ok()) {
+    if (Status s = locks.servers.etcd.Start({.members = o.start_etcd, .dir = work + "/etcd"});
+        !s.ok()) {
       return s;
     }
     locks.uri = "etcd://";
     for (int m = 0; m < o.start_etcd; ++m) {
-      locks.uri += (m ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(locks.etcd.client_port(m));
+      locks.uri += (m ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(locks.servers.etcd.client_port(m));
     }
   } else if (locks.uri.empty()) {
     locks.uri = "sqlite://" + work + "/locks.db";
@@ -192,6 +204,7 @@ struct RunResult {
   Judgement judgement;
   int expired_leases = 0;
   int holds = 0;
+  int lock_faults = 0;
   int invocations = 0;
   int worker_failures = 0;
 };
@@ -213,8 +226,10 @@ void Report(const Judgement& j, std::uint64_t run_seed, const std::string& dir,
 }
 
 // One seeded run in `dir`; `ok_before` invocations of earlier runs exited 0.
-Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_uri, int run,
+Result<RunResult> RunOnce(const WorkerTestOptions& o, LockService& locks, int run,
                           std::uint64_t run_seed, const std::string& dir, int ok_before) {
+  const std::string& locks_uri = locks.uri;
+  RunServers& servers = locks.servers;
   const std::vector<std::pair<std::string, std::string>> env = {
       {"FENCING_LOCK", o.lock}, {"FENCEKIT_RUN", std::to_string(run)}, {"FENCEKIT_RUN_DIR", dir}};
   RunWindow window{.from_us = NowMicros()};
@@ -249,7 +264,7 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_u
                         .worker_timeout = o.worker_timeout,
                         .kill_grace = o.kill_grace};
   // The proxies of this run: a connection a worker left open in the last run's is gone.
-  RunServers servers;
+  servers.proxies.clear();
   std::vector<std::vector<std::pair<std::string, std::string>>> proxy_env;
   if (Status s = StartProxies(o.proxies, o.clients, servers, proxy_env); !s.ok()) return s;
   int stop[2];
@@ -259,8 +274,11 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_u
   ::close(stop[0]);
   std::vector<pid_t> groups;
   for (pid_t pid : clients) groups.push_back(-pid);  // a pause stops a client's whole group
-  PauseTestOptions schedule{
-      .ttl = o.ttl, .run_length = o.run_length, .pauses_per_run = o.pauses_per_run};
+  PauseTestOptions schedule{.restart_locks = o.restart_locks,
+                            .kill_etcd_leader = o.kill_etcd_leader,
+                            .ttl = o.ttl,
+                            .run_length = o.run_length,
+                            .pauses_per_run = o.pauses_per_run};
   auto played = PlaySchedule(
       ScheduleOf(schedule, run_seed, static_cast<int>(clients.size()), o.holds_per_run),
       o.run_length, groups, servers, dir);
@@ -268,13 +286,16 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, const std::string& locks_u
   ReapClients(clients,
               SteadyClock::now() + o.worker_timeout + 3 * o.kill_grace + std::chrono::seconds(5));
   window.to_us = NowMicros();
+  servers.proxies.clear();
   if (!played.ok()) return played.status();
   if (static_cast<int>(clients.size()) < o.clients) return Status::Unavailable("fork failed");
   record.pauses = played->pauses;
   record.holds = played->holds;
+  record.lock_faults = played->lock_faults;
 
   RunResult result;
   result.holds = static_cast<int>(played->holds.size());
+  result.lock_faults = static_cast<int>(played->lock_faults.size());
   for (int c = 0; c < o.clients; ++c) {
     record.kit.push_back(ReadKitEvents(dir + "/client-" + std::to_string(c) + ".events.jsonl"));
     std::map<std::int64_t, std::int64_t> worker_end;  // token: when its invocation ended
@@ -352,7 +373,7 @@ Result<WorkerTestSummary> RunWorkerPauseTests(const WorkerTestOptions& o) {
     fs::remove_all(dir, ec);
     fs::create_directories(dir, ec);
     if (ec) return Status::Unavailable("cannot create " + dir + ": " + ec.message());
-    auto result = RunOnce(o, locks.uri, run, run_seed, dir,
+    auto result = RunOnce(o, locks, run, run_seed, dir,
                           summary.worker_invocations - summary.worker_failures);
     if (!result.ok()) return result.status();
     const Judgement& j = result->judgement;
@@ -364,6 +385,7 @@ Result<WorkerTestSummary> RunWorkerPauseTests(const WorkerTestOptions& o) {
     summary.failed_runs += j.verdict == RunVerdict::kFailed;
     summary.expired_leases += result->expired_leases;
     summary.holds += result->holds;
+    summary.lock_faults += result->lock_faults;
     summary.runs_with_expired_leases += result->expired_leases > 0;
     summary.worker_invocations += result->invocations;
     summary.worker_failures += result->worker_failures;

@@ -57,6 +57,12 @@ struct WorkerTestOptions {
   std::string locks_uri;
   bool start_redis = false;
   int start_etcd = 0;
+  // Lock-service faults, once per run at a seeded moment in its middle half, as the built-in
+  // workload makes them: with start_redis, SIGKILL it and restart it empty (a lock service that
+  // forgets its grants: its id, FENCING_SERVICE, changes); with start_etcd >= 3, SIGKILL the
+  // leader and restart it later in the run.
+  bool restart_locks = false;
+  bool kill_etcd_leader = false;
   int runs = 50;
   int clients = 3;
   std::uint64_t seed = 1;
@@ -87,6 +93,7 @@ struct WorkerTestSummary {
   // Leases that ran out while their worker was still running.
   int expired_leases = 0;
   int holds = 0;  // of clients' traffic, played
+  int lock_faults = 0;  // lock-service restarts and leader kills, played
   int runs_with_expired_leases = 0;
   int worker_invocations = 0;
   int worker_failures = 0;  // invocations that exited non-zero or were killed by a signal
