@@ -59,8 +59,8 @@ std::string Slurp(const std::string& path) {
 }
 
 // Measured on the 2-core machine: the control arm failed 5 runs of 6 with 10 holds per run.
-const std::vector<std::string> kCurlHolds = {"--holds", "10", "--seed", "31", "--run-length",
-                                             "1500ms"};
+const std::vector<std::string> kCurlHolds = {"--holds", "10",           "--seed",
+                                             "31",      "--run-length", "1500ms"};
 
 TEST(PauseWorkerNetworkTest, CurlWorkerWithHeldRequestsAgainstFencedFailsNoRun) {
   TempDir dir;
@@ -103,11 +103,28 @@ TEST(PauseWorkerNetworkTest, EachClientGetsAProxyOfItsOwnNamedUpperCased) {
       "echo \"$FENCEKIT_PROXY_MY_STORE\" > \"$FENCEKIT_RUN_DIR/proxy-$FENCEKIT_CLIENT\"; "
       "curl -s -o /dev/null -w '%{http_code}' \"http://$FENCEKIT_PROXY_MY_STORE/healthz\" "
       "> \"$FENCEKIT_RUN_DIR/health-$FENCEKIT_CLIENT\"";
-  auto r = testing::RunCommand(
-      {testing::FencectlBinary(), "pause-test", "--worker", worker, "--proxy",
-       "my_store=localhost:" + std::to_string(fenced.port()), "--runs", "1", "--pauses", "0",
-       "--run-length", "500ms", "--min-operations", "0", "--check", "true", "--keep",
-       "--locks", "sqlite://" + dir.File("locks.db"), "--work-dir", dir.File("runs"), "-q"});
+  auto r = testing::RunCommand({testing::FencectlBinary(),
+                                "pause-test",
+                                "--worker",
+                                worker,
+                                "--proxy",
+                                "my_store=localhost:" + std::to_string(fenced.port()),
+                                "--runs",
+                                "1",
+                                "--pauses",
+                                "0",
+                                "--run-length",
+                                "500ms",
+                                "--min-operations",
+                                "0",
+                                "--check",
+                                "true",
+                                "--keep",
+                                "--locks",
+                                "sqlite://" + dir.File("locks.db"),
+                                "--work-dir",
+                                dir.File("runs"),
+                                "-q"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> seen;
   for (int c = 0; c < 3; ++c) {
@@ -131,8 +148,7 @@ TEST(PauseWorkerNetworkTest, MisusedProxyOptionsAreUsageErrorsSayingWhy) {
       {{"--worker", "true", "--proxy", "9x=127.0.0.1:80"}, "NAME must be a letter"},
       {{"--worker", "true", "--proxy", "a=127.0.0.1:80", "--proxy", "A=127.0.0.1:81"},
        "--proxy A= is given twice"},
-      {{"--worker", "true", "--holds", "-1", "--proxy", "a=127.0.0.1:80"},
-       "--holds must be >= 0"},
+      {{"--worker", "true", "--holds", "-1", "--proxy", "a=127.0.0.1:80"}, "--holds must be >= 0"},
       {{"--holds", "2"}, "--holds needs --worker CMD"},
       {{"--proxy", "a=127.0.0.1:80"}, "--proxy needs --worker CMD"},
   };
@@ -169,8 +185,8 @@ TEST(PauseWorkerNetworkTest, CurlWorkerWithRedisRestartedEmptyAgainstFencedFails
       Example("counter-curl.sh");
   auto r = testing::RunCommand(
       {testing::FencectlBinary(), "pause-test", "--worker", worker, "--start-redis",
-       "--restart-locks", "--pauses", "0", "--runs", "3", "--seed", "31", "--run-length",
-       "1500ms", "--keep", "--work-dir", dir.File("runs")},
+       "--restart-locks", "--pauses", "0", "--runs", "3", "--seed", "31", "--run-length", "1500ms",
+       "--keep", "--work-dir", dir.File("runs")},
       {"FENCED_URL=" + fenced.url()});
   Summary s = testing::ParseWorkerRuns(r.exit_code, r.out, r.err);
   EXPECT_EQ(s.exit_code, 0) << r.err;
@@ -179,12 +195,29 @@ TEST(PauseWorkerNetworkTest, CurlWorkerWithRedisRestartedEmptyAgainstFencedFails
       << r.err;
   // The workers saw the service change where Redis lost its data.
   for (int run = 0; run < 3; ++run) {
-    std::istringstream services(Slurp(dir.File("runs") + "/run-" + std::to_string(run) +
-                                      "/services"));
+    std::istringstream services(
+        Slurp(dir.File("runs") + "/run-" + std::to_string(run) + "/services"));
     std::set<std::string> ids;
     for (std::string id; std::getline(services, id);) ids.insert(id);
     EXPECT_GE(ids.size(), 2u) << "run " << run;
   }
+}
+
+// A run that fails (its worker records a read of a value nobody wrote) keeps its timeline: the
+// restart is on the lock service's lane.
+TEST(PauseWorkerNetworkTest, AFailingRunsTimelineMarksTheLockServiceRestart) {
+  TempDir dir;
+  const std::string worker =
+      "s=$(date +%s%6N); printf '{\"op\":\"read\",\"key\":\"k\",\"value\":\"nobody\","
+      "\"start_us\":%s,\"end_us\":%s,\"outcome\":\"ok\"}\\n' \"$s\" \"$(date +%s%6N)\" "
+      ">> \"$FENCEKIT_HISTORY\"; sleep 0.05";
+  auto r = testing::RunCommand({testing::FencectlBinary(), "pause-test", "--worker", worker,
+                                "--start-redis", "--restart-locks", "--pauses", "0", "--runs", "1",
+                                "--run-length", "1500ms", "--work-dir", dir.File("runs"), "-q"});
+  Summary s = testing::ParseWorkerRuns(r.exit_code, r.out, r.err);
+  ASSERT_EQ(s.failed_runs, 1) << r.err;
+  const std::string page = Slurp(dir.File("runs") + "/run-0/timeline.html");
+  EXPECT_NE(page.find("restarted empty (SIGKILL)"), std::string::npos);
 }
 
 TEST(PauseWorkerNetworkTest, LockServiceFaultsNeedALockServiceTheCommandOwns) {
@@ -216,10 +249,13 @@ class PgThroughProxyFullSoak : public ::testing::Test {
   Summary Run(int runs, bool fencing) {
     const auto at = testing::Search(database_, R"(@([^/]+)/)");
     EXPECT_FALSE(at.empty()) << database_;
-    std::vector<std::string> extra = {"--setup", Example("postgres-setup.sh"), "--proxy",
-                                      "pg=" + (at.empty() ? "" : at[1]), "--holds", "6",
-                                      "--runs", std::to_string(runs), "--seed", "31", "--ttl",
-                                      "500ms", "--run-length", "8s"};
+    std::vector<std::string> extra = {"--setup",      Example("postgres-setup.sh"),
+                                      "--proxy",      "pg=" + (at.empty() ? "" : at[1]),
+                                      "--holds",      "6",
+                                      "--runs",       std::to_string(runs),
+                                      "--seed",       "31",
+                                      "--ttl",        "500ms",
+                                      "--run-length", "8s"};
     std::vector<std::string> env = {
         "DATABASE_URL=" + database_, "WORK_SECONDS=0.3",
         std::string("FENCEKIT_GUARD_SQL=") + GUARD_SQL_DIR + "/postgresql-guard.sql"};
