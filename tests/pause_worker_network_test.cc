@@ -58,6 +58,17 @@ std::string Slurp(const std::string& path) {
   return s.str();
 }
 
+// Each `fencectl pause-test ARGS` exits 64 (a usage error), its message saying the text given.
+void ExpectUsageErrors(const std::vector<std::pair<std::vector<std::string>, std::string>>& cases) {
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> argv = {testing::FencectlBinary(), "pause-test"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = testing::RunCommand(argv);
+    EXPECT_EQ(r.exit_code, 64) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+}
+
 // Measured on the 2-core machine: the control arm failed 5 runs of 6 with 10 holds per run.
 const std::vector<std::string> kCurlHolds = {"--holds", "10",           "--seed",
                                              "31",      "--run-length", "1500ms"};
@@ -152,13 +163,7 @@ TEST(PauseWorkerNetworkTest, MisusedProxyOptionsAreUsageErrorsSayingWhy) {
       {{"--holds", "2"}, "--holds needs --worker CMD"},
       {{"--proxy", "a=127.0.0.1:80"}, "--proxy needs --worker CMD"},
   };
-  for (const auto& [args, message] : cases) {
-    std::vector<std::string> argv = {testing::FencectlBinary(), "pause-test"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto r = testing::RunCommand(argv);
-    EXPECT_EQ(r.exit_code, 64) << r.err;
-    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
-  }
+  ExpectUsageErrors(cases);
 }
 
 TEST(PauseWorkerNetworkTest, AProxyToAHostThatDoesNotResolveStopsTheCommandSayingSo) {
@@ -227,13 +232,7 @@ TEST(PauseWorkerNetworkTest, LockServiceFaultsNeedALockServiceTheCommandOwns) {
       {{"--worker", "true", "--kill-etcd-leader", "--start-etcd", "1"},
        "--kill-etcd-leader needs an etcd cluster of 3 or more members"},
   };
-  for (const auto& [args, message] : cases) {
-    std::vector<std::string> argv = {testing::FencectlBinary(), "pause-test"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto r = testing::RunCommand(argv);
-    EXPECT_EQ(r.exit_code, 64) << r.err;
-    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
-  }
+  ExpectUsageErrors(cases);
 }
 
 // The Python worker's increment is two psql processes, each connecting through its client's
