@@ -1,6 +1,7 @@
 #include "run_schedule.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 #include <thread>
 
@@ -55,7 +56,7 @@ Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_l
   // A hold stops the client's own process too (not its worker): its renewals are in the same
   // held network, so its lease runs out as a cut-off client's would.
   ProcessPauser renewers;
-  auto leader = [&](int target) { return clients[target] < 0 ? -clients[target] : clients[target]; };
+  auto leader = [&](int target) { return std::abs(clients[target]); };  // -pgid: its leader
   std::vector<int> depth(clients.size(), 0);  // overlapping pauses of one client nest
   std::vector<std::size_t> open_pause(clients.size(), 0);  // its entry in played.pauses
   std::vector<int> hold_depth(clients.size(), 0);
@@ -165,8 +166,8 @@ Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_l
   std::this_thread::sleep_until(start + run_length);
   pauser.ResumeAll();
   renewers.ResumeAll();
-  for (std::size_t c = 0; c < servers.proxies.size(); ++c) {
-    if (c < hold_depth.size() && hold_depth[c] > 0) {
+  for (std::size_t c = 0; c < hold_depth.size(); ++c) {
+    if (hold_depth[c] > 0) {
       for (auto* p : proxies_of(static_cast<int>(c))) p->Release();
     }
   }

@@ -33,6 +33,13 @@ using SteadyClock = std::chrono::steady_clock;
 
 bool Blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
+// FENCEKIT_PROXY_<NAME>, NAME upper-cased: what names a proxy to the workers.
+std::string ProxyVariable(const WorkerProxy& p) {
+  std::string name = "FENCEKIT_PROXY_";
+  for (char ch : p.name) name += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return name;
+}
+
 Status CheckOptions(const WorkerTestOptions& o) {
   if (Blank(o.worker)) {
     return Status::InvalidArgument(
@@ -66,9 +73,7 @@ Status CheckOptions(const WorkerTestOptions& o) {
   }
   std::set<std::string> names;
   for (const WorkerProxy& p : o.proxies) {
-    std::string upper;
-    for (char ch : p.name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    if (!names.insert(upper).second) {
+    if (!names.insert(ProxyVariable(p)).second) {
       return Status::InvalidArgument("--proxy " + p.name +
                                      "= is given twice (names are compared upper-cased)");
     }
@@ -125,7 +130,8 @@ Status StartLocks(const WorkerTestOptions& o, const std::string& work, LockServi
     }
     locks.uri = "etcd://";
     for (int m = 0; m < o.start_etcd; ++m) {
-      locks.uri += (m ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(locks.servers.etcd.client_port(m));
+      locks.uri += (m ? ",127.0.0.1:" : "127.0.0.1:") +
+                   std::to_string(locks.servers.etcd.client_port(m));
     }
   } else if (locks.uri.empty()) {
     locks.uri = "sqlite://" + work + "/locks.db";
@@ -148,9 +154,7 @@ Status StartProxies(const std::vector<WorkerProxy>& proxies, int clients, RunSer
         return Status::Unavailable("--proxy " + p.name + "=" + p.host + ":" +
                                    std::to_string(p.port) + ": " + proxy.status().message());
       }
-      std::string name = "FENCEKIT_PROXY_";
-      for (char ch : p.name) name += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-      env[c].push_back({name, "127.0.0.1:" + std::to_string((*proxy)->port())});
+      env[c].push_back({ProxyVariable(p), "127.0.0.1:" + std::to_string((*proxy)->port())});
       servers.proxies[c].push_back(std::move(*proxy));
     }
   }

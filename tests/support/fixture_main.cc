@@ -9,9 +9,9 @@
 //   fencekit_test_fixture KIND stop DIR        stops it and removes DIR
 //
 // Tests find DIR in $FENCEKIT_TEST_POSTGRES or $FENCEKIT_TEST_MARIADB (set by ctest on the
-// tests that require the fixture); a test run without it starts a server of its own. The server is kept by a keeper
-// process (DIR/keeper.pid) that stops it on `stop`, or on its own once the ctest that started
-// it is gone, so an interrupted run leaves no server behind.
+// tests that require the fixture); a test run without it starts a server of its own. The server
+// is kept by a keeper process (DIR/keeper.pid) that stops it on `stop`, or on its own once the
+// ctest that started it is gone, so an interrupted run leaves no server behind.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>

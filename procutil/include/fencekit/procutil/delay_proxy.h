@@ -48,8 +48,8 @@ class DelayProxy {
   // Holds every connection both ways, from now until Release() (returns once the serving
   // thread has stopped passing bytes on).
   void HoldAll();
-  // Stops holding (HoldWhen and HoldAll), and returns once what was held has been passed to the server (or the
-  // connection is gone). Connections stay open.
+  // Stops holding (HoldWhen and HoldAll), and returns once what was held has been passed to the
+  // server (or the connection is gone). Connections stay open.
   void Release();
   // Waits until at least `n` connections are held; false when `timeout` passed first.
   bool WaitForHeld(int n, std::chrono::milliseconds timeout);
