@@ -268,15 +268,15 @@ class PgThroughProxyFullSoak : public ::testing::Test {
 
 TEST_F(PgThroughProxyFullSoak, WithTheGuardFailsNoRun) {
   Summary s = Run(3, true);
-  EXPECT_EQ(s.exit_code, 0);
-  EXPECT_EQ(s.failed_runs, 0);
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(s.failed_runs, 0) << s.err;
   EXPECT_GT(s.expired, 0);
 }
 
 TEST_F(PgThroughProxyFullSoak, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(6, false);
-  EXPECT_EQ(s.exit_code, 4);
-  EXPECT_GT(s.failed_runs, 0);
+  EXPECT_EQ(s.exit_code, 4) << s.err;
+  EXPECT_GT(s.failed_runs, 0) << s.err;
 }
 
 }  // namespace
