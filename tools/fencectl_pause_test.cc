@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kBuiltInOnly[] = {"no-fencing", "kill-store", "max-delay", "fenced"};
 constexpr const char* kWorkerOnly[] = {"check",         "setup",          "lock",  "worker-timeout",
                                        "kill-grace",    "check-timeout",  "proxy", "holds",
-                                       "min-operations"};
+                                       "min-operations", "failover-locks"};
 
 // The harness's errors: a usage error exits 64, anything else that stopped the runs 1 (never 2
 // or 4: those say something about locks or runs).
@@ -63,6 +63,7 @@ int WorkerPauseTest(const po::variables_map& vm) {
   o.holds_per_run = vm["holds"].as<int>();
   o.restart_locks = vm["restart-locks"].as<bool>();
   o.kill_etcd_leader = vm["kill-etcd-leader"].as<bool>();
+  o.failover_locks = vm["failover-locks"].as<bool>();
   if (vm.count("proxy")) {
     for (const std::string& text : vm["proxy"].as<std::vector<std::string>>()) {
       auto proxy = pausetest::ParseWorkerProxy(text);
@@ -102,9 +103,11 @@ int WorkerPauseTest(const po::variables_map& vm) {
             << Plural(s.worker_invocations, "invocation") << " (" << s.worker_failures
             << " did not exit 0), " << Plural(s.operations, "operation") << " checked; "
             << (o.holds_per_run > 0 ? Plural(s.holds, "hold") + " of a client's traffic; " : "")
-            << (o.restart_locks || o.kill_etcd_leader
+            << (o.restart_locks || o.kill_etcd_leader || o.failover_locks
                     ? Plural(s.lock_faults, "lock-service fault") + " (" +
-                          (o.restart_locks ? "Redis restarted empty" : "etcd leader killed, back") +
+                          (o.restart_locks    ? "Redis restarted empty"
+                           : o.failover_locks ? "replication cut, Redis failed over"
+                                              : "etcd leader killed, back") +
                           "); "
                     : "")
             << Plural(s.runs_with_expired_leases, "run")
@@ -138,6 +141,10 @@ int PauseTest(const std::vector<std::string>& args) {
       "start a redis-server per run (loopback, no persistence) as the lock service")(
       "restart-locks", po::bool_switch(),
       "with --start-redis: SIGKILL it once per run and restart it empty")(
+      "failover-locks", po::bool_switch(),
+      "with --worker and --start-redis: a Redis primary with a replica; once per run, "
+      "replication cut, then the primary SIGKILLed and the replica, missing the last grants, "
+      "promoted in its place")(
       "start-etcd", po::value<int>()->default_value(0),
       "start an etcd cluster of N members per run (loopback) as the lock service")(
       "kill-etcd-leader", po::bool_switch(),

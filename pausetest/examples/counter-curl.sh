@@ -11,6 +11,7 @@
 #                     so no --setup is needed: absent, the checker's initial value)
 #   FENCEKIT_HISTORY  the JSON-lines file this worker appends its one `cas` line to
 #   FENCED_MAX_TIME   curl's --max-time per request, seconds (default 5)
+#   WORK_SECONDS      how long the worker "works" between its read and its write (default 0)
 #   FENCEKIT_PROXY_STORE  set by `pause-test --proxy store=HOST:PORT`: this client's proxy in
 #                     front of fenced (HOST:PORT, FENCED_URL's), which the kit may hold; the
 #                     requests go there
@@ -81,6 +82,8 @@ case $from in
      exit 1 ;;
   *) value=$((from + 1)) ;;
 esac
+
+sleep "${WORK_SECONDS:-0}"  # what a real worker does meanwhile
 
 # The write, with the token.
 code=$(put counter "$value" 2>/dev/null) || code=000

@@ -5,6 +5,7 @@
 #include <random>
 #include <thread>
 
+#include "fencekit/lockclient/lock_client.h"
 #include "fencekit/pausetest/history.h"
 #include "fencekit/pausetest/pauser.h"
 
@@ -13,8 +14,28 @@ namespace fencekit::pausetest {
 using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
+namespace {
+
+// The last token `server` granted for `lock`; 0 when it cannot say.
+std::int64_t LastToken(procutil::RedisServer& server, const std::string& lock) {
+  auto client = LockClient::Open("redis://127.0.0.1:" + std::to_string(server.port()));
+  if (!client.ok()) return 0;
+  auto info = (*client)->Inspect(lock);
+  return info.ok() && info->last_token ? info->last_token->value() : 0;
+}
+
+std::string MissedGrants(std::int64_t granted, std::int64_t replicated) {
+  if (granted == 0 || replicated == 0) return "the grants it missed are unknown";
+  if (granted == replicated) return "it had every grant (the last, token " + std::to_string(granted) + ")";
+  if (granted == replicated + 1) return "it missed the last grant (token " + std::to_string(granted) + ")";
+  return "it missed the last " + std::to_string(granted - replicated) + " grants (tokens " +
+         std::to_string(replicated + 1) + " to " + std::to_string(granted) + ")";
+}
+
+}  // namespace
+
 std::vector<Event> ScheduleOf(const PauseTestOptions& options, std::uint64_t run_seed,
-                              int clients, int holds) {
+                              int clients, int holds, bool failover_locks) {
   std::vector<Event> events;
   for (const auto& p : MakePauseSchedule(run_seed, clients, options.pauses_per_run,
                                          options.run_length, options.ttl)) {
@@ -36,6 +57,14 @@ std::vector<Event> ScheduleOf(const PauseTestOptions& options, std::uint64_t run
   };
   if (options.kill_store) middle(0x5bd1e995, Event::kKillStore);
   if (options.restart_locks) middle(0x27d4eb2f, Event::kRestartLocks);
+  if (failover_locks) {
+    std::mt19937_64 rng(run_seed ^ 0x2545f491);
+    const long long eighth = options.run_length.count() / 8;
+    const long long cut = 2 * eighth + static_cast<long long>(rng() % (2 * eighth + 1));
+    const long long lag = eighth + static_cast<long long>(rng() % (eighth + 1));
+    events.push_back({milliseconds(cut), Event::kCutReplication, 0});
+    events.push_back({milliseconds(cut + lag), Event::kFailover, 0});
+  }
   if (options.kill_etcd_leader) {
     std::mt19937_64 rng(run_seed ^ 0x165667b1);
     const long long eighth = options.run_length.count() / 8;
@@ -125,6 +154,22 @@ Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_l
           played.lock_faults.push_back({NowMicros(), "restarted empty (SIGKILL)"});
         }
         break;
+      case Event::kCutReplication:
+        servers.redis_pair.CutReplication();
+        played.lock_faults.push_back({NowMicros(), "replication to the replica cut"});
+        break;
+      case Event::kFailover: {
+        // What the replica missed, in grants of the clients' lock (0: unknown).
+        const std::int64_t granted = LastToken(servers.redis_pair.primary(), servers.lock);
+        const std::int64_t replicated = LastToken(servers.redis_pair.replica(), servers.lock);
+        if (Status s = servers.redis_pair.Failover(); !s.ok()) {
+          harness = s;
+        } else {
+          played.lock_faults.push_back(
+              {NowMicros(), "primary SIGKILLed, replica promoted: " + MissedGrants(granted, replicated)});
+        }
+        break;
+      }
       case Event::kKillEtcdLeader:
         killed_leader = servers.etcd.Leader();
         if (killed_leader < 0) {

@@ -16,6 +16,7 @@
 #include "fencekit/procutil/delay_proxy.h"
 #include "fencekit/procutil/etcd_cluster.h"
 #include "fencekit/procutil/fenced_server.h"
+#include "fencekit/procutil/redis_failover.h"
 #include "fencekit/procutil/redis_server.h"
 
 namespace fencekit::pausetest {
@@ -30,21 +31,27 @@ struct Event {
     kKillEtcdLeader,
     kRestartEtcdMember,
     kHold,    // the client's traffic through its proxies stops, both ways
-    kRelease  // and flows again
+    kRelease,  // and flows again
+    kCutReplication,  // the Redis replica stops receiving the primary's writes
+    kFailover         // the primary SIGKILLed, the replica promoted in its place
   } kind;
   int target = 0;  // the client, for kPause, kResume, kHold and kRelease
 };
 
 // The events of the run seeded `run_seed` with `clients` clients, in time order: the pause
 // schedule (MakePauseSchedule), `holds` holds of a client's traffic (each 0.5-3x the ttl, seeded
-// apart from the pauses) and the faults `options` asks for.
+// apart from the pauses) and the faults `options` asks for; with `failover_locks`, replication
+// cut at a seeded moment in the run's second quarter and the failover 1/8 to 1/4 of the run
+// later.
 std::vector<Event> ScheduleOf(const PauseTestOptions& options, std::uint64_t run_seed, int clients,
-                              int holds = 0);
+                              int holds = 0, bool failover_locks = false);
 
 // The servers one run owns (those `options` does not start stay unstarted).
 struct RunServers {
   procutil::FencedServer store;
   procutil::RedisServer redis;
+  procutil::RedisFailoverPair redis_pair;  // for kCutReplication and kFailover
+  std::string lock;  // the clients' lock: a failover's account names the grants it lost
   procutil::EtcdCluster etcd;
   // Per client, the proxies its traffic goes through (kHold holds them all).
   std::vector<std::vector<std::unique_ptr<procutil::DelayProxy>>> proxies;

@@ -96,6 +96,14 @@ Status CheckOptions(const WorkerTestOptions& o) {
     return Status::InvalidArgument(
         "--restart-locks needs a lock service this command owns: add --start-redis");
   }
+  if (o.failover_locks && !o.start_redis) {
+    return Status::InvalidArgument(
+        "--failover-locks needs a lock service this command owns: add --start-redis");
+  }
+  if (o.failover_locks && o.restart_locks) {
+    return Status::InvalidArgument(
+        "--failover-locks and --restart-locks are two faults of the same Redis; give one");
+  }
   if (o.kill_etcd_leader && o.start_etcd < 3) {
     return Status::InvalidArgument(
         "--kill-etcd-leader needs an etcd cluster of 3 or more members this command owns: add "
@@ -118,7 +126,13 @@ struct LockService {
 
 Status StartLocks(const WorkerTestOptions& o, const std::string& work, LockService& locks) {
   locks.uri = o.locks_uri;
-  if (o.start_redis) {
+  locks.servers.lock = o.lock;
+  if (o.start_redis && o.failover_locks) {
+    std::error_code error;
+    std::filesystem::create_directories(work + "/redis", error);
+    if (Status s = locks.servers.redis_pair.Start(work + "/redis"); !s.ok()) return s;
+    locks.uri = locks.servers.redis_pair.uri();
+  } else if (o.start_redis) {
     if (Status s = locks.servers.redis.Start({.log_path = work + "/redis.log"}); !s.ok()) {
       return s;
     }
@@ -284,7 +298,8 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, LockService& locks, int ru
                             .run_length = o.run_length,
                             .pauses_per_run = o.pauses_per_run};
   auto played = PlaySchedule(
-      ScheduleOf(schedule, run_seed, static_cast<int>(clients.size()), o.holds_per_run),
+      ScheduleOf(schedule, run_seed, static_cast<int>(clients.size()), o.holds_per_run,
+                 o.failover_locks),
       o.run_length, groups, servers, dir);
   ::close(stop[1]);  // clients let their worker finish (within kill_grace) and exit
   ReapClients(clients,
@@ -292,6 +307,10 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, LockService& locks, int ru
   window.to_us = NowMicros();
   servers.proxies.clear();
   if (!played.ok()) return played.status();
+  // The next run starts with a primary and a replica again.
+  if (o.failover_locks) {
+    if (Status s = servers.redis_pair.Rejoin(); !s.ok()) return s;
+  }
   if (static_cast<int>(clients.size()) < o.clients) return Status::Unavailable("fork failed");
   record.pauses = played->pauses;
   record.holds = played->holds;

@@ -1,7 +1,9 @@
 #include "fencekit/procutil/redis_server.h"
 
+#include <hiredis/hiredis.h>
 #include <signal.h>
 
+#include <memory>
 #include <thread>
 
 #include "exchange.h"
@@ -63,5 +65,44 @@ Status RedisServer::StartOn(bool* port_taken) {
 
 void RedisServer::Pause() { process_.Signal(SIGSTOP); }
 void RedisServer::Resume() { process_.Signal(SIGCONT); }
+
+Result<std::string> RedisServer::Command(const std::vector<std::string>& args,
+                                         std::chrono::milliseconds timeout) const {
+  const std::string where = "redis-server on port " + std::to_string(port_);
+  timeval tv{static_cast<time_t>(timeout.count() / 1000),
+             static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+  std::unique_ptr<redisContext, void (*)(redisContext*)> c(
+      redisConnectWithTimeout("127.0.0.1", port_, tv), redisFree);
+  if (c == nullptr || c->err) {
+    return Status::Unavailable(where + ": cannot connect" + (c ? std::string(": ") + c->errstr : ""));
+  }
+  redisSetTimeout(c.get(), tv);
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lens;
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  std::unique_ptr<redisReply, void (*)(void*)> r(
+      static_cast<redisReply*>(
+          redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lens.data())),
+      freeReplyObject);
+  if (r == nullptr) return Status::Unavailable(where + ": no reply: " + c->errstr);
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+      return std::string(r->str, r->len);
+    case REDIS_REPLY_INTEGER:
+      return std::to_string(r->integer);
+    case REDIS_REPLY_NIL:
+      return std::string();
+    case REDIS_REPLY_ERROR:
+      return Status::Internal(where + " answered " + (args.empty() ? "" : args[0]) + " with " +
+                              std::string(r->str, r->len));
+    default:
+      return Status::Internal(where + " answered " + (args.empty() ? "" : args[0]) +
+                              " with a reply of type " + std::to_string(r->type));
+  }
+}
 
 }  // namespace fencekit::procutil

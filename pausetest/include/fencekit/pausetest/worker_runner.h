@@ -63,6 +63,12 @@ struct WorkerTestOptions {
   // leader and restart it later in the run.
   bool restart_locks = false;
   bool kill_etcd_leader = false;
+  // With start_redis: the Redis is a primary with an asynchronous replica behind one address;
+  // once per run, replication is cut at a seeded moment in the run's second quarter and, 1/8
+  // to 1/4 of the run later, the primary is SIGKILLed and the replica promoted in its place,
+  // without the grants made meanwhile (the service's id is replicated: FENCING_SERVICE stays).
+  // Between runs the old primary rejoins, empty, as the new one's replica.
+  bool failover_locks = false;
   int runs = 50;
   int clients = 3;
   std::uint64_t seed = 1;

@@ -47,6 +47,13 @@ class RedisServer {
   void Pause();
   void Resume();
 
+  // Runs one command (e.g. {"REPLICAOF", "NO", "ONE"}) on a new connection, within `timeout`
+  // for the connection and for the reply: a string or status reply's text, an integer reply in
+  // decimal, "" for nil. kUnavailable when it does not answer; kInternal, quoting it, for an
+  // error reply or another type.
+  Result<std::string> Command(const std::vector<std::string>& args,
+                              std::chrono::milliseconds timeout = std::chrono::seconds(2)) const;
+
  private:
   // One attempt on port_: false in `*port_taken` unless it exited because the port was taken.
   Status StartOn(bool* port_taken);
