@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -231,8 +232,55 @@ TEST(PauseWorkerNetworkTest, LockServiceFaultsNeedALockServiceTheCommandOwns) {
        "--restart-locks needs a lock service this command owns: add --start-redis"},
       {{"--worker", "true", "--kill-etcd-leader", "--start-etcd", "1"},
        "--kill-etcd-leader needs an etcd cluster of 3 or more members"},
+      {{"--worker", "true", "--failover-locks"},
+       "--failover-locks needs a lock service this command owns: add --start-redis"},
+      {{"--worker", "true", "--start-redis", "--failover-locks", "--restart-locks"},
+       "--failover-locks and --restart-locks are two faults of the same Redis; give one"},
+      {{"--start-redis", "--failover-locks"}, "--failover-locks needs --worker CMD"},
   };
   ExpectUsageErrors(cases);
+}
+
+// --failover-locks: the replica promoted in each run lacks the last grants, so it grants some of
+// their tokens again, to other clients. fenced accepts a token equal to the highest it has seen
+// (one holder writing twice), so two holders of one token both write: the kit catches the lost
+// update even with fencing on. Each failing run's timeline names the grants the replica missed.
+TEST(PauseWorkerNetworkTest, CurlWorkerThroughARedisFailoverIsCaughtWhereATokenWasGrantedTwice) {
+  TempDir dir;
+  FencedProcess fenced(dir.File("store.db"));
+  auto r = testing::RunCommand(
+      {testing::FencectlBinary(), "pause-test", "--worker", Example("counter-curl.sh"),
+       "--start-redis", "--failover-locks", "--pauses", "0", "--runs", "6", "--seed", "31",
+       "--run-length", "1500ms", "--work-dir", dir.File("runs"), "-q"},
+      {"FENCED_URL=" + fenced.url(), "WORK_SECONDS=0.05"});
+  Summary s = testing::ParseWorkerRuns(r.exit_code, r.out, r.err);
+  EXPECT_EQ(s.exit_code, 4) << r.err;
+  ASSERT_GT(s.failed_runs, 0) << r.err;
+  EXPECT_NE(r.err.find("12 lock-service faults (replication cut, Redis failed over)"),
+            std::string::npos)
+      << r.err;
+  int timelines = 0;
+  for (const auto& run : std::filesystem::directory_iterator(dir.File("runs"))) {
+    const std::string page = Slurp(run.path().string() + "/timeline.html");
+    if (page.empty()) continue;
+    ++timelines;
+    EXPECT_FALSE(testing::Search(page, R"(replica promoted: it missed the last (grant|\d+ grants))")
+                     .empty())
+        << run.path();
+    // Some token was granted to two clients.
+    std::map<std::string, std::set<int>> clients_of;
+    for (int c = 0; c < 3; ++c) {
+      const std::string events =
+          Slurp(run.path().string() + "/client-" + std::to_string(c) + ".events.jsonl");
+      for (const auto& m : testing::SearchAll(events, R"("event":"grant","token":(\d+))")) {
+        clients_of[m[1]].insert(c);
+      }
+    }
+    bool twice = false;
+    for (const auto& [token, clients] : clients_of) twice = twice || clients.size() > 1;
+    EXPECT_TRUE(twice) << run.path() << ": no token was granted to two clients";
+  }
+  EXPECT_EQ(timelines, s.failed_runs);
 }
 
 // The Python worker's increment is two psql processes, each connecting through its client's

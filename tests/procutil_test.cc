@@ -11,12 +11,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "fencekit/procutil/child_process.h"
 #include "fencekit/procutil/delay_proxy.h"
 #include "fencekit/procutil/etcd_cluster.h"
 #include "fencekit/procutil/fenced_server.h"
 #include "fencekit/procutil/mariadb_server.h"
+#include "fencekit/procutil/redis_failover.h"
 #include "fencekit/procutil/redis_server.h"
 #include "support/test_support.h"
 
@@ -136,6 +138,71 @@ TEST(RedisServerTest, AnotherServerOnThePortIsNotTakenForTheOneStarted) {
   s = second.Start({.port = first.port(), .log_path = dir.File("redis.log")});
   EXPECT_TRUE(s.IsUnavailable()) << s.ToString();
   EXPECT_NE(s.message().find("exited at start"), std::string::npos) << s.message();
+}
+
+TEST(RedisServerTest, CommandGivesTheReplyAsTextAndAnErrorReplyAsAnError) {
+  RedisServer server;
+  ASSERT_TRUE(server.Start().ok());
+  EXPECT_EQ(server.Command({"SET", "k", "v"}).value(), "OK");
+  EXPECT_EQ(server.Command({"GET", "k"}).value(), "v");
+  EXPECT_EQ(server.Command({"INCR", "n"}).value(), "1");
+  EXPECT_EQ(server.Command({"GET", "absent"}).value(), "");
+  auto wrong = server.Command({"NO-SUCH-COMMAND"});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("answered NO-SUCH-COMMAND with ERR"), std::string::npos)
+      << wrong.status().message();
+  server.Stop();
+  EXPECT_TRUE(server.Command({"PING"}).status().IsUnavailable());
+}
+
+// The reply's text, or `otherwise` when there was none.
+std::string Text(const Result<std::string>& reply, const std::string& otherwise) {
+  return reply.ok() ? *reply : otherwise;
+}
+
+// GET `key` through the pair's address: the value, "" when absent, "?" when no answer.
+std::string ThroughTheAddress(const RedisFailoverPair& pair, const std::string& key) {
+  const std::string uri = pair.uri();
+  const int port = std::stoi(uri.substr(uri.rfind(':') + 1));
+  timeval tv{2, 0};
+  std::unique_ptr<redisContext, void (*)(redisContext*)> c(
+      redisConnectWithTimeout("127.0.0.1", port, tv), redisFree);
+  if (c == nullptr || c->err) return "?";
+  std::unique_ptr<redisReply, void (*)(void*)> r(
+      static_cast<redisReply*>(redisCommand(c.get(), "GET %s", key.c_str())), freeReplyObject);
+  if (r == nullptr) return "?";
+  return r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : "";
+}
+
+TEST(RedisFailoverPairTest, ThePromotedReplicaLacksWhatWasWrittenAfterTheCutAndTheOldPrimaryRejoins) {
+  TempDir dir;
+  RedisFailoverPair pair;
+  Status s = pair.Start(dir.path());
+  ASSERT_TRUE(s.ok()) << s.message();
+  const std::uint16_t first_primary = pair.primary().port();
+  ASSERT_TRUE(pair.primary().Command({"SET", "before", "1"}).ok());
+  EXPECT_EQ(ThroughTheAddress(pair, "before"), "1");
+  ASSERT_TRUE(fencekit::testing::WaitFor([&] {
+    return Text(pair.replica().Command({"GET", "before"}), "") == "1";
+  })) << "the replica never received the write";
+
+  pair.CutReplication();
+  ASSERT_TRUE(pair.primary().Command({"SET", "after", "1"}).ok());
+  s = pair.Failover();
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_NE(pair.primary().port(), first_primary);
+  EXPECT_EQ(Text(pair.primary().Command({"GET", "before"}), "?"), "1");
+  EXPECT_EQ(Text(pair.primary().Command({"GET", "after"}), "?"), "") << "written after the cut";
+  EXPECT_EQ(Text(pair.primary().Command({"SET", "promoted", "1"}), ""), "OK")
+      << "the promoted replica takes writes";
+  EXPECT_EQ(ThroughTheAddress(pair, "promoted"), "1") << "the address moved to it";
+
+  // The old primary comes back empty as the new one's replica, synchronised.
+  s = pair.Rejoin();
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(pair.replica().port(), first_primary);
+  EXPECT_EQ(Text(pair.replica().Command({"GET", "after"}), "?"), "");
+  EXPECT_EQ(Text(pair.replica().Command({"GET", "promoted"}), "?"), "1");
 }
 
 // A query through the `mariadb` client; its first line of output ("" when none).
