@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "support/matching.h"
+#include "support/redis_server.h"
 #include "support/store_engines.h"
 #include "support/test_support.h"
 #include "support/worker_runs.h"
@@ -239,6 +240,58 @@ TEST(PauseWorkerNetworkTest, LockServiceFaultsNeedALockServiceTheCommandOwns) {
       {{"--start-redis", "--failover-locks"}, "--failover-locks needs --worker CMD"},
   };
   ExpectUsageErrors(cases);
+}
+
+// The Redis shell worker with --restart-locks, its counter in a redis-server of its own: the
+// lock service's Redis restarted empty grants again tokens it granted before (a client that saw
+// token T asks for T + 1, which the cut-off holder may have), so a guard that compares tokens
+// alone lets two holders of one token write. Bound to the service that first claimed it, the
+// fence refuses the restarted service's leases. Each run fences a lock name of its own.
+class RedisWorkerWithRestartedLocks : public ::testing::Test {
+ protected:
+  Summary Run(int runs, const std::string& fencing) {
+    const std::string per_run = "FENCING_LOCK=\"$FENCING_LOCK/run-$FENCEKIT_RUN\" exec " +
+                                Example("counter-redis.sh");
+    auto r = testing::RunCommand(
+        {testing::FencectlBinary(), "pause-test", "--worker", per_run, "--setup",
+         per_run + " --setup", "--start-redis", "--restart-locks", "--pauses", "0", "--runs",
+         std::to_string(runs), "--seed", "31", "--ttl", "300ms", "--run-length", "1500ms",
+         "--keep", "--work-dir", dir_.File("runs"), "-q"},
+        {"REDIS_URL=" + store_.uri(), "WORK_SECONDS=0.2", "FENCING=" + fencing,
+         std::string("FENCEKIT_GUARD_LUA=") + GUARD_LUA_DIR + "/fencekit.lua"});
+    return testing::ParseWorkerRuns(r.exit_code, r.out, r.err);
+  }
+  // The lines of every client's log in every run that contain `text`.
+  int LogLinesWith(const std::string& text) {
+    int n = 0;
+    for (const auto& run : std::filesystem::directory_iterator(dir_.File("runs"))) {
+      for (int c = 0; c < 3; ++c) {
+        std::istringstream log(
+            Slurp(run.path().string() + "/client-" + std::to_string(c) + ".log"));
+        for (std::string line; std::getline(log, line);) n += line.find(text) != std::string::npos;
+      }
+    }
+    return n;
+  }
+
+  TempDir dir_;
+  testing::RedisServer store_;
+};
+
+TEST_F(RedisWorkerWithRestartedLocks, WithTheFenceBoundToTheServiceFailsNoRun) {
+  Summary s = Run(3, "on");
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(s.failed_runs, 0) << s.err;
+  EXPECT_GT(s.operations, 0);
+  EXPECT_GT(LogLinesWith("the fence is bound to lock service "), 0)
+      << "the restarted service's leases were never refused";
+}
+
+TEST_F(RedisWorkerWithRestartedLocks, CheckingTokensAloneIsCaught) {
+  Summary s = Run(4, "token");
+  EXPECT_EQ(s.exit_code, 4) << s.err;
+  EXPECT_GT(s.failed_runs, 0) << s.err;
+  EXPECT_EQ(LogLinesWith("the fence is bound to lock service "), 0);
 }
 
 // --failover-locks: the replica promoted in each run lacks the last grants, so it grants some of

@@ -9,8 +9,15 @@
 #                     in it: `counter-redis.sh --setup`, given as pause-test's --setup, loads it
 #   FENCING_LOCK, FENCING_TOKEN     set by pause-test from the lease it holds
 #   FENCEKIT_RUN      the run number: the counter is {LOCK}pause-counter/run-N, the fence
-#                     {LOCK}fence (one hash tag: one slot in a cluster)
+#                     {LOCK}fence and its service {LOCK}service (one hash tag: one slot in a
+#                     cluster)
 #   FENCEKIT_HISTORY  the JSON-lines file this worker appends its one `cas` line to
+#   FENCING_SERVICE   set by pause-test: the lock service's id. The claim binds the lock's fence
+#                     to the first service that claims it ({LOCK}service, SET NX) and refuses a
+#                     lease of another: tokens of two services are not comparable (a lock
+#                     service restarted empty grants again tokens it granted before)
+#   FENCING=token     the token check without the service's: the control arm for a lock service
+#                     that forgets its grants (pause-test --restart-locks)
 #   FENCING=off       the control arm: the claim is skipped and the write is a plain SET
 #   WORK_SECONDS      how long the worker "works" between its read and its write (default 0)
 #   REDIS_TIMEOUT     seconds a redis-cli call may take (default 5)
@@ -59,7 +66,20 @@ now_us() { date +%s%6N; }
 err_file=$(mktemp) || exit 1
 trap 'rm -f "$err_file"' EXIT
 
-# The claim.
+# The claim: the fence's service first (bound once, never changed, so a check that passed
+# stays true until the write), then the token.
+if [ "${FENCING:-}" != off ] && [ "${FENCING:-}" != token ] && [ -n "${FENCING_SERVICE:-}" ]; then
+  if ! bound=$(cli SET "{$FENCING_LOCK}service" "$FENCING_SERVICE" NX GET 2> "$err_file"); then
+    echo "counter-redis.sh: the claim failed, token $FENCING_TOKEN: not incrementing:" \
+      "$(cat "$err_file")" >&2
+    exit 0
+  fi
+  if [ -n "$bound" ] && [ "$bound" != "$FENCING_SERVICE" ]; then
+    echo "counter-redis.sh: the fence is bound to lock service $bound, not this lease's" \
+      "$FENCING_SERVICE: not incrementing" >&2
+    exit 0
+  fi
+fi
 if [ "${FENCING:-}" != off ] &&
    ! cli FCALL fencekit_advance 1 "$fence" "$FENCING_TOKEN" > /dev/null 2> "$err_file"; then
   echo "counter-redis.sh: the claim failed, token $FENCING_TOKEN: not incrementing:" \
