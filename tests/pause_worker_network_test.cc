@@ -301,8 +301,12 @@ TEST_F(RedisWorkerWithRestartedLocks, CheckingTokensAloneIsCaught) {
 TEST(PauseWorkerNetworkTest, CurlWorkerThroughARedisFailoverIsCaughtWhereATokenWasGrantedTwice) {
   TempDir dir;
   FencedProcess fenced(dir.File("store.db"));
+  // A lock name per run: the promoted replica's counter may stay below the fence fenced keeps
+  // for the lock, and a later run's fresh clients would then see every claim refused.
+  const std::string per_run =
+      "FENCING_LOCK=\"$FENCING_LOCK/run-$FENCEKIT_RUN\" exec " + Example("counter-curl.sh");
   auto r = testing::RunCommand(
-      {testing::FencectlBinary(), "pause-test", "--worker", Example("counter-curl.sh"),
+      {testing::FencectlBinary(), "pause-test", "--worker", per_run,
        "--start-redis", "--failover-locks", "--pauses", "0", "--runs", "6", "--seed", "31",
        "--run-length", "1500ms", "--work-dir", dir.File("runs"), "-q"},
       {"FENCED_URL=" + fenced.url(), "WORK_SECONDS=0.05"});
