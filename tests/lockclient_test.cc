@@ -19,6 +19,7 @@
 #include "fencekit/procutil/delay_proxy.h"
 #include "support/etcd_server.h"
 #include "support/lock_services.h"
+#include "support/ticking_clock.h"
 #include "support/redis_server.h"
 #include "support/test_support.h"
 
@@ -102,14 +103,46 @@ TEST_P(LockBackendTest, GrantsLeaseWithOwnerTokenAndValidity) {
   EXPECT_EQ(lease->owner.size(), 32u);
   EXPECT_EQ(lease->owner.find_first_not_of("0123456789abcdef"), std::string::npos);
   EXPECT_GE(lease->token.value(), 1);
-  // valid_until = start + ttl - elapsed - drift, drift = 1% of ttl + 2ms = 52ms.
+  // valid_until = start + ttl - drift, drift = 1% of ttl + 2ms = 52ms, start within the call.
   EXPECT_LE(lease->valid_until, after + 5s - 52ms);
-  EXPECT_GT(lease->valid_until, before + 4s);
+  EXPECT_GE(lease->valid_until, before + 5s - 52ms);
   auto other = client_->TryAcquire("job", 5s);
   EXPECT_NE(other.status().message().find(client_->service()), std::string::npos);
   EXPECT_TRUE(other.status().IsBusy()) << other.status().ToString();
   EXPECT_TRUE(client_->Release(*lease).ok());
   EXPECT_TRUE(client_->TryAcquire("job").ok());
+}
+
+// Every reading of the clock takes 100ms: the request's time counts once, from its start (the
+// service's ttl began after it), not again as an elapsed time to subtract.
+TEST_P(LockBackendTest, ValidityRunsFromTheRequestsStartCountingItsDurationOnce) {
+  testing::TickingClock clock(100ms);
+  auto client = Open({.clock = &clock});
+  ASSERT_NE(client, nullptr);
+  const auto before = clock.Now();  // the request's start is the next reading
+  auto lease = client->TryAcquire("job", 10s);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_EQ(lease->valid_until, before + 100ms + 10s - 102ms);
+  const auto extended_at = clock.Now();
+  ASSERT_TRUE(client->Extend(*lease, 10s).ok());
+  EXPECT_EQ(lease->valid_until, extended_at + 100ms + 10s - 102ms);
+}
+
+// A grant whose answer came after its validity had run out (a reading of the clock takes longer
+// than the ttl) is refused, and the lock is left free: never a lease born expired.
+TEST_P(LockBackendTest, AGrantThatLeavesNoValidityIsRefusedAndReleased) {
+  testing::TickingClock clock(6s);
+  auto client = Open({.clock = &clock});
+  ASSERT_NE(client, nullptr);
+  auto lease = client->TryAcquire("job", 5s);
+  ASSERT_FALSE(lease.ok());
+  EXPECT_TRUE(lease.status().IsUnavailable()) << lease.status().ToString();
+  EXPECT_NE(lease.status().message().find("which leaves no validity of the ttl 5000ms"),
+            std::string::npos)
+      << lease.status().ToString();
+  auto info = client_->Inspect("job");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_FALSE(info->held);
 }
 
 TEST_P(LockBackendTest, OwnersAreUniquePerGrant) {

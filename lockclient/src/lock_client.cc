@@ -153,11 +153,26 @@ Result<Lease> LockClient::Grant(std::string_view lock, milliseconds ttl, const s
     }
     return token.status();
   }
-  auto elapsed = clock_->Now() - start;
-  counters_->grants.fetch_add(1, std::memory_order_relaxed);
-  Lease lease{std::string(lock), owner, token->token, ttl, start + ttl - elapsed - Drift(ttl)};
+  // The service's ttl started after `start`, at the latest when it answered: validity runs from
+  // `start`, less the drift between the clocks' rates.
+  Lease lease{std::string(lock), owner, token->token, ttl, start + ttl - Drift(ttl)};
   lease.service = std::move(token->service);
+  if (Status late = RefuseIfBornExpired(lease, start); !late.ok()) return late;
+  counters_->grants.fetch_add(1, std::memory_order_relaxed);
   return lease;
+}
+
+Status LockClient::RefuseIfBornExpired(const Lease& lease,
+                                       std::chrono::steady_clock::time_point start) {
+  const auto now = clock_->Now();
+  if (now < lease.valid_until) return Status::Ok();
+  (void)backend_->Release(lease.lock, lease.owner, lease.token);
+  return Status::Unavailable(
+      Subject(lease.lock, service()) + " granted the lock " +
+      FormatMs(std::chrono::duration_cast<milliseconds>(now - start)) + " after the request began, " +
+      "which leaves no validity of the ttl " + FormatMs(lease.ttl) + " (less the drift " +
+      FormatMs(std::chrono::duration_cast<milliseconds>(Drift(lease.ttl))) +
+      "); the lease was released");
 }
 
 void LockClient::CountWait(std::chrono::steady_clock::time_point began) {
@@ -290,9 +305,9 @@ Result<Lease> LockClient::AcquireInLine(std::string_view lock,
     auto token = backend_->AcquireInLine(lock, owner, ttl, deadline, &valid_from);
     auto now = clock_->Now();
     if (token.ok()) {
-      Lease lease{std::string(lock), owner, token->token, ttl,
-                  valid_from + ttl - (now - valid_from) - Drift(ttl)};
+      Lease lease{std::string(lock), owner, token->token, ttl, valid_from + ttl - Drift(ttl)};
       lease.service = std::move(token->service);
+      if (Status late = RefuseIfBornExpired(lease, valid_from); !late.ok()) return late;
       return lease;
     }
     auto waited = std::chrono::duration_cast<milliseconds>(now - began);
@@ -321,7 +336,7 @@ Status LockClient::Extend(Lease& lease, milliseconds ttl) {
   }
   if (!s.ok()) return s;
   lease.ttl = ttl;
-  lease.valid_until = start + ttl - (clock_->Now() - start) - Drift(ttl);
+  lease.valid_until = start + ttl - Drift(ttl);  // as for a grant
   return Status::Ok();
 }
 

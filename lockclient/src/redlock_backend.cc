@@ -112,7 +112,8 @@ class RedlockBackend final : public LockBackend {
     // The lease's service: the id that a majority of the nodes that granted report (the others
     // adopt it in the write-back round below).
     const std::string service = AgreedService(votes, Vote::kYes, yes / 2 + 1);
-    // Validity as LockClient computes it: what is left of the ttl after the round and the drift.
+    // Validity as LockClient computes it: from the round's start, the ttl less the drift; a round
+    // that took all of it leaves none (never a lease born expired).
     const auto elapsed = clock_->Now() - start;
     if (yes >= quorum_ && !service.empty() && elapsed < ttl - LeaseDrift(options_, ttl)) {
       std::int64_t token = 0;
@@ -170,10 +171,16 @@ class RedlockBackend final : public LockBackend {
                                  "different sets); retry, or check the nodes (" +
                                  detail + ")");
     }
+    if (yes >= quorum_ && elapsed >= ttl - LeaseDrift(options_, ttl)) {
+      return Status::Unavailable(
+          Subject(lock, service_) + ": a majority granted, but the round took " +
+          std::to_string(std::chrono::duration_cast<milliseconds>(elapsed).count()) +
+          "ms, which leaves no validity of the ttl " + std::to_string(ttl.count()) +
+          "ms (less the drift); the lease was released (" + detail + ")");
+    }
     if (yes >= quorum_) {
       return Status::Unavailable(Subject(lock, service_) +
-                                 ": a majority granted, but too late "
-                                 "for the ttl or the token could not be recorded (" +
+                                 ": a majority granted, but the token could not be recorded (" +
                                  detail + ")");
     }
     return Status::Unavailable("no majority (" + std::to_string(quorum_) + " of " +

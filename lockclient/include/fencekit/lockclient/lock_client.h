@@ -37,8 +37,9 @@ struct Lease {
   std::string owner;  // 128 random bits from the OS CSPRNG, hex; unique per grant
   FencingToken token;
   std::chrono::milliseconds ttl{0};
-  // On the client's monotonic clock: start + ttl - elapsed - drift. Past it, the lock service
-  // may have granted the lock to someone else.
+  // On the client's clock (LockOptions::clock): start + ttl - drift, `start` read before the
+  // request that started the service's ttl (a grant, an extension, etcd's keep-alive). Past it,
+  // the lock service may have granted the lock to someone else. Never in the past at a grant.
   std::chrono::steady_clock::time_point valid_until;
   // The identity of the lock service that granted the token (passes CheckServiceId): tokens
   // of two services are not comparable. Sent with each write as Fencing-Service.
@@ -223,6 +224,8 @@ class LockClient {
                               std::chrono::milliseconds ttl, const std::string& owner,
                               std::chrono::steady_clock::time_point began);
   std::chrono::steady_clock::duration Drift(std::chrono::milliseconds ttl) const;
+  // kUnavailable, the lease released, when `lease` (asked for at `start`) has no validity left.
+  Status RefuseIfBornExpired(const Lease& lease, std::chrono::steady_clock::time_point start);
   std::chrono::milliseconds Backoff(int attempt);
 
   friend class HeldLock;  // counts the leases it loses
