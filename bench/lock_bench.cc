@@ -11,7 +11,7 @@
 //   lock_bench cycle URI SECONDS [--lock NAME]    fencekit TryAcquire + Release, one client
 //   lock_bench contend URI SECONDS [--lock NAME] [--start-at-ms EPOCH_MS]
 //                                                 one of several processes contending for the same
-//                                                 lock: Acquire(deadline) + Release; prints this
+//                                                 lock: Acquire(wait) + Release; prints this
 //                                                 process's acquisitions/s (the script sums them)
 // Options: --warmup N (untimed cycles first, default 100; contend: 0), --ttl-ms N (default
 // 10000). --start-at-ms: wall-clock time (ms since the epoch) at which to start, so that all
@@ -343,7 +343,7 @@ int Cycle(const Args& a, bool contend) {
   auto start = Clock::now();
   auto end = WindowEnd(a, start);
   for (auto t = start; t < end;) {
-    auto lease = contend ? lc.Acquire(a.lock, std::min(end, t + std::chrono::seconds(10)), ttl)
+    auto lease = contend ? lc.Acquire(a.lock, std::min<std::chrono::milliseconds>(std::chrono::duration_cast<std::chrono::milliseconds>(end - t), std::chrono::seconds(10)), ttl)
                          : lc.TryAcquire(a.lock, ttl);
     if (!lease.ok()) {
       // A contender still waiting when the window closes is not a failure.

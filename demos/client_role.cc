@@ -36,7 +36,7 @@ int RunClient(const ClientOptions& o) {
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line == "acquire") {
-      auto lease = (*client)->Acquire(kLock, std::chrono::steady_clock::now() + 30s);
+      auto lease = (*client)->Acquire(kLock, 30s);
       if (!lease.ok()) {
         Reply({{"ok", false}, {"message", lease.status().message()}});
         continue;

@@ -54,7 +54,7 @@ TEST(EtcdLockTest, WaitersAreServedInTheOrderTheyArrivedWithTheirLineRevisionAsT
     std::int64_t before = LastIssued(*client, "job");
     waiters.emplace_back([&, name] {
       auto c = Open(etcd.uri());
-      auto lease = c->Acquire("job", Soon(30s), 30s);
+      auto lease = c->Acquire("job", 30s, 30s);
       ASSERT_TRUE(lease.ok()) << lease.status().ToString();
       {
         std::lock_guard lock(mu);
@@ -84,7 +84,7 @@ TEST(EtcdLockTest, TimedOutWaiterLeavesTheLineAndDoesNotBlockTheNext) {
   auto client = Open(etcd.uri());
   auto holder = client->TryAcquire("job", 30s);
   ASSERT_TRUE(holder.ok());
-  auto r = Open(etcd.uri())->Acquire("job", Soon(300ms), 30s);
+  auto r = Open(etcd.uri())->Acquire("job", 300ms, 30s);
   ASSERT_TRUE(r.status().IsTimeout()) << r.status().ToString();
   EXPECT_NE(r.status().message().find("\"job\""), std::string::npos);
   ASSERT_TRUE(client->Release(*holder).ok());
@@ -173,12 +173,12 @@ TEST(EtcdClusterTest, LeaderKilledClientCarriesOnThroughAnotherMemberAndTokensKe
   auto client = Open(uri);
   std::vector<std::int64_t> tokens;
   for (int i = 0; i < 3; ++i) {
-    auto lease = client->Acquire("job", Soon(10s), 5s);
+    auto lease = client->Acquire("job", 10s, 5s);
     ASSERT_TRUE(lease.ok()) << lease.status().ToString();
     tokens.push_back(lease->token.value());
     ASSERT_TRUE(client->Release(*lease).ok());
   }
-  auto held = client->Acquire("job", Soon(10s), 5s);
+  auto held = client->Acquire("job", 10s, 5s);
   ASSERT_TRUE(held.ok()) << held.status().ToString();
   tokens.push_back(held->token.value());
 
@@ -189,7 +189,7 @@ TEST(EtcdClusterTest, LeaderKilledClientCarriesOnThroughAnotherMemberAndTokensKe
   EXPECT_NE(etcd.Leader(), leader);
   ASSERT_TRUE(client->Release(*held).ok());
   for (int i = 0; i < 3; ++i) {
-    auto lease = client->Acquire("job", Soon(10s), 5s);
+    auto lease = client->Acquire("job", 10s, 5s);
     ASSERT_TRUE(lease.ok()) << lease.status().ToString();
     tokens.push_back(lease->token.value());
     ASSERT_TRUE(client->Release(*lease).ok());
@@ -257,7 +257,7 @@ TEST(EtcdClusterTest, HolderFrozenPastItsLeaseIsRefusedByTheStoreAfterAnotherAcq
 
   // The frozen holder's lease runs out; another client gets the lock and writes.
   auto client = Open(etcd.uri());
-  auto lease = client->Acquire("job", Soon(15s), 10s);
+  auto lease = client->Acquire("job", 15s, 10s);
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   EXPECT_GT(lease->token.value(), frozen_token);
   auto store_client = StoreClient::Open(store.url());

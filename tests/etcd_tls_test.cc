@@ -45,7 +45,7 @@ void AcquireWaitRenewRelease(LockClient& holder_client, LockClient& waiter_clien
   Status renewed = holder_client.Extend(*held);
   EXPECT_TRUE(renewed.ok()) << renewed.ToString();
   auto waiter =
-      std::async(std::launch::async, [&] { return waiter_client.Acquire("job", Soon(30s), 30s); });
+      std::async(std::launch::async, [&] { return waiter_client.Acquire("job", 30s, 30s); });
   ASSERT_TRUE(WaitFor([&] { return LastIssued(holder_client, "job") > held->token.value(); }))
       << "the waiter never joined the line";
   EXPECT_EQ(waiter.wait_for(0s), std::future_status::timeout) << "granted while held";
@@ -323,7 +323,7 @@ TEST_F(EtcdTlsTest, ExpiredAuthTokenIsRenewedByTheHolderAndByAWaiterInLine) {
   ASSERT_NE(b, nullptr);
   auto held = a->TryAcquire("job", 30s);
   ASSERT_TRUE(held.ok()) << held.status().ToString();
-  auto waiter = std::async(std::launch::async, [&] { return b->Acquire("job", Soon(30s), 30s); });
+  auto waiter = std::async(std::launch::async, [&] { return b->Acquire("job", 30s, 30s); });
   ASSERT_TRUE(WaitFor([&] { return LastIssued(*a, "job") > held->token.value(); }));
   // etcd drops a token unused for its TTL (1s here), checking once a second, on its own clock,
   // which a test cannot advance: both clients' tokens are gone after 3s without calls (the

@@ -79,7 +79,7 @@ Result<Granted> AcquireFromOptions(const po::variables_map& vm) {
   const auto& name = vm["name"].as<std::string>();
   auto lease = wait->count() == 0
                    ? (*client)->TryAcquire(name, *ttl)
-                   : (*client)->Acquire(name, std::chrono::steady_clock::now() + *wait, *ttl);
+                   : (*client)->Acquire(name, *wait, *ttl);
   if (!lease.ok()) return lease.status();
   return Granted{std::move(client).value(), std::move(lease).value()};
 }

@@ -137,7 +137,7 @@ int Run(const std::vector<std::string>& args) {
   const auto& name = p->vm["name"].as<std::string>();
   auto granted = wait->count() == 0
                      ? (*client)->TryAcquire(name, *ttl)
-                     : (*client)->Acquire(name, std::chrono::steady_clock::now() + *wait, *ttl);
+                     : (*client)->Acquire(name, *wait, *ttl);
   if (!granted.ok()) {
     if (granted.status().IsBusy() || granted.status().IsTimeout()) {
       return Fail(conflict_code, granted.status().message());

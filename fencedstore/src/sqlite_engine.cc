@@ -252,12 +252,14 @@ Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
 
 Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, WriteReceipt* receipt) {
   sqlite3* db = db_.get();
+  // The write being decided: every refusal below names it (refusals.cc reads p.culprit).
+  p.culprit = i;
   const WriteRequest& w = p.writes[i];
   const std::string* prefix_lock = p.prefix_locks[i];
   const bool verified = Verified(p);
   std::string_view service;
   if (Status mismatch = ResolveService(p, &service); !mismatch.ok()) {
-    return Refuse(p, i, std::move(mismatch));
+    return Refuse(p, std::move(mismatch));
   }
 
   // 1. The key's lock: lock_for's for its prefix, else the lock of the write that created it.
@@ -275,8 +277,7 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
   }
   if (prefix_lock != nullptr) key_lock = *prefix_lock;
   if (!key_lock.empty() && key_lock != w.lock) {
-    p.culprit = i;
-    return Refuse(p, i, WrongLockStatus(p, key_lock, prefix_lock != nullptr));
+    return Refuse(p, WrongLockStatus(p, key_lock, prefix_lock != nullptr));
   }
 
   // 2. The fence: advance it iff the token is new enough, of the fence's service, and (under
@@ -296,20 +297,17 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
     if (auto s = ReadFence(w.lock, &exists, &p.highest, &fence_service); !s.ok()) return s;
     if (!accepted && exists) {
       if (!service.empty() && !fence_service.empty() && fence_service != service) {
-        p.culprit = i;
-        return Refuse(p, i, FenceServiceStatus(p, fence_service, service));
+        return Refuse(p, FenceServiceStatus(p, fence_service, service));
       }
       if (w.token.value() < p.highest || (options_.strict && w.token.value() == p.highest) ||
           options_.unguarded) {
-        p.culprit = i;
-        return Refuse(p, i, StaleTokenStatus(p, p.highest, options_.strict));
+        return Refuse(p, StaleTokenStatus(p, p.highest, options_.strict));
       }
     }
     if (!accepted && (exists || (verifier != nullptr && !verified && !options_.unguarded))) {
       // The token would move the fence up (or create it) and the lock service has not confirmed
       // it yet.
       p.highest = exists ? p.highest : 0;
-      p.culprit = i;
       if (verifier == nullptr) {  // unreachable: without verify the fence takes such a token
         p.outcome = Outcome::kFailed;
         p.result = Status::Internal("the fence refused a token above it; nothing was written");
@@ -326,7 +324,7 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
         p.result = p.verdict->status();
         return Status::Ok();
       }
-      return Refuse(p, i, UnverifiedStatus(p));
+      return Refuse(p, UnverifiedStatus(p));
     }
     if (!accepted) {  // the lock's first write
       insert_fence_.BindBlob(1, w.lock);
@@ -343,8 +341,7 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
   // 3. The precondition, once the fence let the write through (the savepoint undoes the fence's
   // move when it fails).
   if (w.if_version && *w.if_version != version) {
-    p.culprit = i;
-    return Refuse(p, i, PreconditionStatus(p, version));
+    return Refuse(p, PreconditionStatus(p, version));
   }
 
   // 4. The write itself.
@@ -372,8 +369,7 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
   return Status::Ok();
 }
 
-Status SqliteEngine::Refuse(Pending& p, std::size_t i, Status refusal) {
-  p.culprit = i;
+Status SqliteEngine::Refuse(Pending& p, Status refusal) {
   p.outcome = Outcome::kRefused;
   p.result = std::move(refusal);
   return Status::Ok();

@@ -49,7 +49,7 @@ class SqliteEngine final : public Engine {
   // recording it. A refusal or a deferral is left in `p`.
   Status Decide(Pending& p, std::size_t i, Verifier* verifier, WriteReceipt* receipt);
   // Leaves the refusal of `p` by its write `i` in `p`.
-  Status Refuse(Pending& p, std::size_t i, Status refusal);
+  Status Refuse(Pending& p, Status refusal);
   // The fence of `lock`: false in `*exists` when it has none.
   Status ReadFence(const std::string& lock, bool* exists, std::int64_t* highest,
                    std::string* service);

@@ -29,9 +29,9 @@ struct HeldLock::State {
 };
 
 Result<std::unique_ptr<HeldLock>> HeldLock::Acquire(LockClient& client, std::string_view lock,
-                                                    std::chrono::steady_clock::time_point deadline,
+                                                    std::chrono::milliseconds wait,
                                                     Options options) {
-  auto lease = client.Acquire(lock, deadline);
+  auto lease = client.Acquire(lock, wait);
   if (!lease.ok()) return lease.status();
   return std::make_unique<HeldLock>(client, std::move(lease).value(), std::move(options));
 }

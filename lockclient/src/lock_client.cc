@@ -245,19 +245,21 @@ Result<Lease> LockClient::TryAcquire(std::string_view lock, milliseconds ttl) {
   return r;
 }
 
-Result<Lease> LockClient::Acquire(std::string_view lock,
-                                  std::chrono::steady_clock::time_point deadline) {
-  return Acquire(lock, deadline, options_.ttl);
+Result<Lease> LockClient::Acquire(std::string_view lock, milliseconds wait) {
+  return Acquire(lock, wait, options_.ttl);
 }
 
-Result<Lease> LockClient::Acquire(std::string_view lock,
-                                  std::chrono::steady_clock::time_point deadline,
-                                  milliseconds ttl) {
+Result<Lease> LockClient::Acquire(std::string_view lock, milliseconds wait, milliseconds ttl) {
   if (auto s = ValidateLockName(lock); !s.ok()) return s;
   if (auto s = ValidateTtl(lock, ttl); !s.ok()) return s;
+  if (wait < milliseconds(0)) {
+    return Status::InvalidArgument("the wait for " + Subject(lock, service()) + " is " +
+                                   FormatMs(wait) + "; it must be >= 0");
+  }
   auto owner = NewOwner();
   if (!owner.ok()) return owner.status();
   auto began = clock_->Now();
+  const auto deadline = began + wait;  // every deadline below is on clock_
   if (backend_->QueuesWaiters()) {
     counters_->attempts.fetch_add(1, std::memory_order_relaxed);
     auto lease = AcquireInLine(lock, deadline, ttl, *owner, began);

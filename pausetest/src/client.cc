@@ -41,7 +41,7 @@ int ClientMain(const ClientPlan& plan) {
   while (!StopRequested(plan.stop_fd)) {
     HistoryOp op{plan.index, "acquire", plan.lock};
     op.start_us = NowMicros();
-    auto lease = (*locks)->Acquire(plan.lock, SteadyClock::now() + std::chrono::seconds(2));
+    auto lease = (*locks)->Acquire(plan.lock, std::chrono::seconds(2));
     op.end_us = NowMicros();
     if (!lease.ok()) {
       op.outcome = lease.status().IsTimeout() ? "timeout" : "error";
@@ -60,7 +60,7 @@ int ClientMain(const ClientPlan& plan) {
       // state and counts again from an older token).
       o.outcome = s.ok() ? "ok" : s.IsStaleToken() || s.IsWrongService() ? "stale" : "error";
       if (!s.ok()) o.detail = s.ToString();
-      o.lease_expired = SteadyClock::now() > lease->valid_until;
+      o.lease_expired = lease->Expired(*(*locks)->clock());
       (void)history->Append(o);
       return s.ok();
     };
@@ -98,9 +98,8 @@ int ClientMain(const ClientPlan& plan) {
                      ->Put(plan.lock, token, plan.key, std::to_string(value + 1), lease->service)
                      .status();
       record(write, s);
-      if (s.IsStaleToken()) {
-        // Told by the store: this lease is lost. Release anyway, to record what the service says.
-      }
+      // A refusal as stale means the lease is lost; it is released below all the same, to record
+      // what the service says.
     }
     HistoryOp release{plan.index, "release", plan.lock};
     release.start_us = NowMicros();
@@ -109,7 +108,7 @@ int ClientMain(const ClientPlan& plan) {
     release.token = token.value();
     release.outcome = s.ok() ? "ok" : s.IsNotHeld() ? "not_held" : "error";
     if (!s.ok()) release.detail = s.ToString();
-    release.lease_expired = SteadyClock::now() > lease->valid_until;
+    release.lease_expired = lease->Expired(*(*locks)->clock());
     (void)history->Append(release);
   }
   return 0;

@@ -162,7 +162,7 @@ int WorkerClientMain(const WorkerClientPlan& plan) {
     return 3;
   }
   while (!StopRequested(plan.stop_fd)) {
-    auto lease = (*locks)->Acquire(plan.lock, SteadyClock::now() + milliseconds(500));
+    auto lease = (*locks)->Acquire(plan.lock, milliseconds(500));
     if (!lease.ok()) {
       if (!lease.status().IsTimeout()) {
         events.Append(
@@ -213,7 +213,7 @@ int WorkerClientMain(const WorkerClientPlan& plan) {
                    .token = token,
                    .at_us = NowMicros(),
                    .detail = released.ok()          ? "ok"
-                             : released.IsNotHeld() ? "not held"
+                             : released.IsNotHeld() ? "not_held"
                                                     : released.ToString()});
   }
   ::close(log_fd);

@@ -58,7 +58,9 @@ class [[nodiscard]] Status {
   Status() = default;  // OK
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string msg) { return {StatusCode::kInvalidArgument, msg}; }
+  static Status InvalidArgument(std::string msg) {
+    return {StatusCode::kInvalidArgument, std::move(msg)};
+  }
   // Without the store's fence: a fenced store's refusal carries it (StaleTokenRefusal).
   static Status StaleToken(std::string msg) { return {StatusCode::kStaleToken, std::move(msg)}; }
   static Status NotFound(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }

@@ -120,7 +120,6 @@ struct StoreOptions {
   std::size_t max_queued_verifications = 256;
 };
 
-// A fence: the highest accepted token of a lock, and the lock service it is bound to.
 // The request for one fenced write.
 struct WriteRequest {
   enum class Kind { kPut, kDelete };

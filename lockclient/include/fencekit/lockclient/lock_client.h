@@ -44,6 +44,10 @@ struct Lease {
   // The identity of the lock service that granted the token (passes CheckServiceId): tokens
   // of two services are not comparable. Sent with each write as Fencing-Service.
   std::string service;
+
+  // Whether validity has run out on `clock`: the clock of the client that granted it
+  // (LockClient::clock()); another clock's time is not comparable with valid_until.
+  bool Expired(const Clock& clock) const { return clock.Now() >= valid_until; }
 };
 
 // The service's answer to "is this token the current holder's?" (LockClient::CheckToken).
@@ -159,11 +163,12 @@ class LockClient {
   // One attempt. kBusy (with the holder's remaining time in the message) when held.
   Result<Lease> TryAcquire(std::string_view lock);
   Result<Lease> TryAcquire(std::string_view lock, std::chrono::milliseconds ttl);
-  // Waits until granted or `deadline` passes (kTimeout). Waiters are woken by a release
-  // (Redis: a signal list; SQLite: in-process notification, else polling with backoff; etcd:
-  // a first-come-first-served line, each waiter watching the key before its own).
-  Result<Lease> Acquire(std::string_view lock, std::chrono::steady_clock::time_point deadline);
-  Result<Lease> Acquire(std::string_view lock, std::chrono::steady_clock::time_point deadline,
+  // Waits until granted or `wait` has passed on this client's clock (kTimeout; 0: one attempt,
+  // in line where the service keeps one). Waiters are woken by a release (Redis: a signal list;
+  // SQLite: in-process notification, else polling with backoff; etcd: a first-come-first-served
+  // line, each waiter watching the key before its own).
+  Result<Lease> Acquire(std::string_view lock, std::chrono::milliseconds wait);
+  Result<Lease> Acquire(std::string_view lock, std::chrono::milliseconds wait,
                         std::chrono::milliseconds ttl);
   // Resets the lease's ttl if `lease.owner` still holds it, and moves valid_until.
   // kNotHeld when it expired or another owner holds the lock ("already released" when the
@@ -256,10 +261,9 @@ class HeldLock {
     LostCallback on_lost;
   };
 
-  // Acquires `lock` (waiting until `deadline`) and holds it.
+  // Acquires `lock` (waiting up to `wait`, as LockClient::Acquire) and holds it.
   static Result<std::unique_ptr<HeldLock>> Acquire(LockClient& client, std::string_view lock,
-                                                   std::chrono::steady_clock::time_point deadline,
-                                                   Options options);
+                                                   std::chrono::milliseconds wait, Options options);
   // Holds an already granted lease.
   HeldLock(LockClient& client, Lease lease, Options options);
   HeldLock(const HeldLock&) = delete;
