@@ -607,6 +607,40 @@ TEST(SqliteLockTest, AWaitersDeadlineIsReadOnTheInjectedClock) {
   if (gave_up) EXPECT_TRUE(result.get().IsTimeout());
 }
 
+// Nothing sleeps here: the fake clock paces a waiter's wait, a held lock's renewals and the end
+// of its validity (HeldLock waits on its client's clock).
+TEST(SqliteLockTest, AFakeClockDrivesTheWaitTheRenewalsAndTheExpiryOfAHeldLock) {
+  TempDir dir;
+  FakeClock clock;
+  const std::string path = dir.File("locks.db");
+  auto holder = LockClient::Open("sqlite://" + path, {.ttl = 3s, .clock = &clock}).value();
+  auto waiter = LockClient::Open("sqlite://" + path, {.clock = &clock}).value();
+  auto held = HeldLock::Acquire(*holder, "job", 0ms, {.auto_renew = true});
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  const auto first_validity = (*held)->lease().valid_until;
+
+  auto waited = std::async(std::launch::async, [&] { return waiter->Acquire("job", 2s).status(); });
+  ASSERT_TRUE(WaitFor([&] { return WaitersInLine(path) == 1; }));
+  for (std::uint64_t renewed = 1; renewed <= 2; ++renewed) {
+    clock.Advance(1s);  // a third of the ttl: the holder renews
+    ASSERT_TRUE(WaitFor([&] { return (*held)->renewals() >= renewed; })) << "renewal " << renewed;
+  }
+  EXPECT_EQ((*held)->lease().valid_until, first_validity + 2s);
+  Status w = waited.get();  // 2 s of fake time have passed, the lock still held
+  EXPECT_TRUE(w.IsTimeout()) << w.ToString();
+  EXPECT_FALSE((*held)->lost());
+
+  clock.Advance(10s);  // past validity before the next renewal: lost, never renewed late
+  ASSERT_TRUE(WaitFor([&] { return (*held)->lost(); }));
+  EXPECT_NE((*held)->lost_reason().message().find("before its validity ran out"),
+            std::string::npos)
+      << (*held)->lost_reason().ToString();
+  EXPECT_EQ((*held)->renewals(), 2u);
+  auto next = waiter->TryAcquire("job");
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_GT(next->token, (*held)->lease().token);
+}
+
 TEST(SqliteLockTest, ADeadWaiterHoldsUpTheLineNoLongerThanADeadHolderWould) {
   TempDir dir;
   FakeClock clock;

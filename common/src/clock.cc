@@ -18,6 +18,10 @@ class RealClock final : public Clock {
   void SleepUntil(std::chrono::steady_clock::time_point until) override {
     std::this_thread::sleep_until(until);
   }
+  bool WaitUntil(CondVar& cv, Mutex& mu, std::chrono::steady_clock::time_point until) override
+      FENCEKIT_REQUIRES(mu) {
+    return cv.WaitUntil(mu, until);
+  }
 };
 
 }  // namespace
@@ -47,6 +51,13 @@ void FakeClock::SleepUntil(std::chrono::steady_clock::time_point until) {
     wall_now_ += std::chrono::duration_cast<std::chrono::system_clock::duration>(until - now_);
     now_ = until;
   }
+}
+
+bool FakeClock::WaitUntil(CondVar& cv, Mutex& mu, std::chrono::steady_clock::time_point until) {
+  if (Now() >= until) return false;
+  // Advance, on another thread, notifies no one.
+  cv.WaitFor(mu, RealWait(until - Now()));
+  return Now() < until;
 }
 
 void FakeClock::Advance(std::chrono::steady_clock::duration d) {

@@ -115,10 +115,10 @@ void HeldLock::RenewLoop() {
     {
       MutexLock lock(state_->mu);
       auto interval = std::max(std::chrono::milliseconds(1), state_->lease.ttl / 3);
-      // Real time paces the loop; a fake clock in tests only moves validity.
-      const auto wake_at =
-          std::chrono::steady_clock::now() + (retry.count() > 0 ? retry : interval);
-      while (!state_->stopping && !state_->lost && state_->cv.WaitUntil(state_->mu, wake_at)) {
+      // On the client's clock, as validity is: a fake clock in a test paces renewals too.
+      const auto wake_at = clock->Now() + (retry.count() > 0 ? retry : interval);
+      while (!state_->stopping && !state_->lost &&
+             clock->WaitUntil(state_->cv, state_->mu, wake_at)) {
       }
       if (state_->stopping || state_->lost) return;
       // A process that was stopped past validity must not renew what it no longer holds.
@@ -145,11 +145,9 @@ void HeldLock::WatchValidity() {
   MutexLock lock(state_->mu);
   for (;;) {
     if (state_->stopping || state_->lost) return;
-    auto left = state_->lease.valid_until - clock->Now();
-    if (left <= std::chrono::steady_clock::duration::zero()) break;
-    // Real time, as RenewLoop; woken early by a renewal (which moves valid_until), a loss or
-    // a release.
-    state_->cv.WaitFor(state_->mu, left);
+    if (clock->Now() >= state_->lease.valid_until) break;
+    // Woken early by a renewal (which moves valid_until), a loss or a release.
+    clock->WaitUntil(state_->cv, state_->mu, state_->lease.valid_until);
   }
   std::string lock_name = state_->lease.lock;
   lock.Unlock();

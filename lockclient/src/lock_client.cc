@@ -283,7 +283,9 @@ Result<Lease> LockClient::Acquire(std::string_view lock, milliseconds wait, mill
     auto left = std::chrono::duration_cast<milliseconds>(deadline - now) + milliseconds(1);
     if (last.IsBusy()) {
       // Sleep until a release signal, the holder's expiry, or the deadline.
-      backend_->WaitForRelease(lock, std::min(left, holder_remaining + milliseconds(1)));
+      backend_->WaitForRelease(
+          lock, std::chrono::ceil<milliseconds>(
+                    clock_->RealWait(std::min(left, holder_remaining + milliseconds(1)))));
     } else {
       clock_->SleepFor(std::min(left, Backoff(attempt)));
     }

@@ -36,7 +36,9 @@ Result<Granted> SqliteBackend::AcquireInLine(std::string_view lock, std::string_
     }
     if (WakeBoard::SlotOfTicket(place.ticket) != slot) continue;  // joined: look again
     auto left = std::chrono::duration_cast<milliseconds>(deadline - now) + milliseconds(1);
-    wake_.Wait(slot, seen, std::min({wait, left, renew}));
+    wake_.Wait(slot, seen,
+               std::chrono::duration_cast<std::chrono::microseconds>(
+                   clock_->RealWait(std::min({wait, left, renew}))));
   }
 }
 

@@ -23,6 +23,14 @@ class TickingClock final : public Clock {
   void SleepUntil(std::chrono::steady_clock::time_point until) override {
     fake_.SleepUntil(until);
   }
+  bool WaitUntil(CondVar& cv, Mutex& mu, std::chrono::steady_clock::time_point until) override
+      FENCEKIT_REQUIRES(mu) {
+    return fake_.WaitUntil(cv, mu, until);
+  }
+  std::chrono::steady_clock::duration RealWait(
+      std::chrono::steady_clock::duration d) const override {
+    return fake_.RealWait(d);
+  }
 
  private:
   const std::chrono::milliseconds step_;
