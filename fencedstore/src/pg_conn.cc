@@ -211,7 +211,7 @@ Status Conn::Wait(Done done, std::chrono::steady_clock::time_point deadline) {
     if (pending < 0) return Lost("sending");
     if (pending == 0 && done()) return Status::Ok();
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+        deadline - std::chrono::steady_clock::now());  // real time: poll(2)'s
     if (left.count() <= 0) {
       broken_ = true;
       return Status::Unavailable("PostgreSQL did not answer in time; the connection is dropped");
@@ -225,6 +225,7 @@ Status Conn::Wait(Done done, std::chrono::steady_clock::time_point deadline) {
   }
 }
 
+// Every deadline below is the socket's, in real time (not Clock): poll(2) measures it.
 Result<ResultPtr> Conn::Exec(const std::string& sql, std::chrono::milliseconds timeout) {
   if (!usable()) return Lost("starting a query");
   auto deadline = std::chrono::steady_clock::now() + timeout;

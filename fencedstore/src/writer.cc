@@ -219,8 +219,9 @@ void Writer::WriterLoop() {
       // After a transaction of several writes, more are likely on their way: with a linger, wait
       // for them until the batch is full or the linger is over (StoreOptions::batch_linger).
       if (options_.batch_linger.count() > 0 && last_writes > 1 && !queue_.empty()) {
-        const auto until = std::chrono::steady_clock::now() + options_.batch_linger;
-        while (!closing_ && queued_writes_ < options_.max_batch && cv_.WaitUntil(mu_, until)) {
+        const auto until = clock_->Now() + options_.batch_linger;
+        while (!closing_ && queued_writes_ < options_.max_batch &&
+               clock_->WaitUntil(cv_, mu_, until)) {
         }
       }
       for (auto& op : admin_) admin.push_back(std::move(op));

@@ -139,6 +139,7 @@ class ServerImpl final : public Server {
       acceptor_.close(ec);
       accept_timer_.cancel();
       timeout_watch_timer_.cancel();
+      // Real time (not Clock), here and below: Asio's timers and the peers' sockets run on it.
       drain_deadline_ = std::chrono::steady_clock::now() + options_.drain_timeout;
       for (auto& s : registry_.Collect([](const SessionBase&) { return true; })) {
         s->OnServerStop();

@@ -80,6 +80,8 @@ template <class Stream>
 void Session<Stream>::OnHeader(beast::error_code ec) {
   ReadDone();
   idle_ = false;
+  // Real time (not Clock), here and below: Asio's timers and the peer's socket run on it, and
+  // latencies are measured in it.
   started_ = std::chrono::steady_clock::now();
   // The request line, once parsed (also when a header field or the declared length is refused).
   if (host_.access_log != nullptr && !parser_->get().target().empty()) {

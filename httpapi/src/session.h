@@ -97,7 +97,8 @@ class SessionBase : public std::enable_shared_from_this<SessionBase> {
   virtual void OnServerStop() = 0;
 
  protected:
-  // Marks a response as being written (for the server's write watchdog), or done.
+  // Marks a response as being written (for the server's write watchdog), or done. Real time (not
+  // Clock), as the watchdog's timer.
   void WriteStarted() {
     write_started_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                          std::memory_order_relaxed);

@@ -290,7 +290,7 @@ class HttpStoreClient final : public StoreClient {
       if (!reused) {
         if (auto s = Connect(); !s.ok()) return s;
       }
-      // The write and the read have the timeout each.
+      // The write and the read have the timeout each, in real time (not Clock): the socket's.
       auto after = [&] { return std::chrono::steady_clock::now() + options_.timeout; };
       bool got_reply_bytes = false;
       httpclient::Parser parser;

@@ -100,6 +100,7 @@ Status GatewayConn::OpenStream(std::string_view target, const std::string& body,
 }
 
 Result<std::optional<std::string>> GatewayConn::NextMessage(milliseconds wait) {
+  // Real time (not Clock): the socket's wait, which the operating system measures.
   auto until = std::chrono::steady_clock::now() + wait;
   for (;;) {
     std::string& body = conn_->stream().get().body();
@@ -140,7 +141,7 @@ Status GatewayConn::Exchange(std::string_view target, const std::string& body,
   req.body() = body;
   req.keep_alive(true);
   req.prepare_payload();
-  // The write and the read share one deadline.
+  // The write and the read share one deadline, in real time (not Clock): the socket's.
   const httpclient::Deadline deadline = std::chrono::steady_clock::now() + timeout;
   boost::system::error_code ec = conn_->Write(req, deadline);
   httpclient::Parser parser;

@@ -123,7 +123,7 @@ std::vector<Vote> RedisNodeSet::Round(int script, const std::vector<std::string>
       }
     }
     if (fds.empty()) break;
-    auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());  // as above
     if (left <= milliseconds(0)) break;
     int ready = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
     if (ready < 0 && errno != EINTR) break;

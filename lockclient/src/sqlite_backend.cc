@@ -145,6 +145,7 @@ void SqliteBackend::WaitForRelease(std::string_view lock, milliseconds max_wait)
 
 int SqliteBackend::OnBusy(void* self, int count) {
   auto* backend = static_cast<SqliteBackend*>(self);
+  // Real time (not Clock): SQLite's busy handler blocks the calling thread for real.
   auto now = std::chrono::steady_clock::now();
   if (count == 0) backend->busy_since_ = now;
   if (now - backend->busy_since_ > std::chrono::seconds(10)) return 0;

@@ -89,7 +89,7 @@ int ClientMain(const ClientPlan& plan) {
     }
     if (!done && plan.max_delay.count() > 0) {
       std::uniform_int_distribution<long long> delay(0, plan.max_delay.count());
-      std::this_thread::sleep_for(milliseconds(delay(rng)));
+      (*locks)->clock()->SleepFor(milliseconds(delay(rng)));  // the lease's clock
     }
     if (!done) {
       HistoryOp write{plan.index, "write", plan.lock, 0, plan.key, value + 1};

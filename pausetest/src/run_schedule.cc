@@ -12,6 +12,7 @@
 namespace fencekit::pausetest {
 
 using std::chrono::milliseconds;
+// Real time (not Clock) in this file: it plays schedules on, and reaps, real processes.
 using SteadyClock = std::chrono::steady_clock;
 
 namespace {

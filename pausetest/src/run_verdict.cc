@@ -16,6 +16,7 @@
 namespace fencekit::pausetest {
 namespace {
 
+// Real time (not Clock): the check's limit is a real process's budget of real time.
 using SteadyClock = std::chrono::steady_clock;
 using Env = std::vector<std::pair<std::string, std::string>>;
 

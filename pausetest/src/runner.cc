@@ -21,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
+// Real time (not Clock) in this file: it plays schedules on, and reaps, real processes.
 using SteadyClock = std::chrono::steady_clock;
 
 // Every refusal of `options` that needs no process or file: before anything is made, so that

@@ -95,6 +95,7 @@ Result<ShellResult> RunShell(const std::string& command, const ShellEnvironment&
   ShellResult result;
   bool reaped = false;
   const int pidfd = OpenPidFd(pid);
+  // Real time (not Clock): a real process's limit, waited for with poll(2).
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -22,6 +22,7 @@ namespace fencekit::pausetest {
 namespace {
 
 using std::chrono::milliseconds;
+// Real time (not Clock) in this file: it plays schedules on, and reaps, real processes.
 using SteadyClock = std::chrono::steady_clock;
 
 // Appends KitEvent lines, each in one write(2).

@@ -29,6 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
+// Real time (not Clock) in this file: it plays schedules on, and reaps, real processes.
 using SteadyClock = std::chrono::steady_clock;
 
 bool Blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
