@@ -10,6 +10,7 @@
 #include "fencekit/fencedstore/refusal.h"
 #include "fencekit/fencing/fenced_writes.h"
 #include "fencekit/httpapi/store_client.h"
+#include "fencekit/lockclient/held_lock.h"
 #include "fencekit/lockclient/lock_client.h"
 
 namespace json = boost::json;

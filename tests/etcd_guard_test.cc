@@ -17,8 +17,6 @@
 namespace fencekit {
 namespace {
 
-using lockclient::EtcdFenceValue;
-using lockclient::EtcdGuard;
 using testing::RawConnection;
 using testing::Request;
 
@@ -35,9 +33,12 @@ bool Holds(std::uint16_t port, const std::string& key, const std::string& value)
   return Range(port, key).find(R"("value":")" + Base64Encode(value) + R"(")") != std::string::npos;
 }
 
+// The token `n` (a valid one).
+FencingToken T(std::int64_t n) { return FencingToken::FromInt(n).value(); }
+
 TEST(EtcdFenceValueTest, TwentyDigitsZeroPadded) {
-  EXPECT_EQ(EtcdFenceValue(34), "00000000000000000034");
-  EXPECT_EQ(EtcdFenceValue(9223372036854775807), "09223372036854775807");
+  EXPECT_EQ(EtcdFenceValue(T(34)), "00000000000000000034");
+  EXPECT_EQ(EtcdFenceValue(T(9223372036854775807)), "09223372036854775807");
 }
 
 class EtcdGuardTest : public ::testing::Test {
@@ -64,35 +65,33 @@ class EtcdGuardTest : public ::testing::Test {
 testing::EtcdCluster* EtcdGuardTest::etcd_ = nullptr;
 
 TEST_F(EtcdGuardTest, LowerTokenRefusedAndNothingWritten) {
-  ASSERT_TRUE(guard_->Put("o1/fence", "o1/data", "v34", 34).ok());
-  EXPECT_TRUE(Holds(port(), "o1/fence", EtcdFenceValue(34)));
-  Status s = guard_->Put("o1/fence", "o1/data", "v33", 33);
+  ASSERT_TRUE(guard_->Put("o1/fence", "o1/data", "v34", T(34)).ok());
+  EXPECT_TRUE(Holds(port(), "o1/fence", EtcdFenceValue(T(34))));
+  Status s = guard_->Put("o1/fence", "o1/data", "v33", T(33));
   EXPECT_EQ(s.code(), StatusCode::kStaleToken);
   EXPECT_EQ(s.message(), "FENCE stale token 33 for fence key \"o1/fence\": the highest is 34");
   EXPECT_TRUE(Holds(port(), "o1/data", "v34"));
-  EXPECT_TRUE(Holds(port(), "o1/fence", EtcdFenceValue(34)));
+  EXPECT_TRUE(Holds(port(), "o1/fence", EtcdFenceValue(T(34))));
 }
 
 TEST_F(EtcdGuardTest, EqualAndHigherTokensAccepted) {
-  ASSERT_TRUE(guard_->Put("o2/fence", "o2/data", "a", 9).ok());
-  EXPECT_TRUE(guard_->Put("o2/fence", "o2/data", "b", 9).ok());
+  ASSERT_TRUE(guard_->Put("o2/fence", "o2/data", "a", T(9)).ok());
+  EXPECT_TRUE(guard_->Put("o2/fence", "o2/data", "b", T(9)).ok());
   EXPECT_TRUE(Holds(port(), "o2/data", "b"));
   // 10 > 9 although "10" < "9" as unpadded strings.
-  EXPECT_TRUE(guard_->Put("o2/fence", "o2/data", "c", 10).ok());
+  EXPECT_TRUE(guard_->Put("o2/fence", "o2/data", "c", T(10)).ok());
   EXPECT_TRUE(Holds(port(), "o2/data", "c"));
-  EXPECT_EQ(guard_->Put("o2/fence", "o2/data", "d", 9).code(), StatusCode::kStaleToken);
-  EXPECT_TRUE(guard_->Put("o2/fence", "o2/data", "e", 9223372036854775807).ok());
-  EXPECT_EQ(guard_->Put("o2/fence", "o2/data", "f", 9223372036854775806).code(),
+  EXPECT_EQ(guard_->Put("o2/fence", "o2/data", "d", T(9)).code(), StatusCode::kStaleToken);
+  EXPECT_TRUE(guard_->Put("o2/fence", "o2/data", "e", T(9223372036854775807)).ok());
+  EXPECT_EQ(guard_->Put("o2/fence", "o2/data", "f", T(9223372036854775806)).code(),
             StatusCode::kStaleToken);
   EXPECT_TRUE(Holds(port(), "o2/data", "e"));
 }
 
 TEST_F(EtcdGuardTest, BadArgumentsRefused) {
-  EXPECT_EQ(guard_->Put("o3/fence", "o3/data", "v", 0).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(guard_->Put("o3/fence", "o3/data", "v", -5).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(guard_->Put("o3/fence", "o3/fence", "v", 5).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(guard_->Put("", "o3/data", "v", 5).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(guard_->Put("o3/fence", "", "v", 5).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(guard_->Put("o3/fence", "o3/fence", "v", T(5)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(guard_->Put("", "o3/data", "v", T(5)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(guard_->Put("o3/fence", "", "v", T(5)).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Range(port(), "o3/data").find("kvs"), std::string::npos);
   EXPECT_EQ(Range(port(), "o3/fence").find("kvs"), std::string::npos);
   EXPECT_EQ(EtcdGuard::Open("redis://127.0.0.1:1").status().code(), StatusCode::kInvalidArgument);
@@ -100,23 +99,22 @@ TEST_F(EtcdGuardTest, BadArgumentsRefused) {
 }
 
 TEST_F(EtcdGuardTest, DeleteIsGuardedAsAPut) {
-  ASSERT_TRUE(guard_->Put("o5/fence", "o5/data", "v7", 7).ok());
+  ASSERT_TRUE(guard_->Put("o5/fence", "o5/data", "v7", T(7)).ok());
   // A stale delete leaves the key and the fence alone.
-  Status s = guard_->Delete("o5/fence", "o5/data", 6);
+  Status s = guard_->Delete("o5/fence", "o5/data", T(6));
   EXPECT_EQ(s.code(), StatusCode::kStaleToken);
   EXPECT_EQ(s.message(), "FENCE stale token 6 for fence key \"o5/fence\": the highest is 7");
   EXPECT_TRUE(Holds(port(), "o5/data", "v7"));
   // At the fence's token it deletes; above it, it raises the fence too, also for an absent key.
-  ASSERT_TRUE(guard_->Delete("o5/fence", "o5/data", 7).ok());
+  ASSERT_TRUE(guard_->Delete("o5/fence", "o5/data", T(7)).ok());
   EXPECT_EQ(Range(port(), "o5/data").find("kvs"), std::string::npos);
-  ASSERT_TRUE(guard_->Delete("o5/fence", "o5/data", 8).ok());
-  EXPECT_TRUE(Holds(port(), "o5/fence", EtcdFenceValue(8)));
-  EXPECT_EQ(guard_->Put("o5/fence", "o5/data", "v7 again", 7).code(), StatusCode::kStaleToken);
+  ASSERT_TRUE(guard_->Delete("o5/fence", "o5/data", T(8)).ok());
+  EXPECT_TRUE(Holds(port(), "o5/fence", EtcdFenceValue(T(8))));
+  EXPECT_EQ(guard_->Put("o5/fence", "o5/data", "v7 again", T(7)).code(), StatusCode::kStaleToken);
   EXPECT_EQ(Range(port(), "o5/data").find("kvs"), std::string::npos);
   // Its arguments are checked as Put's.
-  EXPECT_EQ(guard_->Delete("o5/fence", "o5/data", 0).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(guard_->Delete("o5/fence", "o5/fence", 9).code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Holds(port(), "o5/fence", EtcdFenceValue(8)));
+  EXPECT_EQ(guard_->Delete("o5/fence", "o5/fence", T(9)).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Holds(port(), "o5/fence", EtcdFenceValue(T(8))));
 }
 
 // Each guard talks to one member: a write through member 2 raises the fence that member 0's
@@ -125,13 +123,13 @@ TEST_F(EtcdGuardTest, StaleRefusedThroughAnotherMember) {
   auto through2 = EtcdGuard::Open(etcd_->member_uri(2));
   auto through0 = EtcdGuard::Open(etcd_->member_uri(0));
   ASSERT_TRUE(through2.ok() && through0.ok());
-  ASSERT_TRUE((*through2)->Put("o4/fence", "o4/data", "new", 40).ok());
-  Status s = (*through0)->Put("o4/fence", "o4/data", "old", 39);
+  ASSERT_TRUE((*through2)->Put("o4/fence", "o4/data", "new", T(40)).ok());
+  Status s = (*through0)->Put("o4/fence", "o4/data", "old", T(39));
   EXPECT_EQ(s.code(), StatusCode::kStaleToken) << s.ToString();
   EXPECT_EQ(s.message(), "FENCE stale token 39 for fence key \"o4/fence\": the highest is 40");
   for (int member = 0; member < 3; ++member) {
     EXPECT_TRUE(Holds(port(member), "o4/data", "new")) << member;
-    EXPECT_TRUE(Holds(port(member), "o4/fence", EtcdFenceValue(40))) << member;
+    EXPECT_TRUE(Holds(port(member), "o4/fence", EtcdFenceValue(T(40)))) << member;
   }
 }
 
@@ -140,18 +138,18 @@ TEST_F(EtcdGuardTest, StaleRefusedThroughAnotherMember) {
 TEST_F(EtcdGuardTest, ARequestTooLargeForEtcdIsABadArgumentAndWritesNothing) {
   // Over etcd's --max-request-bytes (1.5 MiB), and over gRPC's 2 MiB.
   for (std::size_t size : {std::size_t{1'600'000}, std::size_t{2'200'000}}) {
-    Status s = guard_->Put("big/fence", "big/data", std::string(size, 'v'), 5);
+    Status s = guard_->Put("big/fence", "big/data", std::string(size, 'v'), T(5));
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << size << ": " << s.ToString();
     EXPECT_NE(s.message().find("nothing was written"), std::string::npos) << s.message();
     EXPECT_EQ(Range(port(), "big/fence").find("\"kvs\""), std::string::npos);
   }
   // A fence key is a fencekit name: refused before anything is sent.
-  EXPECT_EQ(guard_->Put(std::string(1025, 'k'), "big/data", "v", 5).code(),
+  EXPECT_EQ(guard_->Put(std::string(1025, 'k'), "big/data", "v", T(5)).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(guard_->Put("a\nb", "big/data", "v", 5).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(guard_->Put("a\nb", "big/data", "v", T(5)).code(), StatusCode::kInvalidArgument);
   // Named safely in a refusal: quotes and bytes beyond ASCII escaped.
-  ASSERT_TRUE(guard_->Put("caf\xC3\xA9\"", "q/data", "v", 9).ok());
-  Status s = guard_->Put("caf\xC3\xA9\"", "q/data", "v", 8);
+  ASSERT_TRUE(guard_->Put("caf\xC3\xA9\"", "q/data", "v", T(9)).ok());
+  Status s = guard_->Put("caf\xC3\xA9\"", "q/data", "v", T(8));
   EXPECT_EQ(s.message(),
             "FENCE stale token 8 for fence key \"caf\\xc3\\xa9\\x22\": the highest is 9");
 }
@@ -167,7 +165,7 @@ TEST_F(EtcdGuardTest, ConcurrentFirstPutsEndAtTheHighest) {
         std::string r = std::to_string(round);
         std::int64_t token = 100 * round + t + 1;
         Status s = guard_->Put("race/" + r + "/fence", "race/" + r + "/data", std::to_string(token),
-                               token);
+                               T(token));
         if (!s.ok() && s.code() != StatusCode::kStaleToken) ++bad;
       }
     });
@@ -177,7 +175,7 @@ TEST_F(EtcdGuardTest, ConcurrentFirstPutsEndAtTheHighest) {
   for (int round = 0; round < kRounds; ++round) {
     std::string r = std::to_string(round);
     std::int64_t highest = 100 * round + kThreads;
-    EXPECT_TRUE(Holds(port(), "race/" + r + "/fence", EtcdFenceValue(highest))) << round;
+    EXPECT_TRUE(Holds(port(), "race/" + r + "/fence", EtcdFenceValue(T(highest)))) << round;
     EXPECT_TRUE(Holds(port(), "race/" + r + "/data", std::to_string(highest))) << round;
   }
 }

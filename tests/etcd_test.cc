@@ -14,6 +14,7 @@
 
 #include "fencekit/fencing/fenced_writes.h"
 #include "fencekit/httpapi/store_client.h"
+#include "fencekit/lockclient/held_lock.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "support/etcd_server.h"
 #include "support/lock_services.h"

@@ -560,12 +560,12 @@ class EtcdBackedGuard : public Guard {
   testing::EtcdCluster etcd_;
 };
 
-// --- etcd through fencekit::lockclient::EtcdGuard (the C++ API; its token a FencingToken
+// --- etcd through fencekit::EtcdGuard (the C++ API; its token a FencingToken
 // parsed from the text, as a caller would).
 class EtcdApiGuard final : public EtcdBackedGuard {
  public:
   EtcdApiGuard() {
-    auto guard = lockclient::EtcdGuard::Open(etcd_.uri());
+    auto guard = EtcdGuard::Open(etcd_.uri());
     EXPECT_TRUE(guard.ok()) << guard.status().ToString();
     if (guard.ok()) guard_ = std::move(guard).value();
   }
@@ -580,7 +580,7 @@ class EtcdApiGuard final : public EtcdBackedGuard {
     }
     // A value over etcd's request limit (1.5 MiB): the transaction fails whole.
     const std::string data = fail_after ? std::string(1'600'000, 'v') : value;
-    Status s = guard_->Put(lock, "data:" + lock, data, parsed->value());
+    Status s = guard_->Put(lock, "data:" + lock, data, *parsed);
     a.detail = s.message();
     a.outcome = s.ok()                                      ? Outcome::kAccepted
                 : s.code() == StatusCode::kStaleToken       ? Outcome::kStale
@@ -590,7 +590,7 @@ class EtcdApiGuard final : public EtcdBackedGuard {
   }
 
  private:
-  std::unique_ptr<lockclient::EtcdGuard> guard_;
+  std::unique_ptr<EtcdGuard> guard_;
 };
 
 // --- etcd from a shell: fencedstore/etcd/fencekit-etcd-guard.sh (curl to the gateway).

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "fencekit/lockclient/held_lock.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/procutil/delay_proxy.h"
 #include "support/etcd_server.h"

@@ -15,6 +15,7 @@
 #include "fencekit/fencing/fenced_writes.h"
 #include "fencekit/httpapi/server.h"
 #include "fencekit/httpapi/store_client.h"
+#include "fencekit/lockclient/held_lock.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/procutil/delay_proxy.h"
 #include "support/etcd_server.h"

@@ -14,6 +14,7 @@
 #include "fencectl_cli.h"
 #include "fencectl_commands.h"
 #include "fencekit/common/mutex.h"
+#include "fencekit/lockclient/held_lock.h"
 #include "fencekit/lockclient/lock_client.h"
 
 namespace fencekit::fencectl {

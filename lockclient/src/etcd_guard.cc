@@ -15,20 +15,20 @@ namespace {
 
 namespace json = boost::json;
 
-class GatewayGuard final : public EtcdGuard {
+class GatewayGuard final : public fencekit::EtcdGuard {
  public:
   GatewayGuard(EtcdUri uri, etcd::GatewayAccess access, std::chrono::milliseconds timeout)
       : gateway_(std::move(uri.endpoints), timeout, 2, std::move(access)) {}
 
   Status Put(std::string_view fence_key, std::string_view data_key, std::string_view value,
-             std::int64_t token) override {
+             FencingToken token) override {
     return Guarded(fence_key, data_key, token,
                    json::object{{"request_put", json::object{{"key", Base64Encode(data_key)},
                                                              {"value", Base64Encode(value)}}}});
   }
 
   Status Delete(std::string_view fence_key, std::string_view data_key,
-                std::int64_t token) override {
+                FencingToken token) override {
     return Guarded(
         fence_key, data_key, token,
         json::object{{"request_delete_range", json::object{{"key", Base64Encode(data_key)}}}});
@@ -36,9 +36,8 @@ class GatewayGuard final : public EtcdGuard {
 
  private:
   // The guard's transaction with `data_op` (a request on `data_key`) in its writing branch.
-  Status Guarded(std::string_view fence_key, std::string_view data_key, std::int64_t token,
+  Status Guarded(std::string_view fence_key, std::string_view data_key, FencingToken token,
                  json::object data_op) {
-    if (token < 1) return Status::InvalidArgument("the fencing token must be >= 1");
     // A fence key is a fencekit name (names.h), as every guard's lock name.
     if (Status bad = CheckName("the fence key", fence_key); !bad.ok()) return bad;
     if (data_key.empty() || fence_key == data_key) {
@@ -63,7 +62,7 @@ class GatewayGuard final : public EtcdGuard {
     if (succeeded == nullptr || !succeeded->is_bool() || !succeeded->as_bool()) {
       return Status::Ok();
     }
-    return Status::StaleToken("FENCE stale token " + std::to_string(token) + " for fence key " +
+    return Status::StaleToken("FENCE stale token " + token.ToString() + " for fence key " +
                               QuotedName(fence_key) + ": the highest is " + Highest(fence));
   }
 
@@ -89,26 +88,31 @@ class GatewayGuard final : public EtcdGuard {
 
 }  // namespace
 
-std::string EtcdFenceValue(std::int64_t token) {
+}  // namespace fencekit::lockclient
+
+namespace fencekit {
+
+std::string EtcdFenceValue(FencingToken token) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%020lld", static_cast<long long>(token));
+  std::snprintf(buf, sizeof buf, "%020lld", static_cast<long long>(token.value()));
   return buf;
 }
 
 Result<std::unique_ptr<EtcdGuard>> EtcdGuard::Open(std::string_view uri,
                                                    std::chrono::milliseconds timeout) {
-  auto parsed = ParseEtcdUri(uri);
+  auto parsed = lockclient::ParseEtcdUri(uri);
   if (!parsed.ok()) return parsed.status();
-  etcd::GatewayAccess access{.user = parsed->user, .password = parsed->password};
+  lockclient::etcd::GatewayAccess access{.user = parsed->user, .password = parsed->password};
   if (parsed->tls) {
-    auto tls = etcd::MakeTlsContext(parsed->ca_file, parsed->cert_file, parsed->key_file);
+    auto tls = lockclient::etcd::MakeTlsContext(parsed->ca_file, parsed->cert_file, parsed->key_file);
     if (!tls.ok()) {
       return Status::InvalidArgument("etcd " + parsed->shown + ": " + tls.status().message());
     }
     access.tls = std::move(tls).value();
   }
   return std::unique_ptr<EtcdGuard>(
-      std::make_unique<GatewayGuard>(std::move(parsed).value(), std::move(access), timeout));
+      std::make_unique<lockclient::GatewayGuard>(std::move(parsed).value(), std::move(access),
+                                                 timeout));
 }
 
-}  // namespace fencekit::lockclient
+}  // namespace fencekit

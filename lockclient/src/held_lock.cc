@@ -6,6 +6,7 @@
 
 #include "backend.h"
 #include "fencekit/common/mutex.h"
+#include "fencekit/lockclient/held_lock.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "lock_counters.h"
 

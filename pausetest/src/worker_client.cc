@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "fencekit/lockclient/held_lock.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/pausetest/history.h"
 #include "shell_command.h"

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "fencekit/httpapi/store_client.h"
+#include "fencekit/lockclient/held_lock.h"
 #include "fencekit/lockclient/lock_client.h"
 
 namespace fencekit {
