@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "etcd_protocol.h"
+#include "etcd/protocol.h"
 #include "fencekit/common/mutex.h"
 #include "support/fuzz_support.h"
 

@@ -11,7 +11,7 @@
 #include <limits>
 #include <string_view>
 
-#include "redis_protocol.h"
+#include "redis/protocol.h"
 #include "support/fuzz_support.h"
 
 namespace {

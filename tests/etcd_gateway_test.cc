@@ -1,6 +1,6 @@
 // The etcd gateway connection (private to lockclient) against a hostile peer on loopback: what
 // a broken or impersonated etcd can send must not grow without bound in the client.
-#include "etcd_gateway.h"
+#include "etcd/gateway.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "endpoints.h"
-#include "etcd_uri.h"
+#include "etcd/uri.h"
 
 namespace fencekit::lockclient {
 namespace {

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "backend.h"
+#include "lock_backend.h"
 #include "fencekit/common/mutex.h"
 #include "fencekit/lockclient/held_lock.h"
 #include "fencekit/lockclient/lock_client.h"

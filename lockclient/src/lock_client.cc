@@ -11,7 +11,7 @@
 #include <random>
 #include <thread>
 
-#include "backend.h"
+#include "lock_backend.h"
 #include "endpoints.h"
 #include "lock_counters.h"
 #include "random_id.h"

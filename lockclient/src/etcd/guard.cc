@@ -4,9 +4,9 @@
 #include <boost/json/object.hpp>
 #include <cstdio>
 
-#include "etcd_gateway.h"
-#include "etcd_tls.h"
-#include "etcd_uri.h"
+#include "etcd/gateway.h"
+#include "etcd/tls.h"
+#include "etcd/uri.h"
 #include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
 

@@ -1,4 +1,4 @@
-#include "wake_board.h"
+#include "sqlite/wake_board.h"
 
 #include <fcntl.h>
 #include <linux/futex.h>

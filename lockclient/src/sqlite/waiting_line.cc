@@ -1,11 +1,11 @@
 // The line of waiters: joining it, keeping a place in it, leaving it, and the handover of a
-// released lock to its first live waiter (see sqlite_backend.h).
+// released lock to its first live waiter (see sqlite/backend.h).
 #include <sqlite3.h>
 
 #include <algorithm>
 
 #include "fencekit/common/mutex.h"
-#include "sqlite_backend.h"
+#include "sqlite/backend.h"
 
 namespace fencekit::lockclient {
 

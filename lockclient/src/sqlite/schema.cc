@@ -1,10 +1,10 @@
 // Opening the embedded lock service's database: its schema, the migrations from older
-// versions, the statements (see sqlite_backend.h).
+// versions, the statements (see sqlite/backend.h).
 #include <sqlite3.h>
 
 #include "fencekit/common/names.h"
 #include "random_id.h"
-#include "sqlite_backend.h"
+#include "sqlite/backend.h"
 
 namespace fencekit::lockclient {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "fencekit/common/status.h"
 #include "fencekit/lockclient/lock_client.h"
-#include "redis_connection.h"
+#include "redis/connection.h"
 
 namespace fencekit::lockclient {
 

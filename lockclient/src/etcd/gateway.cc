@@ -1,7 +1,7 @@
 // Gateway: the pool of connections to etcd's gateway endpoints, failover between them, and
 // the gateway's reply conventions. The auth token's lifecycle is in etcd_auth.cc, one
 // connection in etcd_gateway_conn.cc.
-#include "etcd_gateway.h"
+#include "etcd/gateway.h"
 
 #include <algorithm>
 #include <boost/json/parse.hpp>

@@ -9,14 +9,14 @@
 #include <map>
 #include <random>
 
-#include "backend.h"
+#include "lock_backend.h"
 #include "endpoints.h"
 #include "fencekit/common/mutex.h"
 #include "fencekit/common/names.h"
 #include "random_id.h"
-#include "redis_node_set.h"
-#include "redis_protocol.h"
-#include "seen_tokens.h"
+#include "redis/node_set.h"
+#include "redis/protocol.h"
+#include "redis/seen_tokens.h"
 
 namespace fencekit::lockclient {
 namespace {

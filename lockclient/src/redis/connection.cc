@@ -1,11 +1,11 @@
-#include "redis_connection.h"
+#include "redis/connection.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 
 #include "fencekit/common/mutex.h"
-#include "redis_protocol.h"
+#include "redis/protocol.h"
 
 namespace fencekit::lockclient {
 namespace {

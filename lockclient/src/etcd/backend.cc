@@ -8,11 +8,11 @@
 #include <map>
 #include <optional>
 
-#include "backend.h"
+#include "lock_backend.h"
 #include "endpoints.h"
-#include "etcd_protocol.h"
-#include "etcd_tls.h"
-#include "etcd_uri.h"
+#include "etcd/protocol.h"
+#include "etcd/tls.h"
+#include "etcd/uri.h"
 #include "fencekit/common/mutex.h"
 #include "fencekit/common/names.h"
 

@@ -4,7 +4,7 @@
 // watch stream cut into messages.
 #include <boost/asio/ssl/error.hpp>
 
-#include "etcd_gateway.h"
+#include "etcd/gateway.h"
 #include "httpclient/http_connection.h"
 
 namespace fencekit::lockclient::etcd {

@@ -5,14 +5,14 @@
 #include <boost/url/parse.hpp>
 #include <charconv>
 
-#include "backend.h"
+#include "lock_backend.h"
 #include "endpoints.h"
 #include "fencekit/common/mutex.h"
 #include "fencekit/common/names.h"
 #include "random_id.h"
-#include "redis_connection.h"
-#include "redis_protocol.h"
-#include "seen_tokens.h"
+#include "redis/connection.h"
+#include "redis/protocol.h"
+#include "redis/seen_tokens.h"
 
 namespace fencekit::lockclient {
 namespace {

@@ -1,4 +1,4 @@
-#include "etcd_protocol.h"
+#include "etcd/protocol.h"
 
 #include <algorithm>
 #include <boost/json/parse.hpp>

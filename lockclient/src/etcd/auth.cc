@@ -2,7 +2,7 @@
 // once when etcd no longer accepts it; and what an etcd refusal means for the caller.
 #include <boost/json/serialize.hpp>
 
-#include "etcd_gateway.h"
+#include "etcd/gateway.h"
 #include "fencekit/common/mutex.h"
 
 namespace fencekit::lockclient::etcd {

@@ -27,12 +27,12 @@
 #include <string>
 #include <string_view>
 
-#include "backend.h"
+#include "lock_backend.h"
 #include "fencekit/common/clock.h"
 #include "fencekit/common/mutex.h"
 #include "sqlite/sqlite_util.h"
 #include "sqlite/transaction.h"
-#include "wake_board.h"
+#include "sqlite/wake_board.h"
 
 namespace fencekit::lockclient {
 

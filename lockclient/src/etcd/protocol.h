@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "etcd_gateway.h"
+#include "etcd/gateway.h"
 #include "fencekit/common/status.h"
 #include "fencekit/common/token.h"
 
@@ -93,7 +93,7 @@ struct Holder {
 class EtcdProtocol {
  public:
   // `service`: the URI without its password, for messages. `key_prefix` passes
-  // CheckEtcdKeyPrefix (etcd_uri.h).
+  // CheckEtcdKeyPrefix (etcd/uri.h).
   EtcdProtocol(std::vector<Endpoint> endpoints, std::chrono::milliseconds op_timeout, int pool_size,
                std::string service, GatewayAccess access = {}, std::string key_prefix = "fencekit/",
                Clock* clock = nullptr);

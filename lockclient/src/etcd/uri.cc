@@ -1,4 +1,4 @@
-#include "etcd_uri.h"
+#include "etcd/uri.h"
 
 #include <boost/url/parse_query.hpp>
 #include <boost/url/pct_string_view.hpp>

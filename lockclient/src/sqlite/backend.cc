@@ -1,6 +1,6 @@
 // The lock's rules on the embedded lock service (see sqlite_backend.h): grant, extend, release,
 // inspect and check a token, each in one transaction.
-#include "sqlite_backend.h"
+#include "sqlite/backend.h"
 
 #include <sqlite3.h>
 

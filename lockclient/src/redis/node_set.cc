@@ -1,4 +1,4 @@
-#include "redis_node_set.h"
+#include "redis/node_set.h"
 
 #include <poll.h>
 

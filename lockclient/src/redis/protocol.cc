@@ -1,10 +1,10 @@
-#include "redis_protocol.h"
+#include "redis/protocol.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
 
-#include "backend.h"
+#include "lock_backend.h"
 
 namespace fencekit::lockclient::redis_protocol {
 namespace {

@@ -1,4 +1,4 @@
-#include "etcd_tls.h"
+#include "etcd/tls.h"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
