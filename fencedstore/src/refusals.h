@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine.h"
+#include "store_engine.h"
 #include "fencekit/common/status.h"
 #include "fencekit/fencedstore/store.h"
 

@@ -1,14 +1,14 @@
 // FencedStore on either engine: it opens the database (a SQLite file, or a PostgreSQL database
 // for a postgresql:// path), and routes writes to the single writer (writer.h) and reads to the
-// engine's reads (engine.h).
+// engine's reads (store_engine.h).
 #include "fencekit/fencedstore/store.h"
 
 #include <future>
 #include <utility>
 
-#include "engine.h"
+#include "store_engine.h"
 #include "fencekit/common/names.h"
-#include "pg_conn.h"
+#include "pg/connection.h"
 #include "writer.h"
 
 namespace fencekit {

@@ -1,5 +1,5 @@
 // The store's single writer: a queue of writes, and one thread that hands them in batches to the
-// engine (engine.h), each batch in one transaction with one durable commit (group commit). A
+// engine (store_engine.h), each batch in one transaction with one durable commit (group commit). A
 // write whose token would move a fence up under StoreOptions::verify leaves its batch
 // unrecorded, waits for the lock service's answer (verifier.h) and comes back marked with it.
 // Private to fencedstore.
@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine.h"
+#include "store_engine.h"
 #include "fencekit/common/clock.h"
 #include "fencekit/common/mutex.h"
 #include "fencekit/common/status.h"

@@ -1,6 +1,6 @@
 // Gateway: the pool of connections to etcd's gateway endpoints, failover between them, and
-// the gateway's reply conventions. The auth token's lifecycle is in etcd_auth.cc, one
-// connection in etcd_gateway_conn.cc.
+// the gateway's reply conventions. The auth token's lifecycle is in auth.cc, one
+// connection in gateway_conn.cc.
 #include "etcd/gateway.h"
 
 #include <algorithm>

@@ -41,7 +41,7 @@ constexpr std::int64_t kGrpcUnauthenticated = 16;
 
 // How to reach etcd beyond its addresses. Thread safety: a value.
 struct GatewayAccess {
-  // Every connection speaks TLS with this context (etcd_tls.h); null: plain HTTP.
+  // Every connection speaks TLS with this context (etcd/tls.h); null: plain HTTP.
   std::shared_ptr<boost::asio::ssl::context> tls;
   // Non-empty: authenticate as this user and send its token with every call. The password
   // goes to /v3/auth/authenticate only, never into a message.

@@ -1,4 +1,4 @@
-// The lock's rules on the embedded lock service (see sqlite_backend.h): grant, extend, release,
+// The lock's rules on the embedded lock service (see backend.h): grant, extend, release,
 // inspect and check a token, each in one transaction.
 #include "sqlite/backend.h"
 

@@ -15,9 +15,9 @@
 // first) wakes them through a futex on a shared file (WakeBoard), or until the holder's lease
 // runs out, not on a polling timer. Only the waiter handed the lock is woken.
 //
-// Files: sqlite_backend.cc (the lock's rules: grant, extend, release, inspect),
-// sqlite_lock_schema.cc (opening: the schema, its migrations, the statements) and
-// sqlite_waiting_line.cc (the line of waiters).
+// Files: backend.cc (the lock's rules: grant, extend, release, inspect),
+// schema.cc (opening: the schema, its migrations, the statements) and
+// waiting_line.cc (the line of waiters).
 #pragma once
 
 #include <sqlite3.h>
@@ -86,7 +86,7 @@ class SqliteBackend final : public LockBackend {
   // REQUIRES: inside the opening transaction.
   Status MigrateAndReadServiceId(sqlite3* raw) FENCEKIT_REQUIRES(mu_);
 
-  // --- the line of waiters (sqlite_waiting_line.cc) ---
+  // --- the line of waiters (waiting_line.cc) ---
   // REQUIRES: inside a transaction.
   Result<Line> FirstWaiter(std::string_view lock, std::int64_t ticket, std::int64_t now)
       FENCEKIT_REQUIRES(mu_);
@@ -113,7 +113,7 @@ class SqliteBackend final : public LockBackend {
   // waiter's ticket, or 0. REQUIRES: inside a transaction.
   Result<std::int64_t> HandOver(std::string_view lock, std::int64_t now) FENCEKIT_REQUIRES(mu_);
 
-  // --- the lock's rules (sqlite_backend.cc) ---
+  // --- the lock's rules (backend.cc) ---
   Result<Holder> HolderOf(std::string_view lock, std::int64_t now) FENCEKIT_REQUIRES(mu_);
   // Bumps the counter and records the holder; commits `txn`.
   Result<Granted> GrantInTxn(std::string_view lock, std::string_view owner,

@@ -1,4 +1,4 @@
-#include "pg_reads.h"
+#include "pg/reads.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,5 @@
 // Opening one SQLite connection to the store's file with the store's settings, and the SQLite
-// storage (OpenSqliteStorage, engine.h). Private to fencedstore.
+// storage (OpenSqliteStorage, store_engine.h). Private to fencedstore.
 #pragma once
 
 #include "fencekit/common/status.h"

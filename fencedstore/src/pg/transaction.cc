@@ -1,4 +1,4 @@
-#include "pg_transaction.h"
+#include "pg/transaction.h"
 
 #include <utility>
 

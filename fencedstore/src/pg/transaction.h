@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pg_conn.h"
+#include "pg/connection.h"
 
 namespace fencekit::fencedstore::pg {
 

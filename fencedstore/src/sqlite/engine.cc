@@ -1,7 +1,7 @@
-// The SQLite engine (sqlite_engine.h): how one write, or one fence administration, is decided
+// The SQLite engine (engine.h): how one write, or one fence administration, is decided
 // and recorded inside the writer's transaction: the key's lock, the fence (token, service,
 // confirmation), the object, the history.
-#include "sqlite_engine.h"
+#include "sqlite/engine.h"
 
 #include <sqlite3.h>
 
@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "refusals.h"
-#include "sqlite_connection.h"
+#include "sqlite/connection.h"
 
 namespace fencekit::fencedstore {
 

@@ -1,13 +1,13 @@
 // The PostgreSQL store's schema: tables fences, objects and history in the schema `fencekit`,
 // versioned in fencekit.schema_version and migrated forward on open, then the functions of
-// pg_functions.h made at their latest version. Private to fencedstore.
+// functions.h made at their latest version. Private to fencedstore.
 #pragma once
 
 #include <chrono>
 #include <string>
 
 #include "fencekit/common/status.h"
-#include "pg_conn.h"
+#include "pg/connection.h"
 
 namespace fencekit::fencedstore::pg {
 

@@ -1,8 +1,8 @@
-#include "pg_schema.h"
+#include "pg/schema.h"
 
 #include <string>
 
-#include "pg_functions.h"
+#include "pg/functions.h"
 
 namespace fencekit::fencedstore::pg {
 namespace {

@@ -1,4 +1,4 @@
-#include "pg_conn.h"
+#include "pg/connection.h"
 
 #include <endian.h>
 #include <poll.h>

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine.h"
+#include "store_engine.h"
 #include "fencekit/common/mutex.h"
 #include "fencekit/common/status.h"
 #include "fencekit/common/token.h"

@@ -1,13 +1,13 @@
-#include "sqlite_connection.h"
+#include "sqlite/connection.h"
 
 #include <sqlite3.h>
 
 #include <string>
 
 #include "sqlite/transaction.h"
-#include "sqlite_engine.h"
-#include "sqlite_readers.h"
-#include "sqlite_schema.h"
+#include "sqlite/engine.h"
+#include "sqlite/reads.h"
+#include "sqlite/schema.h"
 
 namespace fencekit::fencedstore {
 

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine.h"
-#include "pg_conn.h"
+#include "store_engine.h"
+#include "pg/connection.h"
 
 namespace fencekit::fencedstore {
 

@@ -1,4 +1,4 @@
-#include "sqlite_schema.h"
+#include "sqlite/schema.h"
 
 #include "sqlite/sqlite_util.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine.h"
+#include "store_engine.h"
 #include "sqlite/sqlite_util.h"
 #include "sqlite/transaction.h"
 

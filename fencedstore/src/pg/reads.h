@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
-#include "engine.h"
+#include "store_engine.h"
 #include "fencekit/common/mutex.h"
-#include "pg_conn.h"
+#include "pg/connection.h"
 
 namespace fencekit::fencedstore {
 

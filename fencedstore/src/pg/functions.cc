@@ -1,4 +1,4 @@
-#include "pg_functions.h"
+#include "pg/functions.h"
 
 namespace fencekit::fencedstore::pg {
 
@@ -190,7 +190,7 @@ $fn$;
 -- Unconditional writes of a batch, each under its own grant, in order, decided by the rules of
 -- fencekit.write: one call per batch rather than one per write, the decisions recorded in one
 -- INSERT at the end rather than one per write. p_lock_fences[i]: lock write i's fence
--- exclusively before deciding it (see Attempt in pg_engine.cc). Returns one row per write, in
+-- exclusively before deciding it (see Attempt in engine.cc). Returns one row per write, in
 -- order, as fencekit.write's.
 --
 -- The common batch is decided for all its writes at once (one statement to check the order,

@@ -1,4 +1,4 @@
-#include "sqlite_readers.h"
+#include "sqlite/reads.h"
 
 #include <sqlite3.h>
 
@@ -8,7 +8,7 @@
 
 #include "fencekit/common/mutex.h"
 #include "sqlite/sqlite_util.h"
-#include "sqlite_connection.h"
+#include "sqlite/connection.h"
 
 namespace fencekit::fencedstore {
 

@@ -1,6 +1,6 @@
 // The PL/pgSQL functions the PostgreSQL engine calls (fencekit.write, fencekit.write_many,
 // fencekit.write_batch and their helper), as the SQL that makes them at their latest version:
-// the store's rules on PostgreSQL. Run by Migrate (pg_schema.h) after migrating, on every open.
+// the store's rules on PostgreSQL. Run by Migrate (schema.h) after migrating, on every open.
 // Private to fencedstore.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "pg_engine.h"
+#include "pg/engine.h"
 
 #include <algorithm>
 #include <numeric>
@@ -6,7 +6,7 @@
 #include <tuple>
 #include <utility>
 
-#include "pg_transaction.h"
+#include "pg/transaction.h"
 #include "refusals.h"
 
 namespace fencekit::fencedstore {

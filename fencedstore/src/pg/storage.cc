@@ -1,13 +1,13 @@
-// Opening the PostgreSQL storage (engine.h): connect, migrate, configure.
+// Opening the PostgreSQL storage (store_engine.h): connect, migrate, configure.
 #include <memory>
 #include <string>
 #include <utility>
 
-#include "engine.h"
-#include "pg_conn.h"
-#include "pg_engine.h"
-#include "pg_reads.h"
-#include "pg_schema.h"
+#include "store_engine.h"
+#include "pg/connection.h"
+#include "pg/engine.h"
+#include "pg/reads.h"
+#include "pg/schema.h"
 
 namespace fencekit::fencedstore {
 
