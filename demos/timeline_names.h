@@ -1,7 +1,7 @@
 // The timeline's names in the demo's namespace: the demo draws with fencekit::timeline.
 #pragma once
 
-#include "timeline/timeline.h"
+#include "fencekit/timeline/timeline.h"
 
 namespace fencekit::demo {
 

@@ -1,7 +1,7 @@
 // The timeline: its time axis is proportional with breaks across long waits, and its labels are
 // stacked so that none overlaps another; the demo's four lanes, or any lanes (a pause-test run's
-// workers) (common/timeline/timeline.h).
-#include "timeline/timeline.h"
+// workers) (fencekit/timeline/timeline.h).
+#include "fencekit/timeline/timeline.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 
 #include "fencekit/common/text.h"
 
-#include "timeline/timeline.h"
+#include "fencekit/timeline/timeline.h"
 
 namespace fencekit::pausetest {
 namespace {

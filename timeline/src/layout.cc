@@ -2,7 +2,7 @@
 // (StackLabels, PlaceLabels). timeline_html.cc draws with them.
 #include <algorithm>
 
-#include "timeline/timeline.h"
+#include "fencekit/timeline/timeline.h"
 
 namespace fencekit::timeline {
 

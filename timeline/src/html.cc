@@ -2,8 +2,8 @@
 #include <map>
 
 #include "fencekit/common/text.h"
-#include "timeline/timeline.h"
-#include "timeline/timeline_detail.h"
+#include "fencekit/timeline/timeline.h"
+#include "detail.h"
 
 namespace fencekit::timeline {
 

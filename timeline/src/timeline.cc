@@ -1,4 +1,4 @@
-#include "timeline/timeline.h"
+#include "fencekit/timeline/timeline.h"
 
 #include <algorithm>
 #include <boost/json/array.hpp>
@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "fencekit/common/text.h"
-#include "timeline/timeline_detail.h"
+#include "detail.h"
 
 namespace fencekit::timeline {
 namespace {

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "timeline/timeline.h"
+#include "fencekit/timeline/timeline.h"
 
 namespace fencekit::timeline::detail {
 
