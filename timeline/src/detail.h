@@ -1,4 +1,4 @@
-// What the timeline's renderers share (timeline.cc: the terminal and JSON; timeline_html.cc:
+// What the timeline's renderers share (timeline.cc: the terminal and JSON; html.cc:
 // the page). Internal to the timeline.
 #pragma once
 

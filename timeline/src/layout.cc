@@ -1,5 +1,5 @@
 // Where the HTML timeline puts things: the time axis (LayOutTime) and the rows of labels
-// (StackLabels, PlaceLabels). timeline_html.cc draws with them.
+// (StackLabels, PlaceLabels). html.cc draws with them.
 #include <algorithm>
 
 #include "fencekit/timeline/timeline.h"
