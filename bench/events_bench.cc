@@ -9,10 +9,10 @@
 #include <string>
 #include <string_view>
 
-#include "events.h"
+#include "observe/events.h"
 #include "fencekit/fencedstore/refusal.h"
-#include "log_sink.h"
-#include "write_watch.h"
+#include "observe/log_sink.h"
+#include "net/write_watch.h"
 
 namespace fencekit::httpapi {
 namespace {

@@ -7,8 +7,8 @@
 #include <boost/json/parse.hpp>
 #include <fstream>
 
-#include "events.h"
-#include "metrics.h"
+#include "observe/events.h"
+#include "observe/metrics.h"
 #include "support/event_reader.h"
 #include "support/server_fixture.h"
 #include "support/test_support.h"

@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "fencekit/common/text.h"
-#include "log_sink.h"
-#include "metrics.h"
+#include "observe/log_sink.h"
+#include "observe/metrics.h"
 #include "support/fault_vfs.h"
 #include "support/matching.h"
 #include "support/server_fixture.h"

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "response_head.h"
+#include "net/response_head.h"
 
 namespace fencekit::httpapi {
 namespace {

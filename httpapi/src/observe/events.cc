@@ -1,11 +1,11 @@
-#include "events.h"
+#include "observe/events.h"
 
 #include <algorithm>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
 #include "fencekit/common/mutex.h"
-#include "metrics.h"
+#include "observe/metrics.h"
 #include "wire.h"
 
 namespace fencekit::httpapi {

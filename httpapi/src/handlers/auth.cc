@@ -1,4 +1,4 @@
-#include "auth.h"
+#include "handlers/auth.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

@@ -1,4 +1,4 @@
-#include "session.h"
+#include "net/session.h"
 
 #include <algorithm>
 #include <boost/beast/core/string.hpp>
@@ -7,9 +7,9 @@
 #include <boost/beast/http/write.hpp>
 
 #include "fencekit/common/mutex.h"
-#include "framing.h"
-#include "response_head.h"
-#include "tcp_progress.h"
+#include "net/framing.h"
+#include "net/response_head.h"
+#include "net/tcp_progress.h"
 
 namespace fencekit::httpapi {
 

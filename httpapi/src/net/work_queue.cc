@@ -1,4 +1,4 @@
-#include "work_queue.h"
+#include "net/work_queue.h"
 
 #include <algorithm>
 

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "auth.h"
+#include "handlers/auth.h"
 #include "fencekit/common/mutex.h"
 
 namespace fencekit::httpapi {

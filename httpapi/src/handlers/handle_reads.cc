@@ -5,10 +5,10 @@
 
 #include "fencekit/common/text.h"
 #include "fencekit/fencedstore/store.h"
-#include "handler.h"
-#include "handler_util.h"
+#include "handlers/handler.h"
+#include "handlers/handler_util.h"
 #include "wire.h"
-#include "work_queue.h"
+#include "net/work_queue.h"
 
 namespace fencekit::httpapi {
 namespace http = boost::beast::http;

@@ -5,11 +5,11 @@
 #include "fencekit/common/names.h"
 #include "fencekit/common/text.h"
 #include "fencekit/fencedstore/store.h"
-#include "handler.h"
-#include "handler_util.h"
+#include "handlers/handler.h"
+#include "handlers/handler_util.h"
 #include "json_members.h"
 #include "wire.h"
-#include "work_queue.h"
+#include "net/work_queue.h"
 
 namespace fencekit::httpapi {
 namespace http = boost::beast::http;

@@ -21,13 +21,13 @@
 #include <unordered_set>
 #include <vector>
 
-#include "events.h"
+#include "observe/events.h"
 #include "fencekit/common/mutex.h"
 #include "fencekit/httpapi/server.h"
-#include "handler.h"
-#include "log_sink.h"
-#include "metrics.h"
-#include "response_budget.h"
+#include "handlers/handler.h"
+#include "observe/log_sink.h"
+#include "observe/metrics.h"
+#include "net/response_budget.h"
 #include "wire.h"
 
 namespace fencekit::httpapi {

@@ -1,4 +1,4 @@
-#include "health.h"
+#include "observe/health.h"
 
 #include <atomic>
 #include <boost/asio/post.hpp>
@@ -8,7 +8,7 @@
 
 #include "fencekit/common/mutex.h"
 #include "fencekit/fencedstore/store.h"
-#include "write_watch.h"
+#include "net/write_watch.h"
 
 namespace fencekit::httpapi {
 namespace net = boost::asio;

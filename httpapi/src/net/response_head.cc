@@ -1,4 +1,4 @@
-#include "response_head.h"
+#include "net/response_head.h"
 
 namespace fencekit::httpapi {
 

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "events.h"
+#include "observe/events.h"
 #include "fencekit/common/mutex.h"
 #include "fencekit/common/status.h"
 #include "fencekit/fencedstore/types.h"
-#include "log_sink.h"
+#include "observe/log_sink.h"
 
 namespace fencekit::httpapi {
 

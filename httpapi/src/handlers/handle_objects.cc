@@ -6,10 +6,10 @@
 #include "fencekit/common/text.h"
 #include "fencekit/fencedstore/refusal.h"
 #include "fencekit/fencedstore/store.h"
-#include "handler.h"
-#include "handler_util.h"
+#include "handlers/handler.h"
+#include "handlers/handler_util.h"
 #include "wire.h"
-#include "write_watch.h"
+#include "net/write_watch.h"
 
 namespace fencekit::httpapi {
 namespace http = boost::beast::http;

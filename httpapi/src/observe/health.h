@@ -14,7 +14,7 @@
 
 #include "fencekit/common/mutex.h"
 #include "fencekit/common/status.h"
-#include "work_queue.h"
+#include "net/work_queue.h"
 
 namespace fencekit {
 class FencedStore;

@@ -8,9 +8,9 @@
 #include <functional>
 #include <string_view>
 
-#include "auth.h"
-#include "metrics.h"
-#include "response_budget.h"
+#include "handlers/auth.h"
+#include "observe/metrics.h"
+#include "net/response_budget.h"
 #include "wire.h"
 
 namespace fencekit {

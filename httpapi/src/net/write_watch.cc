@@ -1,4 +1,4 @@
-#include "write_watch.h"
+#include "net/write_watch.h"
 
 #include "fencekit/common/mutex.h"
 #include "fencekit/fencedstore/refusal.h"

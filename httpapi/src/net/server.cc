@@ -27,17 +27,17 @@
 #include <unordered_set>
 #include <vector>
 
-#include "auth.h"
-#include "events.h"
+#include "handlers/auth.h"
+#include "observe/events.h"
 #include "fencekit/common/mutex.h"
 #include "fencekit/fencedstore/store.h"
-#include "handler.h"
-#include "health.h"
-#include "log_sink.h"
-#include "session.h"
-#include "tls_context.h"
-#include "work_queue.h"
-#include "write_watch.h"
+#include "handlers/handler.h"
+#include "observe/health.h"
+#include "observe/log_sink.h"
+#include "net/session.h"
+#include "net/tls_context.h"
+#include "net/work_queue.h"
+#include "net/write_watch.h"
 
 namespace fencekit::httpapi {
 namespace {

@@ -1,4 +1,4 @@
-#include "handler_util.h"
+#include "handlers/handler_util.h"
 
 #include <algorithm>
 #include <boost/json/serializer.hpp>

@@ -1,12 +1,12 @@
 // Handler: routing, authentication and authorization of every request, then the handling
 // of each resource (handle_*.cc).
-#include "handler.h"
+#include "handlers/handler.h"
 
 #include <boost/url/parse.hpp>
 
-#include "auth.h"
-#include "handler_util.h"
-#include "ui_assets.h"
+#include "handlers/auth.h"
+#include "handlers/handler_util.h"
+#include "handlers/ui_assets.h"
 #include "wire.h"
 
 namespace fencekit::httpapi {

@@ -1,4 +1,4 @@
-#include "metrics.h"
+#include "observe/metrics.h"
 
 #include <array>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "framing.h"
+#include "net/framing.h"
 
 #include <boost/beast/core/string.hpp>
 #include <boost/url/parse.hpp>

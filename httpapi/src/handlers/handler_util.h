@@ -5,8 +5,8 @@
 #include <boost/json/object.hpp>
 #include <string_view>
 
-#include "auth.h"
-#include "handler.h"
+#include "handlers/auth.h"
+#include "handlers/handler.h"
 
 namespace fencekit::httpapi {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "work_queue.h"
+#include "net/work_queue.h"
 
 namespace fencekit::httpapi {
 

@@ -1,6 +1,6 @@
 // Linux's own tcp_info (glibc's lacks tcpi_bytes_acked); kept out of files that include Asio,
 // whose <netinet/tcp.h> would clash with it.
-#include "tcp_progress.h"
+#include "net/tcp_progress.h"
 
 #include <linux/sockios.h>
 #include <linux/tcp.h>

@@ -2,10 +2,10 @@
 #include <boost/json/object.hpp>
 
 #include "fencekit/fencedstore/store.h"
-#include "handler.h"
-#include "handler_util.h"
-#include "health.h"
-#include "ui_assets.h"
+#include "handlers/handler.h"
+#include "handlers/handler_util.h"
+#include "observe/health.h"
+#include "handlers/ui_assets.h"
 #include "wire.h"
 
 namespace fencekit::httpapi {

@@ -1,4 +1,4 @@
-#include "log_sink.h"
+#include "observe/log_sink.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <ctime>
 
 #include "fencekit/common/text.h"
-#include "metrics.h"
+#include "observe/metrics.h"
 
 namespace fencekit::httpapi {
 namespace {
