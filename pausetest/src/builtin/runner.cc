@@ -10,11 +10,12 @@
 #include <sstream>
 #include <thread>
 
-#include "client.h"
+#include "builtin/client.h"
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/lockclient/lock_client.h"
-#include "run_schedule.h"
-#include "work_dir.h"
+#include "run/run_schedule.h"
+#include "run/work_dir.h"
+#include "run/children.h"
 
 namespace fencekit::pausetest {
 namespace {
@@ -172,27 +173,6 @@ std::vector<pid_t> ForkClients(const ClientPlan& base, int count, std::uint64_t 
   return clients;
 }
 
-// Waits for `clients` to exit (they were told to stop) until `deadline`, then kills those left.
-// An error when one had to be killed.
-Status ReapClients(const std::vector<pid_t>& clients, SteadyClock::time_point deadline) {
-  Status result = Status::Ok();
-  for (pid_t pid : clients) {
-    for (;;) {
-      int status = 0;
-      pid_t r = ::waitpid(pid, &status, WNOHANG);
-      if (r == pid || r < 0) break;
-      if (SteadyClock::now() > deadline) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-        result = Status::Unavailable("a client did not stop within 15s");
-        break;
-      }
-      std::this_thread::sleep_for(milliseconds(2));
-    }
-  }
-  return result;
-}
-
 // What the checker reads of run `run`: the store's decisions and final counter (while `store`
 // runs), then the clients' history.
 Result<CheckInput> ReadBack(const std::string& store_url, const ClientPlan& base, int run) {
@@ -237,7 +217,7 @@ Result<RunOutcome> RunOnce(const PauseTestOptions& options, const std::string& f
   auto played = PlaySchedule(ScheduleOf(options, run_seed, static_cast<int>(clients.size())),
                              options.run_length, clients, servers, dir);
   ::close(stop[1]);  // clients finish their iteration and exit
-  Status reaped = ReapClients(clients, SteadyClock::now() + std::chrono::seconds(15));
+  Status reaped = ReapClients(clients, SteadyClock::now() + std::chrono::seconds(15), false);
   if (!played.ok()) return played.status();
   if (!reaped.ok()) return reaped;
   faults += played->faults;

@@ -1,4 +1,4 @@
-#include "work_dir.h"
+#include "run/work_dir.h"
 
 #include <stdlib.h>
 

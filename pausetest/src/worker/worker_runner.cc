@@ -17,12 +17,13 @@
 #include "fencekit/pausetest/history.h"
 #include "fencekit/procutil/etcd_cluster.h"
 #include "fencekit/procutil/redis_server.h"
-#include "run_schedule.h"
-#include "run_timeline.h"
-#include "run_verdict.h"
-#include "shell_command.h"
-#include "work_dir.h"
-#include "worker_client.h"
+#include "run/run_schedule.h"
+#include "run/run_timeline.h"
+#include "check/run_verdict.h"
+#include "worker/shell_command.h"
+#include "run/work_dir.h"
+#include "worker/worker_client.h"
+#include "run/children.h"
 
 namespace fencekit::pausetest {
 namespace {
@@ -201,24 +202,6 @@ std::vector<pid_t> ForkClients(const WorkerClientPlan& base, int count, int stop
   return clients;
 }
 
-// Waits for the clients to exit until `deadline`, then kills their groups; in any case kills
-// what their workers left running in their groups.
-void ReapClients(const std::vector<pid_t>& clients, SteadyClock::time_point deadline) {
-  for (pid_t pid : clients) {
-    for (;;) {
-      pid_t r = ::waitpid(pid, nullptr, WNOHANG);
-      if (r == pid || r < 0) break;
-      if (SteadyClock::now() > deadline) {
-        ::kill(-pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-        break;
-      }
-      std::this_thread::sleep_for(milliseconds(5));
-    }
-    ::kill(-pid, SIGKILL);
-  }
-}
-
 struct RunResult {
   Judgement judgement;
   int expired_leases = 0;
@@ -303,8 +286,9 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, LockService& locks, int ru
                  o.failover_locks),
       o.run_length, groups, servers, dir);
   ::close(stop[1]);  // clients let their worker finish (within kill_grace) and exit
-  ReapClients(clients,
-              SteadyClock::now() + o.worker_timeout + 3 * o.kill_grace + std::chrono::seconds(5));
+  (void)ReapClients(
+      clients, SteadyClock::now() + o.worker_timeout + 3 * o.kill_grace + std::chrono::seconds(5),
+      /*whole_groups=*/true);
   window.to_us = NowMicros();
   servers.proxies.clear();
   if (!played.ok()) return played.status();

@@ -1,4 +1,4 @@
-#include "client.h"
+#include "builtin/client.h"
 
 #include <poll.h>
 
@@ -8,17 +8,13 @@
 #include "fencekit/httpapi/store_client.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/pausetest/history.h"
+#include "run/children.h"
 
 namespace fencekit::pausetest {
 namespace {
 
 using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
-
-bool StopRequested(int stop_fd) {
-  pollfd p{stop_fd, POLLIN, 0};
-  return ::poll(&p, 1, 0) > 0;
-}
 
 }  // namespace
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "fencekit/pausetest/register_history.h"
-#include "run_schedule.h"
-#include "worker_client.h"
+#include "run/run_schedule.h"
+#include "worker/worker_client.h"
 
 namespace fencekit::pausetest {
 

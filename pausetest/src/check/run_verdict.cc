@@ -1,4 +1,4 @@
-#include "run_verdict.h"
+#include "check/run_verdict.h"
 
 #include <sys/wait.h>
 
@@ -11,7 +11,7 @@
 #include "fencekit/common/text.h"
 #include "fencekit/pausetest/history.h"
 #include "fencekit/pausetest/linearizability.h"
-#include "shell_command.h"
+#include "worker/shell_command.h"
 
 namespace fencekit::pausetest {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker_client.h"
+#include "worker/worker_client.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -17,7 +17,8 @@
 #include "fencekit/lockclient/held_lock.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/pausetest/history.h"
-#include "shell_command.h"
+#include "worker/shell_command.h"
+#include "run/children.h"
 
 namespace fencekit::pausetest {
 namespace {
@@ -47,11 +48,6 @@ class EventLog {
  private:
   int fd_;
 };
-
-bool StopRequested(int stop_fd) {
-  pollfd p{stop_fd, POLLIN, 0};
-  return ::poll(&p, 1, 0) > 0;
-}
 
 // Wall-clock microseconds of a moment on the steady clock.
 std::int64_t WallAt(SteadyClock::time_point t) {

@@ -1,4 +1,4 @@
-#include "shell_command.h"
+#include "worker/shell_command.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "run_schedule.h"
+#include "run/run_schedule.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fencekit/pausetest/worker_runner.h"
-#include "run_timeline.h"
+#include "run/run_timeline.h"
 
 namespace fencekit::pausetest {
 

@@ -1,4 +1,4 @@
-#include "run_timeline.h"
+#include "run/run_timeline.h"
 
 #include <algorithm>
 #include <cstdio>
