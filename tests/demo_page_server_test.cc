@@ -1,4 +1,4 @@
-// fencekit-demo --serve's page server in process (demos/page_server.h): what it serves and
+// fencekit-demo --serve's page server in process (demos/live/page_server.h): what it serves and
 // refuses, its replay and its bounds; the story's record (StoryLog) and fenced's decisions as
 // the story's events (VisitorWrites). The page itself, in Chromium: demo_page_test.cc.
 #include <gtest/gtest.h>
@@ -6,10 +6,10 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
-#include "page_server.h"
+#include "live/page_server.h"
 #include "support/event_reader.h"
 #include "support/test_support.h"
-#include "visitor_writes.h"
+#include "live/visitor_writes.h"
 
 namespace fencekit::demo {
 namespace {

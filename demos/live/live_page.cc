@@ -1,8 +1,8 @@
-#include "live_page.h"
+#include "live/live_page.h"
 
 #include <algorithm>
 
-#include "client_role.h"
+#include "scenario/client_role.h"
 #include "fencekit/common/text.h"
 
 namespace fencekit::demo {

@@ -1,4 +1,4 @@
-#include "visitor_writes.h"
+#include "live/visitor_writes.h"
 
 #include <algorithm>
 

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "scenario_lanes.h"
-#include "timeline_names.h"
+#include "live/scenario_lanes.h"
+#include "scenario/timeline_names.h"
 
 namespace fencekit::demo {
 

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "client_process.h"
+#include "scenario/client_process.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/procutil/fenced_server.h"
 #include "fencekit/procutil/redis_server.h"
-#include "scenario_lanes.h"
-#include "timeline_names.h"
+#include "live/scenario_lanes.h"
+#include "scenario/timeline_names.h"
 
 namespace fencekit::demo {
 

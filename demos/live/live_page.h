@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "fenced_feed.h"
+#include "live/fenced_feed.h"
 #include "fencekit/common/status.h"
-#include "page_server.h"
-#include "timeline_names.h"
-#include "visitor_writes.h"
+#include "live/page_server.h"
+#include "scenario/timeline_names.h"
+#include "live/visitor_writes.h"
 
 namespace fencekit::demo {
 

@@ -18,7 +18,7 @@
 #include <memory>
 
 #include "fencekit/common/status.h"
-#include "story_log.h"
+#include "live/story_log.h"
 
 namespace fencekit::demo {
 

@@ -1,4 +1,4 @@
-#include "story_log.h"
+#include "live/story_log.h"
 
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>

@@ -1,12 +1,12 @@
-#include "demo.h"
+#include "scenario/demo.h"
 
 #include <cstdlib>
 #include <iostream>
 #include <thread>
 #include <utility>
 
-#include "balance.h"
-#include "client_role.h"
+#include "scenario/balance.h"
+#include "scenario/client_role.h"
 #include "fencekit/httpapi/store_client.h"
 
 namespace json = boost::json;

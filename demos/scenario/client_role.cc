@@ -1,4 +1,4 @@
-#include "client_role.h"
+#include "scenario/client_role.h"
 
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
@@ -6,7 +6,7 @@
 #include <iostream>
 #include <memory>
 
-#include "balance.h"
+#include "scenario/balance.h"
 #include "fencekit/fencedstore/refusal.h"
 #include "fencekit/fencing/fenced_writes.h"
 #include "fencekit/httpapi/store_client.h"

@@ -1,4 +1,4 @@
-#include "redis_node.h"
+#include "scenario/redis_node.h"
 
 #include <hiredis/hiredis.h>
 

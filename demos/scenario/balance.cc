@@ -1,4 +1,4 @@
-#include "balance.h"
+#include "scenario/balance.h"
 
 #include <charconv>
 

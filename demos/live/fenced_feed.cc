@@ -1,4 +1,4 @@
-#include "fenced_feed.h"
+#include "live/fenced_feed.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

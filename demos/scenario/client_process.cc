@@ -1,4 +1,4 @@
-#include "client_process.h"
+#include "scenario/client_process.h"
 
 #include <boost/json/parse.hpp>
 

@@ -1,4 +1,4 @@
-#include "page_server.h"
+#include "live/page_server.h"
 
 #include <algorithm>
 #include <array>
@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "page_assets.h"
+#include "live/page_assets.h"
 
 namespace fencekit::demo {
 

@@ -1,4 +1,4 @@
-#include "scenario_lanes.h"
+#include "live/scenario_lanes.h"
 
 namespace fencekit::demo {
 

@@ -15,11 +15,11 @@
 #include <iostream>
 #include <string>
 
-#include "client_role.h"
-#include "demo.h"
+#include "scenario/client_role.h"
+#include "scenario/demo.h"
 #include "fencekit/common/units.h"
-#include "live_page.h"
-#include "timeline_names.h"
+#include "live/live_page.h"
+#include "scenario/timeline_names.h"
 
 namespace po = boost::program_options;
 

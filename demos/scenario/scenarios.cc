@@ -7,11 +7,11 @@
 #include <memory>
 #include <string>
 
-#include "balance.h"
-#include "client_role.h"
-#include "demo.h"
+#include "scenario/balance.h"
+#include "scenario/client_role.h"
+#include "scenario/demo.h"
 #include "fencekit/procutil/delay_proxy.h"
-#include "redis_node.h"
+#include "scenario/redis_node.h"
 
 namespace json = boost::json;
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "timeline_names.h"
+#include "scenario/timeline_names.h"
 
 namespace fencekit::demo {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "timeline_names.h"
+#include "scenario/timeline_names.h"
 
 namespace fencekit::demo {
 
