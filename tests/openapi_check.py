@@ -451,13 +451,13 @@ PROVOKERS = [
 # Documented statuses that need a failing database or a full queue, with the tests that provoke
 # them against the real server.
 ELSEWHERE = {
-    ("/v1/objects/{key}", "DELETE", 503): "storage_error: tests/http_ops_test.cc (fault VFS)",
-    ("/v1/objects", "GET", 503): "busy: tests/http_hostile_test.cc LongReadsBeyondTheQueueGet503Busy",
-    ("/v1/batch", "POST", 503): "storage_error: tests/http_ops_test.cc (fault VFS)",
+    ("/v1/objects/{key}", "DELETE", 503): "storage_error: tests/httpapi/http_ops_test.cc (fault VFS)",
+    ("/v1/objects", "GET", 503): "busy: tests/httpapi/http_hostile_test.cc LongReadsBeyondTheQueueGet503Busy",
+    ("/v1/batch", "POST", 503): "storage_error: tests/httpapi/http_ops_test.cc (fault VFS)",
     ("/v1/fences/{lock}", "PUT", 503): "busy: the fence administration queue",
-    ("/v1/history", "GET", 503): "busy: tests/http_hostile_test.cc LongReadsBeyondTheQueueGet503Busy",
-    ("/healthz", "GET", 503): "tests/http_ops_test.cc HealthzIs503WhenTheDatabaseCannotBeRead",
-    ("/readyz", "GET", 503): "tests/http_ops_test.cc ReadyzIs503WhileCommitsFailAndReadyAgainWithoutAWrite",
+    ("/v1/history", "GET", 503): "busy: tests/httpapi/http_hostile_test.cc LongReadsBeyondTheQueueGet503Busy",
+    ("/healthz", "GET", 503): "tests/httpapi/http_ops_test.cc HealthzIs503WhenTheDatabaseCannotBeRead",
+    ("/readyz", "GET", 503): "tests/httpapi/http_ops_test.cc ReadyzIs503WhileCommitsFailAndReadyAgainWithoutAWrite",
 }
 
 

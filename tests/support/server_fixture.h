@@ -12,7 +12,7 @@
 
 #include "fencekit/fencedstore/store.h"
 #include "fencekit/httpapi/server.h"
-#include "support/store_engines.h"
+#include "support/servers/store_engines.h"
 #include "support/test_support.h"
 
 namespace fencekit::testing {
