@@ -1,0 +1,236 @@
+// The PostgreSQL engine beside another fenced's open batch on the same database, and its
+// write_many called directly: decisions on the fence as locked, writes of one key in order.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "fencekit/fencedstore/store.h"
+#include "support/servers/pg_client.h"
+#include "support/servers/store_engines.h"
+#include "support/test_support.h"
+#include "fencedstore/pg_open_batch.h"
+
+namespace fencekit {
+namespace {
+
+using testing::QuerySql;
+
+FencingToken T(std::int64_t v) { return FencingToken::FromInt(v).value(); }
+
+std::unique_ptr<FencedStore> Open(StoreOptions o) {
+  auto s = FencedStore::Open(o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+
+// True once a backend of the store at `uri` waits for a row lock another transaction holds.
+bool AStoreWaitsForALock(const std::string& uri) {
+  return testing::WaitFor([&] {
+    auto waiting = QuerySql(uri,
+                            "SELECT pid FROM pg_stat_activity WHERE application_name = "
+                            "'fencekit' AND datname = current_database() AND "
+                            "wait_event_type = 'Lock'");
+    return waiting.ok() && !waiting->empty();
+  });
+}
+
+// Submits `w` to `store` without waiting for its answer.
+std::future<Result<WriteReceipt>> Submitted(FencedStore& store, WriteRequest w) {
+  auto done = std::make_shared<std::promise<Result<WriteReceipt>>>();
+  store.Submit(std::move(w), [done](Result<WriteReceipt> r) { done->set_value(std::move(r)); });
+  return done->get_future();
+}
+
+// Begins a transaction on `other` that holds lock `lock`'s fence: a store's next batch that
+// writes under it waits, and the writes queued meanwhile make the batch after it.
+bool HoldFence(testing::PgClient& other, const std::string& lock) {
+  return other.Query("BEGIN; SELECT 1 FROM fencekit.fences WHERE lock = '" + lock + "' FOR UPDATE")
+      .ok();
+}
+
+// A query of `what` over the rows of fencekit.write_many called directly with two puts under
+// lock L at token 5: keys, values and services (SQL literals) of each.
+std::string WriteManyOfTwoPuts(const std::string& what, const std::string& keys,
+                               const std::string& values, const std::string& services) {
+  return "SELECT " + what + " FROM fencekit.write_many(ARRAY[false, false], " +
+         "ARRAY['L', 'L']::bytea[], ARRAY[5, 5]::int8[], ARRAY[" + keys + "]::bytea[], ARRAY[" +
+         values + "]::bytea[], ARRAY[" + services + "]::text[], ARRAY[NULL, NULL]::bytea[], " +
+         "ARRAY[0, 0]::int8[], ARRAY[NULL, NULL]::text[], ARRAY[NULL, NULL]::bytea[], " +
+         "ARRAY[false, false], false, false, 0, true)";
+}
+
+// A store whose lock L has its fence at 5 (k1 = "v1").
+class PostgresFenceAtFiveTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = testing::NewPostgresDatabase();
+    ASSERT_FALSE(db_.empty());
+    store_ = Open({.path = db_});
+    ASSERT_TRUE(store_ && store_->Put("L", T(5), "k1", "v1").ok());
+  }
+
+  std::string db_;
+  std::unique_ptr<FencedStore> store_;
+};
+
+// The same, beside another fenced's batch left open.
+class PostgresBesideAnOpenBatchTest : public PostgresFenceAtFiveTest {
+ protected:
+  // The other batch writes `key` = `value` under L at `token` and keeps its transaction open;
+  // `write` runs through the store meanwhile and must wait for that transaction's locks; then
+  // the other batch commits. `write`'s answer.
+  Result<WriteReceipt> WriteBesideIt(int token, const std::string& key, const std::string& value,
+                                     std::function<Result<WriteReceipt>()> write) {
+    testing::PgClient other(db_);
+    EXPECT_TRUE(other.ok()) << other.error();
+    auto outcome = testing::WriteInAnOpenTransaction(other, token, key, value);
+    EXPECT_TRUE(outcome.ok() && *outcome == "accepted")
+        << (outcome.ok() ? *outcome : outcome.status().ToString());
+    auto answer = std::async(std::launch::async, std::move(write));
+    EXPECT_TRUE(AStoreWaitsForALock(db_));
+    EXPECT_TRUE(other.Query("COMMIT").ok());
+    return answer.get();
+  }
+};
+
+TEST_F(PostgresBesideAnOpenBatchTest, AWriteIsDecidedOnTheFenceAsLockedNotAsFirstRead) {
+  // The other batch moves the fence to 6: a write at 5 reads the fence at 5 unlocked (a
+  // holder's write at its token), then waits for the lock.
+  auto r = WriteBesideIt(6, "k2", "v2", [&] { return store_->Put("L", T(5), "k1", "late"); });
+  ASSERT_TRUE(r.status().IsStaleToken()) << r.status().ToString();
+  EXPECT_EQ(HighestToken(r.status()), 6);
+  EXPECT_EQ(store_->Get("k1")->value, "v1");
+}
+
+TEST_F(PostgresBesideAnOpenBatchTest, AKeyCreatedByAnotherStoreMeanwhileIsWrittenAfterItNotOverIt) {
+  // The other batch creates k2 at the fence's token: a write of k2 finds it absent, then waits
+  // to create it.
+  auto r = WriteBesideIt(5, "k2", "first", [&] { return store_->Put("L", T(5), "k2", "second"); });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->created);
+  auto now = store_->Get("k2");
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->value, "second");
+  EXPECT_EQ(now->version, r->version);
+  auto history = store_->History(10);
+  ASSERT_TRUE(history.ok());
+  ASSERT_EQ(history->size(), 3u);
+  EXPECT_TRUE((*history)[2].accepted);
+  EXPECT_EQ((*history)[2].key, "k2");
+}
+
+TEST_F(PostgresFenceAtFiveTest, AWriteThatBindsAFenceIsDecidedAsSuchAmongWritesThatDoNot) {
+  ASSERT_TRUE(store_->Put("M", T(5), "m1", "v1").ok());
+  // Another transaction holds fence L: the writes queued meanwhile are decided together.
+  testing::PgClient other(db_);
+  ASSERT_TRUE(other.ok()) << other.error();
+  ASSERT_TRUE(HoldFence(other, "L"));
+  auto submit = [&](std::string lock, std::string key, std::string service) {
+    return Submitted(*store_, {WriteRequest::Kind::kPut, std::move(lock), T(5), std::move(key), "v",
+                               std::move(service)});
+  };
+  auto first = submit("L", "k1", "");
+  ASSERT_TRUE(AStoreWaitsForALock(db_));
+  // A holder's write at its fence's token, and one at M's that binds M to its service.
+  auto plain = submit("L", "k2", "");
+  auto binding = submit("M", "m2", "sqlite:2222");
+  ASSERT_TRUE(other.Query("COMMIT").ok());
+  for (auto* f : {&first, &plain, &binding}) {
+    auto r = f->get();
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+  }
+  auto fence = store_->Fence("M");
+  ASSERT_TRUE(fence.ok() && fence->has_value());
+  EXPECT_EQ((*fence)->service, "sqlite:2222");
+  auto other_service =
+      store_->Write({WriteRequest::Kind::kPut, "M", T(6), "m1", "v", "sqlite:1111"});
+  EXPECT_TRUE(other_service.status().IsWrongService()) << other_service.status().ToString();
+  EXPECT_EQ((*store_->Fence("L"))->service, "");
+}
+
+TEST_F(PostgresFenceAtFiveTest, WritesOfOneKeyInOneBatchApplyInTheOrderSent) {
+  // Another transaction holds fence L: the writes queued meanwhile are one batch, after it.
+  testing::PgClient other(db_);
+  ASSERT_TRUE(other.ok()) << other.error();
+  ASSERT_TRUE(HoldFence(other, "L"));
+  auto submit = [&](std::string key, std::string value) {
+    return Submitted(*store_,
+                     {WriteRequest::Kind::kPut, "L", T(5), std::move(key), std::move(value)});
+  };
+  auto first = submit("k1", "v2");
+  ASSERT_TRUE(AStoreWaitsForALock(db_));
+  auto one = submit("k2", "one");
+  auto two = submit("k2", "two");
+  auto three = submit("k2", "three");
+  auto after = submit("k3", "v");
+  ASSERT_TRUE(other.Query("COMMIT").ok());
+  std::vector<std::int64_t> versions;
+  for (auto* f : {&first, &one, &two, &three, &after}) {
+    auto r = f->get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    versions.push_back(r->version);
+  }
+  EXPECT_LT(versions[1], versions[2]);
+  EXPECT_LT(versions[2], versions[3]);
+  auto now = store_->Get("k2");
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->value, "three");
+  EXPECT_EQ(now->version, versions[3]);
+  EXPECT_EQ(store_->Get("k3")->value, "v");
+}
+
+TEST_F(PostgresFenceAtFiveTest, WriteManyCalledDirectlyBindsAFenceTheFirstServiceNamedAtItsToken) {
+  // Two writes of lock L at its token, one naming no service, one naming the first: fenced
+  // locks such a fence exclusively first, but the function must decide them right without it.
+  testing::PgClient direct(db_);
+  ASSERT_TRUE(direct.ok()) << direct.error();
+  auto outcomes = direct.Value(WriteManyOfTwoPuts("string_agg(o_outcome, ',')", "'k2', 'k3'",
+                                                  "'v', 'v'", "NULL, 'sqlite:2222'"));
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
+  EXPECT_EQ(*outcomes, "accepted,accepted");
+  auto fence = store_->Fence("L");
+  ASSERT_TRUE(fence.ok() && fence->has_value());
+  EXPECT_EQ((*fence)->service, "sqlite:2222");
+}
+
+TEST_F(PostgresFenceAtFiveTest, WriteManyCalledDirectlyWritesOneKeyTwiceInOrder) {
+  // fenced sends a key written twice in a batch as two calls, but the function must apply
+  // both, in order: one statement writing both would change the row once.
+  testing::PgClient direct(db_);
+  ASSERT_TRUE(direct.ok()) << direct.error();
+  auto versions = direct.Value(WriteManyOfTwoPuts("string_agg(o_outcome || ' ' || o_version, ',')",
+                                                  "'k1', 'k1'", "'first', 'second'", "NULL, NULL"));
+  ASSERT_TRUE(versions.ok()) << versions.status().ToString();
+  auto now = store_->Get("k1");
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->value, "second");
+  EXPECT_EQ(*versions, "accepted " + std::to_string(now->version - 1) + ",accepted " +
+                           std::to_string(now->version));
+}
+
+TEST_F(PostgresFenceAtFiveTest, WriteManyCalledDirectlyRefusesAKeyOfAnotherLockAndWritesTheRest) {
+  // The set-based statement leaves a key bound to another lock undecided; fencekit.write then
+  // refuses it in the same call, and the batch's other write is made.
+  ASSERT_TRUE(store_->Put("M", T(3), "m1", "theirs").ok());
+  testing::PgClient direct(db_);
+  ASSERT_TRUE(direct.ok()) << direct.error();
+  auto outcomes = direct.Value(WriteManyOfTwoPuts("string_agg(o_outcome, ',')", "'k1', 'm1'",
+                                                  "'mine', 'mine too'", "NULL, NULL"));
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
+  EXPECT_EQ(*outcomes, "accepted,wrong_lock");
+  auto k1 = store_->Get("k1");
+  auto m1 = store_->Get("m1");
+  ASSERT_TRUE(k1.ok() && m1.ok());
+  EXPECT_EQ(k1->value, "mine");
+  EXPECT_EQ(m1->value, "theirs");
+}
+
+}  // namespace
+}  // namespace fencekit
