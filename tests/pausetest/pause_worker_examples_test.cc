@@ -138,11 +138,9 @@ class PostgresWorkerFullSoak : public ::testing::Test {
   Summary Run(const std::vector<std::string>& runs, bool fencing) {
     std::vector<std::string> extra = {"--setup", Example("postgres-setup.sh")};
     extra.insert(extra.end(), runs.begin(), runs.end());
-    std::vector<std::string> env = {
-        "DATABASE_URL=" + database_, "WORK_SECONDS=0.3",
-        std::string("FENCEKIT_GUARD_SQL=") + GUARD_SQL_DIR + "/postgresql-guard.sql"};
-    if (!fencing) env.push_back("FENCING=off");
-    return RunWorker(dir_, Example("counter-postgres.py"), extra, env);
+    return RunWorker(dir_, Example("counter-postgres.py"), extra,
+                     testing::PostgresWorkerEnv(database_, "0.3", fencing,
+                                                GUARD_SQL_DIR "/postgresql-guard.sql"));
   }
 
   TempDir dir_;

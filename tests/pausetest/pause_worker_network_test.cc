@@ -362,11 +362,9 @@ class PgThroughProxyFullSoak : public ::testing::Test {
                                       "--seed",       "31",
                                       "--ttl",        "1s",
                                       "--run-length", "8s"};
-    std::vector<std::string> env = {
-        "DATABASE_URL=" + database_, "WORK_SECONDS=1",
-        std::string("FENCEKIT_GUARD_SQL=") + GUARD_SQL_DIR + "/postgresql-guard.sql"};
-    if (!fencing) env.push_back("FENCING=off");
-    return RunWorker(dir_, Example("counter-postgres.py"), extra, env);
+    return RunWorker(dir_, Example("counter-postgres.py"), extra,
+                     testing::PostgresWorkerEnv(database_, "1", fencing,
+                                                GUARD_SQL_DIR "/postgresql-guard.sql"));
   }
 
   TempDir dir_;

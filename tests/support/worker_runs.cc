@@ -8,6 +8,15 @@
 
 namespace fencekit::testing {
 
+std::vector<std::string> PostgresWorkerEnv(const std::string& database_url,
+                                           const std::string& work_seconds, bool fencing,
+                                           const std::string& guard_sql) {
+  std::vector<std::string> env = {"DATABASE_URL=" + database_url, "WORK_SECONDS=" + work_seconds,
+                                  "FENCEKIT_GUARD_SQL=" + guard_sql};
+  if (!fencing) env.push_back("FENCING=off");
+  return env;
+}
+
 WorkerRuns ParseWorkerRuns(int exit_code, const std::string& out, const std::string& err) {
   WorkerRuns s;
   s.exit_code = exit_code;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace fencekit::testing {
 
@@ -15,5 +16,12 @@ struct WorkerRuns {
   std::string err;  // its stderr
 };
 WorkerRuns ParseWorkerRuns(int exit_code, const std::string& out, const std::string& err);
+
+// The environment of pausetest/examples/counter-postgres.py on `database_url`: `work_seconds`
+// between its read and its write, the guard loaded from `guard_sql` by postgres-setup.sh, and
+// FENCING=off (the control arm) unless `fencing`.
+std::vector<std::string> PostgresWorkerEnv(const std::string& database_url,
+                                           const std::string& work_seconds, bool fencing,
+                                           const std::string& guard_sql);
 
 }  // namespace fencekit::testing
