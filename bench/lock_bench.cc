@@ -343,7 +343,9 @@ int Cycle(const Args& a, bool contend) {
   auto start = Clock::now();
   auto end = WindowEnd(a, start);
   for (auto t = start; t < end;) {
-    auto lease = contend ? lc.Acquire(a.lock, std::min<std::chrono::milliseconds>(std::chrono::duration_cast<std::chrono::milliseconds>(end - t), std::chrono::seconds(10)), ttl)
+    const auto wait = std::min<std::chrono::milliseconds>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(end - t), std::chrono::seconds(10));
+    auto lease = contend ? lc.Acquire(a.lock, wait, ttl)
                          : lc.TryAcquire(a.lock, ttl);
     if (!lease.ok()) {
       // A contender still waiting when the window closes is not a failure.

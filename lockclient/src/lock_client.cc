@@ -169,9 +169,9 @@ Status LockClient::RefuseIfBornExpired(const Lease& lease,
   (void)backend_->Release(lease.lock, lease.owner, lease.token);
   return Status::Unavailable(
       Subject(lease.lock, service()) + " granted the lock " +
-      FormatMs(std::chrono::duration_cast<milliseconds>(now - start)) + " after the request began, " +
-      "which leaves no validity of the ttl " + FormatMs(lease.ttl) + " (less the drift " +
-      FormatMs(std::chrono::duration_cast<milliseconds>(Drift(lease.ttl))) +
+      FormatMs(std::chrono::duration_cast<milliseconds>(now - start)) +
+      " after the request began, which leaves no validity of the ttl " + FormatMs(lease.ttl) +
+      " (less the drift " + FormatMs(std::chrono::duration_cast<milliseconds>(Drift(lease.ttl))) +
       "); the lease was released");
 }
 

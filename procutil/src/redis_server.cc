@@ -74,7 +74,8 @@ Result<std::string> RedisServer::Command(const std::vector<std::string>& args,
   std::unique_ptr<redisContext, void (*)(redisContext*)> c(
       redisConnectWithTimeout("127.0.0.1", port_, tv), redisFree);
   if (c == nullptr || c->err) {
-    return Status::Unavailable(where + ": cannot connect" + (c ? std::string(": ") + c->errstr : ""));
+    return Status::Unavailable(where + ": cannot connect" +
+                               (c ? std::string(": ") + c->errstr : ""));
   }
   redisSetTimeout(c.get(), tv);
   std::vector<const char*> argv;

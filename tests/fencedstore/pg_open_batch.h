@@ -12,7 +12,8 @@ namespace fencekit::testing {
 // Begins a transaction on `other` in which another fenced's batch writes `key` = `value` under
 // lock L at `token`: decided, its locks held, not committed. Its outcome.
 inline Result<std::string> WriteInAnOpenTransaction(PgClient& other, int token,
-                                                    const std::string& key, const std::string& value) {
+                                                    const std::string& key,
+                                                    const std::string& value) {
   return other.Value("BEGIN; SELECT o_outcome FROM fencekit.write(false, 'L'::bytea, " +
                      std::to_string(token) + ", '" + key + "'::bytea, '" + value +
                      "'::bytea, NULL, NULL, 0, NULL, false, false, 0, NULL, true)");

@@ -104,7 +104,8 @@ Result<std::unique_ptr<EtcdGuard>> EtcdGuard::Open(std::string_view uri,
   if (!parsed.ok()) return parsed.status();
   lockclient::etcd::GatewayAccess access{.user = parsed->user, .password = parsed->password};
   if (parsed->tls) {
-    auto tls = lockclient::etcd::MakeTlsContext(parsed->ca_file, parsed->cert_file, parsed->key_file);
+    auto tls =
+        lockclient::etcd::MakeTlsContext(parsed->ca_file, parsed->cert_file, parsed->key_file);
     if (!tls.ok()) {
       return Status::InvalidArgument("etcd " + parsed->shown + ": " + tls.status().message());
     }

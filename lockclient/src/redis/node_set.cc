@@ -123,7 +123,8 @@ std::vector<Vote> RedisNodeSet::Round(int script, const std::vector<std::string>
       }
     }
     if (fds.empty()) break;
-    auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());  // as above
+    // Real time, as above.
+    auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left <= milliseconds(0)) break;
     int ready = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
     if (ready < 0 && errno != EINTR) break;

@@ -27,8 +27,9 @@ std::int64_t LastToken(procutil::RedisServer& server, const std::string& lock) {
 
 std::string MissedGrants(std::int64_t granted, std::int64_t replicated) {
   if (granted == 0 || replicated == 0) return "the grants it missed are unknown";
-  if (granted == replicated) return "it had every grant (the last, token " + std::to_string(granted) + ")";
-  if (granted == replicated + 1) return "it missed the last grant (token " + std::to_string(granted) + ")";
+  const std::string last = std::to_string(granted);
+  if (granted == replicated) return "it had every grant (the last, token " + last + ")";
+  if (granted == replicated + 1) return "it missed the last grant (token " + last + ")";
   return "it missed the last " + std::to_string(granted - replicated) + " grants (tokens " +
          std::to_string(replicated + 1) + " to " + std::to_string(granted) + ")";
 }
@@ -166,8 +167,8 @@ Result<Played> PlaySchedule(const std::vector<Event>& events, milliseconds run_l
         if (Status s = servers.redis_pair.Failover(); !s.ok()) {
           harness = s;
         } else {
-          played.lock_faults.push_back(
-              {NowMicros(), "primary SIGKILLed, replica promoted: " + MissedGrants(granted, replicated)});
+          played.lock_faults.push_back({NowMicros(), "primary SIGKILLed, replica promoted: " +
+                                                          MissedGrants(granted, replicated)});
         }
         break;
       }

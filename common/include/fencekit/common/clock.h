@@ -31,7 +31,8 @@ class Clock {
   // How long to block in real time, when waiting `d` on this clock for something only the
   // operating system can wait for (a futex, a socket), before looking at the clock again: `d`
   // on the real clock; at most a millisecond on a fake one, whose time moves without it.
-  virtual std::chrono::steady_clock::duration RealWait(std::chrono::steady_clock::duration d) const {
+  virtual std::chrono::steady_clock::duration RealWait(
+      std::chrono::steady_clock::duration d) const {
     return d;
   }
 
