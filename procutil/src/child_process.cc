@@ -1,12 +1,15 @@
 #include "fencekit/procutil/child_process.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -137,6 +140,52 @@ int ChildProcess::Wait() {
   return status;
 }
 
+std::optional<int> ChildProcess::WaitFor(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return -1;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // A pidfd becomes readable when the process exits: no polling of waitpid (the system call:
+  // glibc 2.36's <sys/pidfd.h> lacks extern "C"; kernels before 5.3 have none: then waitpid
+  // every 5 ms).
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+  for (;;) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r < 0 && errno == EINTR) continue;
+    if (r != 0) {
+      if (fd >= 0) ::close(fd);
+      pid_ = -1;
+      return status;
+    }
+    // Rounded up: poll's milliseconds never end the wait before the deadline.
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    if (fd >= 0) {
+      pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+      ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 60'000)));
+    } else {
+      ::usleep(5000);
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  return std::nullopt;
+}
+
+ChildProcess::Stopped ChildProcess::Stop(int signal, std::chrono::milliseconds grace) {
+  Stopped stopped;
+  if (pid_ <= 0) return stopped;
+  Signal(signal);
+  if (auto status = WaitFor(grace); status.has_value()) {
+    stopped.status = *status;
+    return stopped;
+  }
+  ::kill(pid_, SIGKILL);
+  ClosePipes();
+  stopped.status = Wait();
+  stopped.killed = true;
+  return stopped;
+}
+
 void ChildProcess::Kill() {
   ClosePipes();
   if (pid_ <= 0) return;
@@ -185,6 +234,26 @@ std::string ChildProcess::OutputTail(std::size_t max_bytes) const {
   s << in.rdbuf();
   std::string text = s.str();
   return text.size() > max_bytes ? text.substr(text.size() - max_bytes) : text;
+}
+
+Status RunToEnd(const std::vector<std::string>& argv, const std::string& log_path,
+                std::chrono::milliseconds timeout, const std::string& hint,
+                const std::string& what) {
+  ChildProcess child;
+  if (Status s = child.Start({.argv = argv, .output_path = log_path}); !s.ok()) {
+    return Status::Unavailable("cannot run " + what + ": " + s.message() + " (" + hint + ")");
+  }
+  const std::optional<int> status = child.WaitFor(timeout);
+  if (!status.has_value()) {
+    const std::string output = child.OutputTail();
+    child.Kill();
+    return Status::Unavailable(what + " did not finish within " +
+                               std::to_string(timeout.count()) + "ms; its output:\n" + output);
+  }
+  if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    return Status::Unavailable(what + " failed; its output:\n" + child.OutputTail());
+  }
+  return Status::Ok();
 }
 
 }  // namespace fencekit::procutil

@@ -69,8 +69,7 @@ std::optional<std::int64_t> FencedServer::Metric(std::string_view name) const {
 }
 
 void FencedServer::Stop() {
-  process_.Signal(SIGTERM);
-  process_.Wait();
+  process_.Stop(SIGTERM, options_.start_timeout);
 }
 
 }  // namespace fencekit::procutil

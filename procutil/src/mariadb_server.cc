@@ -37,8 +37,10 @@ std::uintmax_t FileSize(const std::string& path) {
 }  // namespace
 
 std::vector<std::string> MariadbClientArgv(std::uint16_t port, const std::string& database) {
-  std::vector<std::string> argv = {"mariadb", "--no-defaults",      "-h", "127.0.0.1",
-                                   "-P",      std::to_string(port), "-u", MariadbServer::kUser};
+  // A bounded connect: a server that accepts but never answers fails the client, not hangs it.
+  std::vector<std::string> argv = {"mariadb",     "--no-defaults",      "--connect-timeout=30",
+                                   "-h",          "127.0.0.1",          "-P",
+                                   std::to_string(port), "-u",          MariadbServer::kUser};
   if (!database.empty()) argv.push_back(database);
   return argv;
 }
@@ -105,17 +107,9 @@ Status MariadbServer::InstallDb() {
         std::string("--auth-root-authentication-method=normal"), std::string("--skip-test-db")}) {
     argv.push_back(std::move(arg));
   }
-  ChildProcess install;
-  if (Status s = install.Start({.argv = argv, .output_path = options_.log_path}); !s.ok()) {
-    return Status::Unavailable("cannot run mariadb-install-db: " + s.message() +
-                               " (install mariadb-server)");
-  }
-  int status = install.Wait();
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Status::Unavailable("mariadb-install-db failed for " + options_.data_dir +
-                               "; its output:\n" + install.OutputTail());
-  }
-  return Status::Ok();
+  // It fsyncs the system tables it makes: slow on a busy disk, never endless.
+  return RunToEnd(argv, options_.log_path, 4 * options_.start_timeout, "install mariadb-server",
+                  "mariadb-install-db for " + options_.data_dir);
 }
 
 Status MariadbServer::StartOn(bool* port_taken) {
@@ -157,9 +151,8 @@ Status MariadbServer::StartOn(bool* port_taken) {
 }
 
 void MariadbServer::Stop() {
-  if (process_.pid() < 0) return;
-  process_.Signal(SIGTERM);
-  process_.Wait();
+  // SIGTERM: a clean shutdown; SIGKILL past the timeout, a crash InnoDB recovers from.
+  process_.Stop(SIGTERM, options_.start_timeout);
 }
 
 }  // namespace fencekit::procutil

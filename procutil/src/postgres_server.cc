@@ -20,6 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr const char* kHint = "install postgresql-15";
+
 // The lines of postmaster.pid: pid, data dir, start time, port, socket dir, listen address,
 // shared memory key, status ("ready" once it accepts connections).
 std::vector<std::string> PidFileLines(const fs::path& data_dir) {
@@ -27,38 +29,6 @@ std::vector<std::string> PidFileLines(const fs::path& data_dir) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
-}
-
-// Runs `argv` to its end within `timeout` (killed past it); kUnavailable, quoting its output
-// (appended to `log_path`), unless it exits 0. `what` names it in messages.
-Status RunToEnd(const std::vector<std::string>& argv, const std::string& log_path,
-                std::chrono::milliseconds timeout, const std::string& what) {
-  ChildProcess child;
-  if (Status s = child.Start({.argv = argv, .output_path = log_path}); !s.ok()) {
-    return Status::Unavailable("cannot run " + what + ": " + s.message() +
-                               " (install postgresql-15)");
-  }
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    // WNOWAIT: looks without reaping, so that Wait() below still gets the exit status.
-    siginfo_t info{};
-    if (::waitid(P_PID, child.pid(), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-        info.si_pid == child.pid()) {
-      break;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      child.Kill();
-      return Status::Unavailable(what + " did not finish within " +
-                                 std::to_string(timeout.count()) + "ms; its output:\n" +
-                                 child.OutputTail());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  int status = child.Wait();
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Status::Unavailable(what + " failed; its output:\n" + child.OutputTail());
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -124,16 +94,8 @@ Status PostgresServer::InitDb() {
     argv.emplace_back(arg);
   }
   argv.push_back(options_.data_dir);
-  ChildProcess initdb;
-  if (Status s = initdb.Start({.argv = argv, .output_path = options_.log_path}); !s.ok()) {
-    return Status::Unavailable("cannot run initdb: " + s.message() + " (install postgresql-15)");
-  }
-  int status = initdb.Wait();
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Status::Unavailable("initdb failed for " + options_.data_dir + "; its output:\n" +
-                               initdb.OutputTail());
-  }
-  return Status::Ok();
+  // initdb fsyncs every file it makes: slow on a busy disk, never endless.
+  return RunToEnd(argv, options_.log_path, 4 * options_.start_timeout, kHint, "initdb for " + options_.data_dir);
 }
 
 Status PostgresServer::BaseBackup() {
@@ -147,7 +109,7 @@ Status PostgresServer::BaseBackup() {
         std::string("postgres"), std::string("-D"), options_.data_dir}) {
     argv.push_back(std::move(arg));
   }
-  return RunToEnd(argv, options_.log_path, options_.start_timeout,
+  return RunToEnd(argv, options_.log_path, options_.start_timeout, kHint,
                   "pg_basebackup of the primary on port " +
                       std::to_string(options_.standby_of_port) + " into " + options_.data_dir);
 }
@@ -162,7 +124,7 @@ Status PostgresServer::Promote(std::chrono::seconds timeout) {
     argv.push_back(std::move(arg));
   }
   // pg_ctl bounds its own wait; the extra second lets it say why before it is killed.
-  return RunToEnd(argv, options_.log_path, timeout + std::chrono::seconds(1),
+  return RunToEnd(argv, options_.log_path, timeout + std::chrono::seconds(1), kHint,
                   "pg_ctl promote of " + options_.data_dir);
 }
 
@@ -204,9 +166,9 @@ Status PostgresServer::StartOn(bool* port_taken) {
 }
 
 void PostgresServer::Stop() {
-  if (process_.pid() < 0) return;
-  process_.Signal(SIGINT);
-  process_.Wait();
+  // SIGINT: a fast shutdown (transactions rolled back, a checkpoint); SIGKILL past the
+  // timeout, a crash the next start recovers from.
+  process_.Stop(SIGINT, options_.start_timeout);
 }
 
 }  // namespace fencekit::procutil

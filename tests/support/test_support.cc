@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -164,7 +165,7 @@ std::string FencedBinary() { return FENCED_BINARY; }
 std::string FencectlBinary() { return FENCECTL_BINARY; }
 
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                         const std::string& input) {
+                         const std::string& input, std::chrono::seconds timeout) {
   TempDir dir;
   std::string out_path = dir.File("out"), err_path = dir.File("err"), in_path = dir.File("in");
   {
@@ -186,8 +187,23 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
     execvp(cargv[0], cargv.data());
     _exit(127);
   }
+  if (timeout.count() <= 0) timeout = std::chrono::seconds(FullSoak() ? 1700 : 240);
+  // A pidfd is readable once the command exits.
+  bool timed_out = false;
+  if (int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); fd >= 0) {
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    int n;
+    while ((n = poll(&p, 1, static_cast<int>(timeout.count() * 1000))) < 0 && errno == EINTR) {
+    }
+    close(fd);
+    if (n == 0) {
+      timed_out = true;
+      kill(pid, SIGKILL);
+    }
+  }
   int status = 0;
-  waitpid(pid, &status, 0);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   auto slurp = [](const std::string& path) {
@@ -198,6 +214,10 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
   };
   r.out = slurp(out_path);
   r.err = slurp(err_path);
+  if (timed_out) {
+    r.err += "\n[" + argv[0] + " did not exit within " + std::to_string(timeout.count()) +
+             " s: killed]\n";
+  }
   return r;
 }
 

@@ -125,8 +125,12 @@ struct CommandResult {
   int exit_code = -1;  // 128 + signal when killed by one
   std::string out, err;
 };
-// Runs `argv` with `env` added to the environment, `input` on stdin; waits for it.
+// Runs `argv` with `env` added to the environment, `input` on stdin; waits for it, at most
+// `timeout` (0: 240 s, 1700 s in a full-length soak, each under its ctest timeout). Past it,
+// the command is SIGKILLed (exit_code 137) and `err` ends with a line saying so: a hung command
+// fails its test with its output instead of reaching ctest's timeout with none.
 CommandResult RunCommand(const std::vector<std::string>& argv,
-                         const std::vector<std::string>& env = {}, const std::string& input = "");
+                         const std::vector<std::string>& env = {}, const std::string& input = "",
+                         std::chrono::seconds timeout = std::chrono::seconds(0));
 
 }  // namespace fencekit::testing

@@ -77,6 +77,64 @@ TEST(ChildProcessTest, KillEndsAStoppedProcess) {
   EXPECT_EQ(sleeper.pid(), -1);
 }
 
+TEST(ChildProcessTest, WaitForGivesUpOnAProcessThatRunsOnAndReapsOneThatExits) {
+  ChildProcess sleeper;
+  ASSERT_TRUE(sleeper.Start({.argv = {"sleep", "600"}}).ok());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(sleeper.WaitFor(std::chrono::milliseconds(50)), std::nullopt);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+  EXPECT_GT(sleeper.pid(), 0);  // still running, not reaped
+
+  ChildProcess quick;
+  ASSERT_TRUE(quick.Start({.argv = {"sh", "-c", "exit 5"}}).ok());
+  std::optional<int> status = quick.WaitFor(std::chrono::seconds(30));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 5) << *status;
+  EXPECT_EQ(quick.pid(), -1);
+}
+
+TEST(ChildProcessTest, StopKillsAProcessThatIgnoresTheSignalPastTheGrace) {
+  ChildProcess stubborn;
+  ASSERT_TRUE(
+      // `read` waits on the pipe in the shell itself: no child outlives the SIGKILL.
+      stubborn.Start({.argv = {"sh", "-c", "trap '' TERM; echo ready; read -r line"},
+                      .pipe_stdio = true})
+          .ok());
+  ASSERT_EQ(stubborn.ReadLine(), "ready");  // the trap is set
+  ChildProcess::Stopped stopped = stubborn.Stop(SIGTERM, std::chrono::milliseconds(100));
+  EXPECT_TRUE(stopped.killed);
+  EXPECT_TRUE(WIFSIGNALED(stopped.status) && WTERMSIG(stopped.status) == SIGKILL);
+
+  ChildProcess polite;
+  ASSERT_TRUE(polite.Start({.argv = {"sleep", "600"}}).ok());
+  stopped = polite.Stop(SIGTERM, std::chrono::seconds(30));
+  EXPECT_FALSE(stopped.killed);
+  EXPECT_TRUE(WIFSIGNALED(stopped.status) && WTERMSIG(stopped.status) == SIGTERM);
+}
+
+TEST(ChildProcessTest, RunToEndKillsACommandPastItsTimeoutAndQuotesItsOutput) {
+  TempDir dir;
+  Status s = RunToEnd({"sh", "-c", "echo working; exec sleep 600"}, dir.File("log"),
+                      std::chrono::milliseconds(100), "install it", "the slow step");
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("the slow step did not finish within 100ms"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("working"), std::string::npos) << s.message();
+  EXPECT_TRUE(RunToEnd({"true"}, dir.File("log"), std::chrono::seconds(30), "", "true").ok());
+  s = RunToEnd({"sh", "-c", "echo broken; exit 1"}, dir.File("log"), std::chrono::seconds(30), "",
+               "the broken step");
+  EXPECT_NE(s.message().find("the broken step failed"), std::string::npos) << s.message();
+}
+
+// The tests' own runner of commands: a hung command fails its test with its output.
+TEST(RunCommandTest, KillsACommandPastItsTimeoutAndSaysSo) {
+  auto r = fencekit::testing::RunCommand({"sh", "-c", "echo partial >&2; exec sleep 600"}, {}, "",
+                                         std::chrono::seconds(1));
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  EXPECT_NE(r.err.find("partial"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did not exit within 1 s: killed"), std::string::npos) << r.err;
+}
+
 TEST(FencedServerTest, PortFileNamesThePortItServesOn) {
   TempDir dir;
   FencedServer fenced;

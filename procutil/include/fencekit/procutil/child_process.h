@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -51,6 +52,16 @@ class ChildProcess {
   void Signal(int signal);
   // Waits for it to exit and reaps it; the raw wait status (see waitpid), -1 if not running.
   int Wait();
+  // Waits at most `timeout` for it to exit, then reaps it: the raw wait status, nullopt when it
+  // still runs (or was not running: then -1).
+  std::optional<int> WaitFor(std::chrono::milliseconds timeout);
+  // Sends `signal` and waits `grace` for it to exit; then SIGKILL. The raw wait status, and
+  // whether it had to be killed; -1 if not running.
+  struct Stopped {
+    int status = -1;
+    bool killed = false;
+  };
+  Stopped Stop(int signal, std::chrono::milliseconds grace);
   // SIGKILL, then reaps it. Does nothing if it is not running.
   void Kill();
 
@@ -70,5 +81,12 @@ class ChildProcess {
   int to_child_ = -1;
   std::FILE* from_child_ = nullptr;
 };
+
+// Runs `argv` to its end within `timeout` (SIGKILLed past it), its output appended to
+// `log_path`. kUnavailable, quoting that output, unless it exits 0; `what` names it in
+// messages, `hint` (e.g. "install postgresql-15") follows a program that cannot be run.
+Status RunToEnd(const std::vector<std::string>& argv, const std::string& log_path,
+                std::chrono::milliseconds timeout, const std::string& hint,
+                const std::string& what);
 
 }  // namespace fencekit::procutil

@@ -49,7 +49,8 @@ class FencedServer {
   ChildProcess& process() { return process_; }
   const ChildProcess& process() const { return process_; }
 
-  // SIGTERM (fenced finishes in-flight requests), then waits for it to exit.
+  // SIGTERM (fenced finishes in-flight requests), then waits at most start_timeout for it to
+  // exit before SIGKILL.
   void Stop();
   // SIGKILL, then reaps it.
   void Kill() { process_.Kill(); }

@@ -55,7 +55,8 @@ class MariadbServer {
   ChildProcess& process() { return process_; }
 
   // Normal shutdown (SIGTERM: running transactions are rolled back, the rest is durable), then
-  // waits. Does nothing if it is not running.
+  // waits at most start_timeout before SIGKILL (a crash, which InnoDB recovers from). Does
+  // nothing if it is not running.
   void Stop();
 
  private:

@@ -54,7 +54,8 @@ class PostgresServer {
   ChildProcess& process() { return process_; }
 
   // Fast shutdown (SIGINT: running transactions are rolled back, the rest is durable), then
-  // waits. Does nothing if it is not running.
+  // waits at most start_timeout before SIGKILL (a crash, which recovery replays). Does nothing
+  // if it is not running.
   void Stop();
   // SIGKILL to the postmaster and every process it started, at once, as the machine's crash
   // would: no backend lives on to answer, or to hold its client's connection open.
