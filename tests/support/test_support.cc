@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -172,20 +174,39 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
     std::ofstream in(in_path);
     in << input;
   }
-  pid_t pid = fork();
-  if (pid == 0) {
-    int in = open(in_path.c_str(), O_RDONLY);
-    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(in, 0);
-    dup2(out, 1);
-    dup2(err, 2);
-    for (const auto& e : env) putenv(strdup(e.c_str()));
-    std::vector<char*> cargv;
-    for (const auto& a : argv) cargv.push_back(strdup(a.c_str()));
-    cargv.push_back(nullptr);
-    execvp(cargv[0], cargv.data());
-    _exit(127);
+  // posix_spawnp, not fork: tests call this from several threads at once (the guards' racing
+  // writers), and a forked child that allocates before exec can block forever on an allocator
+  // lock another thread held at the fork (seen under AddressSanitizer).
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& added : env) replaced |= added.starts_with(std::string(name) + "=");
+    if (!replaced) environment.emplace_back(entry);
+  }
+  environment.insert(environment.end(), env.begin(), env.end());
+  std::vector<char*> cenv, cargv;
+  for (auto& e : environment) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  std::vector<std::string> args = argv;
+  for (auto& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, in_path.c_str(), O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  pid_t pid = -1;
+  const int spawn_error =
+      posix_spawnp(&pid, cargv[0], &actions, nullptr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawn_error != 0) {
+    return {.exit_code = 127,
+            .out = "",
+            .err = "cannot run " + argv[0] + ": " + std::strerror(spawn_error) + "\n"};
   }
   if (timeout.count() <= 0) timeout = std::chrono::seconds(FullSoak() ? 1700 : 240);
   // A pidfd is readable once the command exits.
