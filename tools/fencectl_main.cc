@@ -6,6 +6,7 @@
 
 #include "fencectl_cli.h"
 #include "fencectl_commands.h"
+#include "fencekit/pausetest/worker_runner.h"
 
 using namespace fencekit;
 using namespace fencekit::fencectl;
@@ -71,6 +72,10 @@ Run 'fencectl COMMAND --help' for a command's options.
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A pause-test client the kit started (pausetest/src/worker/worker_client.h).
+  if (argc > 1 && std::string_view(argv[1]) == fencekit::pausetest::kWorkerClientCommand) {
+    return fencekit::pausetest::WorkerClientEntry(argc, argv);
+  }
   // Options before the command go to it: fencectl --locks URI acquire NAME.
   std::vector<std::string> globals;
   int i = 1;

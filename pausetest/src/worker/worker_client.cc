@@ -218,6 +218,63 @@ int WorkerClientMain(const WorkerClientPlan& plan) {
   return 0;
 }
 
+std::string EncodeWorkerClientPlan(const WorkerClientPlan& plan) {
+  boost::json::array env;
+  for (const auto& [name, value] : plan.env) env.push_back(boost::json::array{name, value});
+  boost::json::object o{{"index", plan.index},
+                        {"run", plan.run},
+                        {"locks_uri", plan.locks_uri},
+                        {"lock", plan.lock},
+                        {"worker", plan.worker},
+                        {"run_dir", plan.run_dir},
+                        {"history_path", plan.history_path},
+                        {"events_path", plan.events_path},
+                        {"log_path", plan.log_path},
+                        {"ttl_ms", plan.ttl.count()},
+                        {"worker_timeout_ms", plan.worker_timeout.count()},
+                        {"kill_grace_ms", plan.kill_grace.count()},
+                        {"stop_fd", plan.stop_fd},
+                        {"env", std::move(env)}};
+  return boost::json::serialize(o);
+}
+
+Result<WorkerClientPlan> DecodeWorkerClientPlan(std::string_view text) {
+  boost::system::error_code ec;
+  auto v = boost::json::parse(text, ec);
+  auto bad = [] { return Status::InvalidArgument("not a pause-test client's plan"); };
+  if (ec || !v.is_object()) return bad();
+  const auto& o = v.as_object();
+  WorkerClientPlan plan;
+  try {
+    plan.index = static_cast<int>(o.at("index").as_int64());
+    plan.run = static_cast<int>(o.at("run").as_int64());
+    for (auto [key, field] : {std::pair{"locks_uri", &plan.locks_uri}, {"lock", &plan.lock},
+                              {"worker", &plan.worker}, {"run_dir", &plan.run_dir},
+                              {"history_path", &plan.history_path},
+                              {"events_path", &plan.events_path}, {"log_path", &plan.log_path}}) {
+      *field = std::string(o.at(key).as_string());
+    }
+    plan.ttl = std::chrono::milliseconds(o.at("ttl_ms").as_int64());
+    plan.worker_timeout = std::chrono::milliseconds(o.at("worker_timeout_ms").as_int64());
+    plan.kill_grace = std::chrono::milliseconds(o.at("kill_grace_ms").as_int64());
+    plan.stop_fd = static_cast<int>(o.at("stop_fd").as_int64());
+    for (const auto& pair : o.at("env").as_array()) {
+      const auto& a = pair.as_array();
+      plan.env.emplace_back(std::string(a.at(0).as_string()), std::string(a.at(1).as_string()));
+    }
+  } catch (const std::exception&) {
+    return bad();
+  }
+  return plan;
+}
+
+int WorkerClientEntry(int argc, char** argv) {
+  if (argc != 3) return 70;
+  auto plan = DecodeWorkerClientPlan(argv[2]);
+  if (!plan.ok()) return 70;
+  return WorkerClientMain(*plan);
+}
+
 std::vector<KitEvent> ReadKitEvents(const std::string& path) {
   std::vector<KitEvent> out;
   std::ifstream in(path);

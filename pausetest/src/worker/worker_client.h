@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "fencekit/common/status.h"
+#include "fencekit/pausetest/worker_runner.h"  // kWorkerClientCommand
 
 namespace fencekit::pausetest {
 
@@ -30,6 +32,10 @@ struct WorkerClientPlan {
 // The body of one client process (in a forked child that leads its own process group, which
 // the kit stops and continues whole; returns the exit code). Loops until `plan.stop_fd` closes.
 int WorkerClientMain(const WorkerClientPlan& plan);
+
+// The plan as the argument after kWorkerClientCommand (JSON), and back (kInvalidArgument).
+std::string EncodeWorkerClientPlan(const WorkerClientPlan& plan);
+Result<WorkerClientPlan> DecodeWorkerClientPlan(std::string_view text);
 
 // One line of a client's events file.
 struct KitEvent {

@@ -177,7 +177,9 @@ Status StartProxies(const std::vector<WorkerProxy>& proxies, int clients, RunSer
   return Status::Ok();
 }
 
-// Forks the clients of one run, each leading its own process group.
+// Starts the clients of one run, each a fresh run of this program (kWorkerClientCommand) leading
+// its own process group. Everything the child needs is made before the fork: between fork and
+// exec it makes only async-signal-safe calls.
 std::vector<pid_t> ForkClients(const WorkerClientPlan& base, int count, int stop_write_fd,
                                const std::vector<std::vector<std::pair<std::string, std::string>>>&
                                    env) {
@@ -189,12 +191,18 @@ std::vector<pid_t> ForkClients(const WorkerClientPlan& base, int count, int stop
     plan.history_path = base.run_dir + "/client-" + std::to_string(c) + ".history.jsonl";
     plan.events_path = base.run_dir + "/client-" + std::to_string(c) + ".events.jsonl";
     plan.log_path = base.run_dir + "/client-" + std::to_string(c) + ".log";
+    std::string self = "/proc/self/exe", command = kWorkerClientCommand,
+                encoded = EncodeWorkerClientPlan(plan);
+    char* argv[] = {self.data(), command.data(), encoded.data(), nullptr};
     pid_t pid = ::fork();
     if (pid < 0) break;
     if (pid == 0) {
       ::setpgid(0, 0);
       ::close(stop_write_fd);
-      ::_exit(WorkerClientMain(plan));
+      // The read end of the stop pipe stays open across exec: the client waits on it.
+      ::fcntl(plan.stop_fd, F_SETFD, 0);
+      ::execv(argv[0], argv);
+      ::_exit(127);
     }
     ::setpgid(pid, pid);  // both sides, so that it is set before a pause relies on it
     clients.push_back(pid);

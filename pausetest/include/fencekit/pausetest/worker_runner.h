@@ -116,4 +116,14 @@ struct WorkerTestSummary {
 // whose other threads (none but the proxies' own) hold no lock a forked client needs.
 Result<WorkerTestSummary> RunWorkerPauseTests(const WorkerTestOptions& options);
 
+// The clients of a run are fresh runs of the calling program, not forked copies of the kit: the
+// kit has threads (its proxies), and a forked child of a threaded process may block forever on
+// a lock one of them held at the fork (the allocator's, under AddressSanitizer). The kit execs
+// /proc/self/exe with kWorkerClientCommand and a plan; a program that calls
+// RunWorkerPauseTests must, first thing in main, hand such a command line to
+// WorkerClientEntry and return what it returns.
+inline constexpr const char* kWorkerClientCommand = "__pause-test-worker-client";
+// `argv[1]` is kWorkerClientCommand: runs the client planned in argv[2]; its exit code.
+int WorkerClientEntry(int argc, char** argv);
+
 }  // namespace fencekit::pausetest
