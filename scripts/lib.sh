@@ -14,6 +14,7 @@ FENCEKIT_PACKAGES=(
   libssl-dev openssl  # TLS (fenced --tls-cert, https:// clients) and SHA-256 of bearer tokens
   postgresql-15 libpq-dev  # the guard as SQL, tested on a real PostgreSQL server
   mariadb-server mariadb-client  # the MariaDB guard, tested on a real server
+  libzookeeper-mt-dev zookeeper  # zk:// locks: the C client, and ensembles of real servers (Java)
   chromium  # headless: the /ui page (driven over its DevTools pipe) and the demo's HTML timeline
   python3 python3-yaml  # tests/openapi_check.py reads docs/openapi.yaml
   prometheus  # promtool checks fenced's /metrics in the suite
@@ -24,7 +25,7 @@ FENCEKIT_PACKAGES=(
 FENCEKIT_DEMO_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-program-options1.81-dev
-  libsqlite3-dev libhiredis-dev libssl-dev libpq-dev redis-server
+  libsqlite3-dev libhiredis-dev libssl-dev libpq-dev libzookeeper-mt-dev redis-server
 )
 # scripts/package: the man pages are made from the programs' --help.
 FENCEKIT_PACKAGE_PACKAGES=(help2man dpkg-dev man-db systemd)

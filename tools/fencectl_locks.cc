@@ -52,8 +52,9 @@ Result<std::unique_ptr<LockClient>> OpenLocks(const po::variables_map& vm,
 void AddLockOptions(po::options_description& desc) {
   desc.add_options()("locks", po::value<std::string>()->default_value(DefaultLockUri()),
                      "lock service URI: sqlite:///path/locks.db, redis://host:port[/db], "
-                     "redlock://h1:p1,h2:p2,h3:p3, etcd://h1:p1[,h2:p2,...] or "
-                     "etcds://[user:password@]h1:p1[,...]?cacert=FILE[&prefix=P]")(
+                     "redlock://h1:p1,h2:p2,h3:p3, etcd://h1:p1[,h2:p2,...], "
+                     "etcds://[user:password@]h1:p1[,...]?cacert=FILE[&prefix=P] or "
+                     "zk://[user:password@]h1:p1[,...][/prefix]")(
       "name", po::value<std::string>()->required(), "lock name");
 }
 

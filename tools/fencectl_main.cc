@@ -50,6 +50,9 @@ Lock service URIs (--locks):
   etcd[s]://user:password@h1:p1,...    as an etcd user (percent-encode / ? # @ : in a password)
   etcd[s]://...?prefix=app/locks/      keys under that prefix (default fencekit/): the one
                                        an etcd user's role must grant readwrite on
+  zk://[user:password@]h1:p1[,...][/prefix]
+                                       a ZooKeeper ensemble (digest credentials; znodes
+                                       under /prefix, default /fencekit); a lease is a session
 --store defaults to $FENCEKIT_STORE, else http://127.0.0.1:8080 (https:// URLs too); the
 store commands take --token-file FILE (default: the token in $FENCEKIT_STORE_TOKEN) and
 --ca-file FILE (for https; default: the system's certificate authorities)

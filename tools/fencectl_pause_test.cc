@@ -85,7 +85,9 @@ int WorkerPauseTest(const po::variables_map& vm) {
     if (!d.ok()) return FailUsage(d.status());
     *out = *d;
   }
+  // ZooKeeper too: a lease is a session, at least 2 ticks long (4s on a default ensemble).
   if (o.locks_uri.starts_with("etcd://") || o.locks_uri.starts_with("etcds://") ||
+      o.locks_uri.starts_with("zk://") ||
       o.start_etcd > 0) {
     if (vm["ttl"].defaulted()) o.ttl = std::chrono::seconds(1);
     if (vm["run-length"].defaulted()) o.run_length = std::chrono::seconds(5);
@@ -215,7 +217,9 @@ int PauseTest(const std::vector<std::string>& args) {
     if (!d.ok()) return FailUsage(d.status());
     *out = *d;
   }
+  // ZooKeeper too: a lease is a session, at least 2 ticks long (4s on a default ensemble).
   if (o.locks_uri.starts_with("etcd://") || o.locks_uri.starts_with("etcds://") ||
+      o.locks_uri.starts_with("zk://") ||
       o.start_etcd > 0) {
     // etcd leases are whole seconds; holders hold a while, so that pauses land on them rather
     // than on waiters (a paused waiter holds up etcd's line). See docs/testing-with-pauses.md.

@@ -67,6 +67,8 @@ Result<std::unique_ptr<LockBackend>> OpenRedlockBackend(std::string_view uri,
                                                         const LockOptions& options);
 Result<std::unique_ptr<LockBackend>> OpenEtcdBackend(std::string_view uri,
                                                      const LockOptions& options);
+Result<std::unique_ptr<LockBackend>> OpenZookeeperBackend(std::string_view uri,
+                                                          const LockOptions& options);
 
 // What validity loses to clock drift for a lease of `ttl`: ttl * drift_factor + drift_min.
 std::chrono::steady_clock::duration LeaseDrift(const LockOptions& options,

@@ -23,6 +23,7 @@ using lockclient::AlreadyReleased;
 using lockclient::LeaseDrift;
 using lockclient::LockBackend;
 using lockclient::OpenEtcdBackend;
+using lockclient::OpenZookeeperBackend;
 using lockclient::OpenRedisBackend;
 using lockclient::OpenRedlockBackend;
 using lockclient::OpenSqliteBackend;
@@ -102,11 +103,14 @@ Result<std::unique_ptr<LockClient>> LockClient::Open(std::string_view uri, LockO
     backend = OpenRedlockBackend(uri, options);
   } else if (uri.starts_with("etcd://") || uri.starts_with("etcds://")) {
     backend = OpenEtcdBackend(uri, options);
+  } else if (uri.starts_with("zk://") || uri.starts_with("zks://")) {
+    backend = OpenZookeeperBackend(uri, options);
   } else {
     return Status::InvalidArgument("lock service URI \"" + LockUriWithoutPassword(uri) +
                                    "\" is not supported; use sqlite:///path/locks.db, "
                                    "redis://host:port[/db], redlock://h1:p1,h2:p2,h3:p3, "
-                                   "etcd://h1:p1[,h2:p2,...] or etcds://h1:p1[,...]");
+                                   "etcd://h1:p1[,h2:p2,...], etcds://h1:p1[,...] or "
+                                   "zk://h1:p1[,h2:p2,...][/prefix]");
   }
   if (!backend.ok()) return backend.status();
   return std::unique_ptr<LockClient>(new LockClient(std::move(backend).value(), options));

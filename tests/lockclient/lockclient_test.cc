@@ -18,6 +18,7 @@
 #include "fencekit/lockclient/held_lock.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "support/servers/etcd_server.h"
+#include "support/servers/zookeeper_client.h"
 #include "support/servers/lock_services.h"
 #include "support/ticking_clock.h"
 #include "support/servers/redis_server.h"
@@ -46,6 +47,7 @@ class LockBackendTest : public ::testing::TestWithParam<Backend> {
     redis_ = std::move(service.redis);
     nodes_ = std::move(service.nodes);
     etcd_ = std::move(service.etcd);
+    zookeeper_ = std::move(service.zookeeper);
     uri_ = service.uri;
     client_ = Open();
   }
@@ -58,6 +60,13 @@ class LockBackendTest : public ::testing::TestWithParam<Backend> {
 
   // Removes the lock's key behind the holder's back.
   void DeleteLockKey(const std::string& lock) {
+    if (zookeeper_) {
+      // The contenders' znodes under the lock's folder (lock names here need no escaping).
+      ASSERT_EQ(testing::ZookeeperDeleteChildren(zookeeper_->connect_string(),
+                                                 "/fencekit/locks/" + lock),
+                1);
+      return;
+    }
     if (etcd_) {
       auto info = client_->Inspect(lock);
       ASSERT_TRUE(info.ok() && info->held);
@@ -89,6 +98,7 @@ class LockBackendTest : public ::testing::TestWithParam<Backend> {
   std::unique_ptr<RedisServer> redis_;
   std::vector<std::unique_ptr<RedisServer>> nodes_;  // Redlock
   std::unique_ptr<EtcdCluster> etcd_;
+  std::unique_ptr<procutil::ZookeeperEnsemble> zookeeper_;
   std::string uri_;
   std::unique_ptr<LockClient> client_;
 };
@@ -207,8 +217,16 @@ TEST_P(LockBackendTest, ReleaseAndExtendAreOwnerChecked) {
   EXPECT_EQ(info->owner, lease->owner);
   EXPECT_EQ(info->token, lease->token);
   EXPECT_GT(info->remaining, 5s);
-  EXPECT_TRUE(client_->Extend(*lease, 20s).ok());
-  EXPECT_GT(client_->Inspect("job")->remaining, 15s);
+  if (GetParam() == Backend::kZookeeper) {
+    // The lease is a session of 10s: a longer ttl is refused, not silently shortened.
+    Status longer = client_->Extend(*lease, 20s);
+    EXPECT_TRUE(longer.IsInvalidArgument()) << longer.ToString();
+    EXPECT_NE(longer.message().find("acquire with the longer ttl"), std::string::npos)
+        << longer.message();
+  } else {
+    EXPECT_TRUE(client_->Extend(*lease, 20s).ok());
+    EXPECT_GT(client_->Inspect("job")->remaining, 15s);
+  }
   ASSERT_TRUE(client_->Release(*lease).ok());
   EXPECT_TRUE(client_->Extend(*lease, 10s).IsNotHeld());
   EXPECT_FALSE(client_->Inspect("job")->held);
@@ -423,7 +441,7 @@ TEST_P(LockBackendTest, RejectsBadArguments) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, LockBackendTest,
                          ::testing::Values(Backend::kSqlite, Backend::kRedis, Backend::kRedlock,
-                                           Backend::kEtcd),
+                                           Backend::kEtcd, Backend::kZookeeper),
                          Name);
 
 // Every network backend says at Open, and at once, that nothing answers at the address.
@@ -444,6 +462,9 @@ TEST_P(UnreachableServiceTest, OpenIsUnavailableAtOnce) {
     case Backend::kEtcd:
       uri = "etcd://127.0.0.1:" + std::to_string(testing::FreePort());
       break;
+    case Backend::kZookeeper:
+      uri = "zk://127.0.0.1:" + std::to_string(testing::FreePort());
+      break;
     case Backend::kSqlite:
       FAIL() << "not a network service";
   }
@@ -456,7 +477,8 @@ TEST_P(UnreachableServiceTest, OpenIsUnavailableAtOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(NetworkBackends, UnreachableServiceTest,
-                         ::testing::Values(Backend::kRedis, Backend::kRedlock, Backend::kEtcd),
+                         ::testing::Values(Backend::kRedis, Backend::kRedlock, Backend::kEtcd,
+                                           Backend::kZookeeper),
                          Name);
 
 }  // namespace

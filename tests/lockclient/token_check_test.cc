@@ -41,6 +41,7 @@ class TokenCheckTest : public ::testing::TestWithParam<Backend> {
     redis_ = std::move(service.redis);
     nodes_ = std::move(service.nodes);
     etcd_ = std::move(service.etcd);
+    zookeeper_ = std::move(service.zookeeper);
     uri_ = service.uri;
     client_ = OpenClient(uri_, {.op_timeout = 500ms});
     ASSERT_NE(client_, nullptr);
@@ -57,6 +58,8 @@ class TokenCheckTest : public ::testing::TestWithParam<Backend> {
         return "redlock:[0-9a-f]{32}";
       case Backend::kEtcd:
         return "etcd:[0-9a-f]{1,16}";
+      case Backend::kZookeeper:
+        return "zookeeper:[0-9a-f]{32}";
     }
     return "";
   }
@@ -65,6 +68,7 @@ class TokenCheckTest : public ::testing::TestWithParam<Backend> {
   std::unique_ptr<RedisServer> redis_;
   std::vector<std::unique_ptr<RedisServer>> nodes_;  // Redlock
   std::unique_ptr<EtcdCluster> etcd_;
+  std::unique_ptr<procutil::ZookeeperEnsemble> zookeeper_;
   std::string uri_;
   std::unique_ptr<LockClient> client_;
 };
@@ -124,12 +128,12 @@ TEST_P(TokenCheckTest, ForgedHigherAndStaleLowerTokensAreNotCurrentAndTheCheckCh
   auto still = client_->CheckToken("job", holder->token);
   ASSERT_TRUE(still.ok()) << still.status().ToString();
   EXPECT_TRUE(still->current);
-  // Nor did they move the counter: the next grant is the next token (etcd: its revision moves
-  // with every write, so only "greater").
+  // Nor did they move the counter: the next grant is the next token (etcd and ZooKeeper: their
+  // revision and zxid move with every write, so only "greater").
   ASSERT_TRUE(client_->Release(*holder).ok());
   auto next = client_->TryAcquire("job");
   ASSERT_TRUE(next.ok()) << next.status().ToString();
-  if (GetParam() == Backend::kEtcd) {
+  if (GetParam() == Backend::kEtcd || GetParam() == Backend::kZookeeper) {
     EXPECT_GT(next->token, holder->token);
   } else {
     EXPECT_EQ(next->token.value(), holder->token.value() + 1);
@@ -158,7 +162,7 @@ TEST_P(TokenCheckTest, CheckRefusesABadLockName) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, TokenCheckTest,
                          ::testing::Values(Backend::kSqlite, Backend::kRedis, Backend::kRedlock,
-                                           Backend::kEtcd),
+                                           Backend::kEtcd, Backend::kZookeeper),
                          Name);
 
 // The network services, stopped after open: the check says it cannot ask, within the timeout.
@@ -172,6 +176,7 @@ TEST_P(StoppedServiceTest, CheckFailsUnavailableWithinTheOpTimeout) {
     if (!nodes_.empty()) nodes_[i]->Stop();
   }
   if (etcd_) etcd_->Kill(0);
+  if (zookeeper_) zookeeper_->Kill(0);
   auto start = std::chrono::steady_clock::now();
   auto check = client_->CheckToken("job", lease->token);
   auto took = std::chrono::steady_clock::now() - start;
@@ -182,7 +187,8 @@ TEST_P(StoppedServiceTest, CheckFailsUnavailableWithinTheOpTimeout) {
 }
 
 INSTANTIATE_TEST_SUITE_P(NetworkBackends, StoppedServiceTest,
-                         ::testing::Values(Backend::kRedis, Backend::kRedlock, Backend::kEtcd),
+                         ::testing::Values(Backend::kRedis, Backend::kRedlock, Backend::kEtcd,
+                                           Backend::kZookeeper),
                          Name);
 
 // --- SQLite: the id lives in the database ---

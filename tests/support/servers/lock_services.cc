@@ -12,6 +12,8 @@ std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
       return "Redlock";
     case Backend::kEtcd:
       return "Etcd";
+    case Backend::kZookeeper:
+      return "Zookeeper";
   }
   return "";
 }
@@ -47,6 +49,15 @@ LockService::LockService(Backend backend, const TempDir& dir) {
     case Backend::kSqlite:
       uri = "sqlite://" + dir.File("locks.db");
       break;
+    case Backend::kZookeeper: {
+      zookeeper = std::make_unique<procutil::ZookeeperEnsemble>();
+      Status s = zookeeper->Start({.members = 1,
+                                   .dir = dir.File("zookeeper"),
+                                   .max_session_timeout = std::chrono::seconds(60)});
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      uri = "zk://" + zookeeper->connect_string();
+      break;
+    }
   }
 }
 

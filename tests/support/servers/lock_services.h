@@ -9,15 +9,16 @@
 #include <vector>
 
 #include "fencekit/lockclient/lock_client.h"
+#include "fencekit/procutil/zookeeper_ensemble.h"
 #include "support/servers/etcd_server.h"
 #include "support/servers/redis_server.h"
 #include "support/test_support.h"
 
 namespace fencekit::testing {
 
-enum class Backend { kSqlite, kRedis, kRedlock, kEtcd };
+enum class Backend { kSqlite, kRedis, kRedlock, kEtcd, kZookeeper };
 
-// "Sqlite", "Redis", "Redlock", "Etcd": the suffix of a parameterized test's name.
+// "Sqlite", "Redis", "Redlock", "Etcd", "Zookeeper": the suffix of a parameterized test's name.
 std::string BackendName(const ::testing::TestParamInfo<Backend>& info);
 
 // LockClient::Open, failing the current test (and returning null) when it fails.
@@ -27,13 +28,15 @@ std::unique_ptr<LockClient> OpenLockClient(const std::string& uri, LockOptions o
 std::string RedlockUri(const std::vector<std::unique_ptr<RedisServer>>& nodes);
 
 // Starts the service of `backend`: SQLite a database file in `dir`, Redis one server, Redlock
-// five, etcd a one-member cluster. The servers are handed over by moving the members out.
+// five, etcd a one-member cluster, ZooKeeper one standalone server (sessions up to 60s). The
+// servers are handed over by moving the members out.
 struct LockService {
   LockService(Backend backend, const TempDir& dir);
 
   std::unique_ptr<RedisServer> redis;
   std::vector<std::unique_ptr<RedisServer>> nodes;  // Redlock
   std::unique_ptr<EtcdCluster> etcd;
+  std::unique_ptr<procutil::ZookeeperEnsemble> zookeeper;
   std::string uri;
 };
 

@@ -1,0 +1,610 @@
+// The ZooKeeper lock service. What this file decides: the lease is a ZooKeeper session (its
+// timeout the ttl); a contender joins the lock's line with an ephemeral sequential znode, holds
+// the lock when its znode is first, and waits by watching the znode just before its own (first
+// come, first served, one wake-up per release), as Curator's InterProcessMutex does. The token
+// is the znode's czxid: zxids are agreed by the ensemble and only grow, across leader elections
+// too. The service id is a random id kept in a znode under the prefix, made by the first client
+// of a new (or wiped) ensemble.
+#include <zookeeper/zookeeper.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "fencekit/common/mutex.h"
+#include "fencekit/common/names.h"
+#include "lock_backend.h"
+#include "random_id.h"
+#include "zookeeper/session.h"
+#include "zookeeper/uri.h"
+
+namespace fencekit::lockclient {
+namespace {
+
+using std::chrono::milliseconds;
+using SteadyTime = std::chrono::steady_clock::time_point;
+using zk::Session;
+using zk::Zxid;
+
+constexpr std::string_view kHexDigits = "0123456789abcdef";
+
+std::string Hex(std::string_view bytes) {
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += kHexDigits[c >> 4];
+    out += kHexDigits[c & 15];
+  }
+  return out;
+}
+std::string Unhex(std::string_view hex) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
+    auto digit = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+    out += static_cast<char>(digit(hex[i]) * 16 + digit(hex[i + 1]));
+  }
+  return out;
+}
+
+// A lock name as one znode name: A-Z a-z 0-9 _ - as they are, every other byte %XX (so no
+// '/', and never "." or "..").
+std::string Escape(std::string_view lock) {
+  std::string out;
+  for (unsigned char c : lock) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+        c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += static_cast<char>(std::toupper(kHexDigits[c >> 4]));
+      out += static_cast<char>(std::toupper(kHexDigits[c & 15]));
+    }
+  }
+  return out;
+}
+
+// A contender's znode: "<owner in hex>-lock-<sequence>", the sequence ten digits ZooKeeper adds.
+constexpr std::string_view kMarker = "-lock-";
+std::string OwnerOf(const std::string& child) {
+  const auto at = child.find(kMarker);
+  return at == std::string::npos ? "" : Unhex(child.substr(0, at));
+}
+std::string SequenceOf(const std::string& child) {
+  return child.size() >= 10 ? child.substr(child.size() - 10) : child;
+}
+// The line: children in the order ZooKeeper created them.
+void SortLine(std::vector<std::string>& children) {
+  children.erase(std::remove_if(children.begin(), children.end(),
+                                [](const std::string& c) {
+                                  return c.find(kMarker) == std::string::npos;
+                                }),
+                 children.end());
+  std::sort(children.begin(), children.end(), [](const std::string& a, const std::string& b) {
+    return SequenceOf(a) < SequenceOf(b);
+  });
+}
+
+// Thread safety: safe for concurrent use; a waiting Acquire holds no lock while it waits.
+class ZookeeperBackend final : public LockBackend {
+ public:
+  ZookeeperBackend(ZookeeperUri uri, const LockOptions& options)
+      : uri_(std::move(uri)),
+        options_(options),
+        clock_(options.clock != nullptr ? options.clock : Clock::Real()),
+        // Connecting takes a round trip and a session's creation by the ensemble's leader.
+        connect_timeout_(std::max(options.op_timeout, milliseconds(1'500))),
+        reaper_([this] { Reap(); }) {}
+
+  ~ZookeeperBackend() override {
+    {
+      MutexLock lock(mu_);
+      stopping_ = true;
+      reap_cv_.NotifyAll();
+    }
+    reaper_.join();
+  }
+
+  // Opens the session for Inspect and CheckToken and learns the service id.
+  Status Open() {
+    auto session = SessionFor(options_.ttl, /*lease=*/false);
+    return session.ok() ? Status::Ok() : session.status();
+  }
+
+  Result<Granted> TryAcquire(std::string_view lock, std::string_view owner, milliseconds ttl,
+                             milliseconds* holder_remaining) override {
+    auto joined = Join(lock, owner, ttl);
+    if (!joined.ok()) return joined.status();
+    if (joined->line.front() == joined->name) return Grant(lock, owner, *joined, ttl);
+    // Busy: leave the line at once, so nobody waits behind a contender that went away.
+    (void)joined->session->Delete(LockPath(lock) + "/" + joined->name, options_.op_timeout);
+    Forget(owner);
+    *holder_remaining = ttl;  // ZooKeeper does not say when another session would expire
+    return Status::Busy("held");
+  }
+
+  bool QueuesWaiters() const override { return true; }
+
+  Result<Granted> AcquireInLine(std::string_view lock, std::string_view owner, milliseconds ttl,
+                                SteadyTime deadline, SteadyTime* valid_from) override {
+    *valid_from = clock_->Now();
+    auto joined = Join(lock, owner, ttl);
+    if (!joined.ok()) return joined.status();
+    const std::string dir = LockPath(lock);
+    std::shared_ptr<Session> session = joined->session;
+    auto leave = [&](Status why) -> Status {
+      (void)session->Delete(dir + "/" + joined->name, options_.op_timeout);
+      Forget(owner);
+      return why;
+    };
+    for (;;) {
+      auto& line = joined->line;
+      auto mine = std::find(line.begin(), line.end(), joined->name);
+      if (mine == line.end()) {
+        Forget(owner);
+        return Status::Unavailable(Subject(lock, uri_.shown) +
+                                   ": this waiter's znode vanished from the line (its ZooKeeper "
+                                   "session expired, or the znode was deleted)");
+      }
+      if (mine == line.begin()) return Grant(lock, owner, *joined, ttl);
+      // Watch the predecessor; look again once it is gone (or the session changed state).
+      const std::string predecessor = dir + "/" + *(mine - 1);
+      for (;;) {
+        if (clock_->Now() >= deadline) return leave(Status::Timeout("still held"));
+        if (!session->alive()) return leave(Expired(lock, "while waiting in line"));
+        const std::uint64_t seen = session->changes();
+        auto there = session->Exists(predecessor, /*watch=*/true, options_.op_timeout);
+        if (!there.ok()) return leave(there.status());
+        if (!there->has_value()) break;
+        const auto left = deadline - clock_->Now();
+        if (left <= SteadyTime::duration::zero()) continue;
+        session->WaitForChange(seen, std::chrono::steady_clock::now() + clock_->RealWait(left));
+      }
+      // Validity counts from before the read that shows this contender first.
+      *valid_from = clock_->Now();
+      auto children = session->Children(dir, options_.op_timeout);
+      if (!children.ok()) return leave(children.status());
+      SortLine(*children);
+      line = std::move(children).value();
+    }
+  }
+
+  Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
+                milliseconds ttl) override {
+    std::optional<HeldNode> held = Known(owner);
+    if (!held || held->lock != lock || held->czxid != token.value()) {
+      auto found = Find(lock, owner, token);
+      if (!found.ok()) return found.status();
+      if (!found->has_value()) return NotHeld(lock, owner, token, "extend");
+      return Status::InvalidArgument(
+          "cannot extend " + Subject(lock, uri_.shown) +
+          ": a ZooKeeper lease is its holder's session, which only the process that took it can "
+          "keep alive");
+    }
+    if (ttl > held->session->negotiated()) {
+      return Status::InvalidArgument("cannot extend " + Subject(lock, uri_.shown) + " to " +
+                                     std::to_string(ttl.count()) +
+                                     "ms: the lease is a ZooKeeper session of " +
+                                     std::to_string(held->session->negotiated().count()) +
+                                     "ms; acquire with the longer ttl instead");
+    }
+    // A round trip on the session: the ensemble heard from it, so it lives a session timeout
+    // from now at least (LockClient counts the validity from before this call).
+    const SteadyTime started = clock_->Now();
+    auto there = held->session->Exists(held->path, /*watch=*/false, options_.op_timeout);
+    if (!there.ok()) return there.status();
+    if (!there->has_value() || **there != token.value() || !held->session->alive()) {
+      Forget(owner);
+      return NotHeld(lock, owner, token, "extend");
+    }
+    Renewed(owner, started + ttl);
+    return Status::Ok();
+  }
+
+  // Deletes the znode and records the release in the lock's folder in one transaction, so that
+  // a second release, from any process, can say "already released".
+  Status Release(std::string_view lock, std::string_view owner, FencingToken token) override {
+    std::optional<HeldNode> held = Known(owner);
+    std::shared_ptr<Session> session;
+    std::string path;
+    if (held && held->lock == lock && held->czxid == token.value() && held->session->alive()) {
+      session = held->session;
+      path = held->path;
+    } else {
+      // Another process's lease (fencectl release): its znode, found by owner and token.
+      auto found = Find(lock, owner, token);
+      if (!found.ok()) return found.status();
+      if (!found->has_value()) {
+        Forget(owner);
+        return NotHeld(lock, owner, token, "release");
+      }
+      auto any = SessionFor(options_.ttl, /*lease=*/false);
+      if (!any.ok()) return any.status();
+      session = *any;
+      path = **found;
+    }
+    Status deleted =
+        session->DeleteAndSet(path, LockPath(lock), std::to_string(token.value()),
+                              options_.op_timeout);
+    Forget(owner);
+    if (deleted.IsNotFound()) return NotHeld(lock, owner, token, "release");
+    return deleted;
+  }
+
+  Result<LockInfo> Inspect(std::string_view lock) override {
+    auto head = Head(lock);
+    if (!head.ok()) return head.status();
+    LockInfo info;
+    info.lock = std::string(lock);
+    auto released = LastReleased(lock);
+    if (!released.ok()) return released.status();
+    if (auto last = FencingToken::FromInt(*released); *released > 0 && last.ok()) {
+      info.last_token = *last;
+    }
+    if (!head->has_value()) return info;
+    info.held = true;
+    info.owner = (*head)->owner;
+    info.token = (*head)->token;
+    // The holder's session timeout: how long the lock stays held once its holder goes silent.
+    info.remaining = (*head)->ttl;
+    if (!info.last_token || *info.last_token < (*head)->last) info.last_token = (*head)->last;
+    return info;
+  }
+
+  Result<TokenCheck> CheckToken(std::string_view lock, FencingToken token) override {
+    auto head = Head(lock);
+    if (!head.ok()) return head.status();
+    TokenCheck check{.service = service_id()};
+    if (head->has_value()) {
+      check.holder = (*head)->token;
+      check.current = (*head)->token == token;
+    }
+    return check;
+  }
+
+  std::string service_id() const override {
+    MutexLock lock(mu_);
+    return service_id_;
+  }
+
+  void WaitForRelease(std::string_view lock, milliseconds max_wait) override {
+    auto session = SessionFor(options_.ttl, /*lease=*/false);
+    if (!session.ok()) return;
+    const auto until = std::chrono::steady_clock::now() + max_wait;
+    auto children = (*session)->Children(LockPath(lock), options_.op_timeout);
+    if (!children.ok()) return;
+    SortLine(*children);
+    if (children->empty()) return;
+    const std::uint64_t seen = (*session)->changes();
+    auto there =
+        (*session)->Exists(LockPath(lock) + "/" + children->front(), true, options_.op_timeout);
+    if (!there.ok() || !there->has_value()) return;
+    (*session)->WaitForChange(seen, until);
+  }
+
+  const std::string& service() const override { return uri_.shown; }
+
+ private:
+  struct HeldNode {
+    std::string lock;
+    std::shared_ptr<Session> session;
+    std::string path;
+    Zxid czxid = 0;
+  };
+  struct Joined {
+    std::shared_ptr<Session> session;
+    std::string name;  // this contender's znode, in the lock's folder
+    Zxid czxid = 0;
+    std::vector<std::string> line;  // sorted
+  };
+  struct HeadNode {
+    std::string owner;
+    FencingToken token;
+    milliseconds ttl{0};  // its session timeout, as its znode says
+    FencingToken last;    // the newest contender's token (the line's last)
+  };
+
+  std::string LockPath(std::string_view lock) const {
+    return uri_.prefix + "/locks/" + Escape(lock);
+  }
+
+  // The session for leases of `ttl`: one per ttl, kept open (a connection and the C client's
+  // two threads each), made again once the ensemble expired it. With `lease`, kInvalidArgument
+  // when the ensemble grants a shorter session than `ttl`: it would end the lease early.
+  Result<std::shared_ptr<Session>> SessionFor(milliseconds ttl, bool lease) {
+    std::shared_ptr<Session> session;
+    {
+      MutexLock lock(mu_);
+      auto it = sessions_.find(ttl.count());
+      if (it != sessions_.end() && it->second->alive()) session = it->second;
+    }
+    if (session == nullptr) {
+      auto opened =
+          Session::Open(uri_.hosts, ttl, connect_timeout_, uri_.user, uri_.password, uri_.shown);
+      if (!opened.ok()) return opened.status();
+      session = std::shared_ptr<Session>(std::move(opened).value());
+      if (Status s = LearnServiceId(*session); !s.ok()) return s;
+      MutexLock lock(mu_);
+      sessions_[ttl.count()] = session;
+    }
+    if (lease && session->negotiated() < ttl) {
+      return Status::InvalidArgument(
+          "the ZooKeeper ensemble " + uri_.shown + " grants sessions of at most " +
+          std::to_string(session->negotiated().count()) + "ms, below the ttl of " +
+          std::to_string(ttl.count()) +
+          "ms: the lease would end early; ask for a ttl the ensemble's minSessionTimeout and "
+          "maxSessionTimeout allow (by default 2 and 20 tickTimes)");
+    }
+    return session;
+  }
+
+  // Reads the service id, or makes it on a new (or wiped) ensemble.
+  Status LearnServiceId(Session& session) {
+    const std::string path = uri_.prefix + "/service-id";
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      auto id = session.Get(path, options_.op_timeout);
+      if (id.ok()) {
+        if (!CheckServiceId(*id).ok()) {
+          return Status::Unavailable("ZooKeeper " + uri_.shown + ": the znode " + path +
+                                     " holds no usable service id");
+        }
+        MutexLock lock(mu_);
+        service_id_ = *id;
+        return Status::Ok();
+      }
+      if (!id.status().IsNotFound()) return id.status();
+      auto random = RandomHex128();
+      if (!random.ok()) return random.status();
+      if (Status s = MakeParents(session, path); !s.ok()) return s;
+      auto made = session.Create(path, "zookeeper:" + *random, ZOO_PERSISTENT, options_.op_timeout);
+      if (!made.ok() && !made.status().IsBusy()) return made.status();
+    }
+    return Status::Unavailable("ZooKeeper " + uri_.shown + ": the service id could not be read");
+  }
+
+  // Makes the folders above `path` ("/a/b/c": /a, /a/b), persistent: a lock's folder keeps
+  // the token of its last release (its data).
+  Status MakeParents(Session& session, const std::string& path) {
+    for (std::size_t slash = path.find('/', 1); slash != std::string::npos;
+         slash = path.find('/', slash + 1)) {
+      auto made = session.Create(path.substr(0, slash), "", ZOO_PERSISTENT, options_.op_timeout);
+      if (!made.ok() && !made.status().IsBusy() && !made.status().IsNotFound()) {
+        return made.status();
+      }
+    }
+    return Status::Ok();
+  }
+
+  // This owner's znode in the lock's line (a retried attempt's, else a new one), and the line.
+  Result<Joined> Join(std::string_view lock, std::string_view owner, milliseconds ttl) {
+    auto session = SessionFor(ttl, /*lease=*/true);
+    if (!session.ok()) return session.status();
+    Joined joined{.session = *session};
+    const std::string dir = LockPath(lock);
+    const std::string prefix = Hex(owner) + std::string(kMarker);
+    // A retry after a lost reply finds its znode already there.
+    if (auto children = joined.session->Children(dir, options_.op_timeout); children.ok()) {
+      for (const auto& c : *children) {
+        if (c.starts_with(prefix)) joined.name = c;
+      }
+    }
+    if (joined.name.empty()) {
+      for (int attempt = 0;; ++attempt) {
+        // Its data: the session timeout, which Inspect reports as the time a silent holder
+        // keeps the lock.
+        auto made = joined.session->Create(dir + "/" + prefix,
+                                           std::to_string(joined.session->negotiated().count()),
+                                           ZOO_EPHEMERAL_SEQUENTIAL, options_.op_timeout);
+        if (made.ok()) {
+          joined.name = made->path.substr(dir.size() + 1);
+          joined.czxid = made->czxid;
+          break;
+        }
+        // No folder yet: make it (and the prefix above it).
+        if (!made.status().IsNotFound() || attempt == 3) return made.status();
+        if (Status s = MakeParents(*joined.session, dir + "/x"); !s.ok()) return s;
+      }
+    } else {
+      auto there = joined.session->Exists(dir + "/" + joined.name, false, options_.op_timeout);
+      if (!there.ok()) return there.status();
+      if (!there->has_value()) return Status::Unavailable(Subject(lock, uri_.shown) + ": retry");
+      joined.czxid = **there;
+    }
+    {
+      MutexLock lock_(mu_);
+      held_[std::string(owner)] =
+          HeldNode{std::string(lock), joined.session, dir + "/" + joined.name, joined.czxid};
+    }
+    auto line = joined.session->Children(dir, options_.op_timeout);
+    if (!line.ok()) return line.status();
+    SortLine(*line);
+    joined.line = std::move(line).value();
+    if (std::find(joined.line.begin(), joined.line.end(), joined.name) == joined.line.end()) {
+      Forget(owner);
+      return Expired(lock, "before it joined the line");
+    }
+    return joined;
+  }
+
+  Result<Granted> Grant(std::string_view lock, std::string_view owner, const Joined& joined,
+                        milliseconds ttl) {
+    Renewed(owner, clock_->Now() + ttl);
+    auto token = FencingToken::FromInt(joined.czxid);
+    if (!token.ok()) {
+      return Status::Unavailable("ZooKeeper " + uri_.shown + " gave " + Subject(lock, uri_.shown) +
+                                 " a znode without a usable czxid");
+    }
+    return Granted{*token, service_id()};
+  }
+
+  // The first contender of the lock's line: its owner and token; nullopt when free.
+  Result<std::optional<HeadNode>> Head(std::string_view lock) {
+    auto session = SessionFor(options_.ttl, /*lease=*/false);
+    if (!session.ok()) return session.status();
+    const std::string dir = LockPath(lock);
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      auto children = (*session)->Children(dir, options_.op_timeout);
+      if (!children.ok() && children.status().IsNotFound()) return std::optional<HeadNode>();
+      if (!children.ok()) return children.status();
+      SortLine(*children);
+      if (children->empty()) return std::optional<HeadNode>();
+      auto data = (*session)->Get(dir + "/" + children->front(), options_.op_timeout);
+      auto there = (*session)->Exists(dir + "/" + children->front(), false, options_.op_timeout);
+      auto newest = (*session)->Exists(dir + "/" + children->back(), false, options_.op_timeout);
+      if (!there.ok()) return there.status();
+      if (!newest.ok()) return newest.status();
+      if (!there->has_value() || !data.ok()) continue;  // released meanwhile: look again
+      auto token = FencingToken::FromInt(**there);
+      if (!token.ok()) return token.status();
+      HeadNode head{.owner = OwnerOf(children->front()), .token = *token};
+      head.last = *token;
+      if (newest->has_value()) {
+        if (auto last = FencingToken::FromInt(**newest); last.ok()) head.last = *last;
+      }
+      head.ttl = milliseconds(std::strtoll(data->c_str(), nullptr, 10));
+      return std::optional<HeadNode>(std::move(head));
+    }
+    return Status::Unavailable(Subject(lock, uri_.shown) + ": the line kept changing");
+  }
+
+  // The token of the lock's last release (its folder's data); 0 when none was recorded.
+  Result<std::int64_t> LastReleased(std::string_view lock) {
+    auto session = SessionFor(options_.ttl, /*lease=*/false);
+    if (!session.ok()) return session.status();
+    auto data = (*session)->Get(LockPath(lock), options_.op_timeout);
+    if (!data.ok() && data.status().IsNotFound()) return std::int64_t{0};
+    if (!data.ok()) return data.status();
+    return std::strtoll(data->c_str(), nullptr, 10);
+  }
+
+  // kNotHeld for `what` ("release", "extend") of `token`'s lease, whose znode is gone: already
+  // released, another owner holds the lock, or the lease expired.
+  Status NotHeld(std::string_view lock, std::string_view owner, FencingToken token,
+                 std::string_view what) {
+    auto released = LastReleased(lock);
+    if (released.ok() && *released == token.value()) {
+      return AlreadyReleased(what, lock, uri_.shown);
+    }
+    const std::string start = "cannot " + std::string(what) + " " + Subject(lock, uri_.shown) + ": ";
+    auto head = Head(lock);
+    if (head.ok() && head->has_value() && ((*head)->token != token || (*head)->owner != owner)) {
+      return Status::NotHeld(start + "it is held by another owner (token " +
+                             std::to_string((*head)->token.value()) + "); this lease is lost");
+    }
+    return Status::NotHeld(start +
+                           "the lease expired (its ZooKeeper session ended and its znode is "
+                           "gone); acquire again");
+  }
+
+  // The znode of `owner`'s lease of `token` (another process's, or this one's), nullopt when
+  // it is gone.
+  Result<std::optional<std::string>> Find(std::string_view lock, std::string_view owner,
+                                          FencingToken token) {
+    auto session = SessionFor(options_.ttl, /*lease=*/false);
+    if (!session.ok()) return session.status();
+    const std::string dir = LockPath(lock);
+    auto children = (*session)->Children(dir, options_.op_timeout);
+    if (!children.ok() && !children.status().IsNotFound()) return children.status();
+    const std::string prefix = Hex(owner) + std::string(kMarker);
+    if (children.ok()) {
+      for (const auto& c : *children) {
+        if (!c.starts_with(prefix)) continue;
+        auto there = (*session)->Exists(dir + "/" + c, false, options_.op_timeout);
+        if (!there.ok()) return there.status();
+        if (there->has_value() && **there == token.value()) {
+          return std::optional<std::string>(dir + "/" + c);
+        }
+      }
+    }
+    return std::optional<std::string>();
+  }
+
+  // kNotHeld: the lease's znode is gone (its session expired, or it was released).
+  Status Expired(std::string_view lock, std::string_view when) {
+    return Status::NotHeld(Subject(lock, uri_.shown) + ": the lease expired" +
+                           (when.empty() ? "" : " " + std::string(when)) +
+                           " (its ZooKeeper session ended and its znode is gone); acquire again");
+  }
+
+  std::optional<HeldNode> Known(std::string_view owner) {
+    MutexLock lock(mu_);
+    auto it = held_.find(std::string(owner));
+    if (it == held_.end()) return std::nullopt;
+    return it->second;
+  }
+  void Forget(std::string_view owner) {
+    MutexLock lock(mu_);
+    held_.erase(std::string(owner));
+    expiry_.erase(std::string(owner));
+  }
+  // The lease of `owner` ends at `until` unless renewed again.
+  void Renewed(std::string_view owner, SteadyTime until) {
+    MutexLock lock(mu_);
+    expiry_[std::string(owner)] = until;
+    reap_cv_.NotifyAll();
+  }
+
+  // The reaper: a lease that is not renewed ends at its ttl, as on every other lock service,
+  // though its session (kept alive by the C client while this process runs) would hold the
+  // znode on. Its znode is deleted then; a paused or cut-off process's session expires on the
+  // ensemble instead, after the same ttl.
+  void Reap() {
+    MutexLock lock(mu_);
+    while (!stopping_) {
+      SteadyTime next = SteadyTime::max();
+      for (const auto& [owner, until] : expiry_) next = std::min(next, until);
+      if (next == SteadyTime::max()) {
+        reap_cv_.Wait(mu_);
+        continue;
+      }
+      if (clock_->Now() < next) {
+        clock_->WaitUntil(reap_cv_, mu_, next);
+        continue;
+      }
+      std::vector<HeldNode> ended;
+      for (auto it = expiry_.begin(); it != expiry_.end();) {
+        if (it->second > clock_->Now()) {
+          ++it;
+          continue;
+        }
+        if (auto h = held_.find(it->first); h != held_.end()) {
+          ended.push_back(h->second);
+          held_.erase(h);
+        }
+        it = expiry_.erase(it);
+      }
+      lock.Unlock();
+      for (const HeldNode& h : ended) (void)h.session->Delete(h.path, options_.op_timeout);
+      lock.Lock();
+    }
+  }
+
+  const ZookeeperUri uri_;
+  const LockOptions options_;
+  Clock* const clock_;
+  const milliseconds connect_timeout_;
+  mutable Mutex mu_;
+  // ttl in ms -> the session for leases of that ttl.
+  std::map<std::int64_t, std::shared_ptr<Session>> sessions_ FENCEKIT_GUARDED_BY(mu_);
+  // owner -> its znode, while in line or holding.
+  std::map<std::string, HeldNode> held_ FENCEKIT_GUARDED_BY(mu_);
+  std::string service_id_ FENCEKIT_GUARDED_BY(mu_);
+  // owner -> when its lease ends unless renewed (the reaper's list).
+  std::map<std::string, SteadyTime> expiry_ FENCEKIT_GUARDED_BY(mu_);
+  CondVar reap_cv_;
+  bool stopping_ FENCEKIT_GUARDED_BY(mu_) = false;
+  std::thread reaper_;  // last: started once the rest is made
+};
+
+}  // namespace
+
+Result<std::unique_ptr<LockBackend>> OpenZookeeperBackend(std::string_view uri,
+                                                          const LockOptions& options) {
+  auto parsed = ParseZookeeperUri(uri);
+  if (!parsed.ok()) return parsed.status();
+  auto backend = std::make_unique<ZookeeperBackend>(std::move(parsed).value(), options);
+  // Fail at open, with a clear message, when no member answers or the credentials are wrong.
+  if (Status s = backend->Open(); !s.ok()) return s;
+  return std::unique_ptr<LockBackend>(std::move(backend));
+}
+
+}  // namespace fencekit::lockclient
