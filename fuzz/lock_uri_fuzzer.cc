@@ -1,5 +1,6 @@
 // Fuzz target "lock_uri": lock service URIs as LockClient::Open reads them (redis://, redlock://,
-// etcd://, sqlite://) and the host:port lists inside them (ParseEndpoints). The target runs in a
+// etcd://, sqlite://), zk:// ones as ParseZookeeperUri reads them (opening one waits out the C
+// client's connect timeout), and the host:port lists inside them (ParseEndpoints). The target runs in a
 // private network namespace whose only interface is down, so a URI that parses is refused at
 // connect at once and nothing leaves the machine. sqlite:// URIs that name a file are parsed by
 // ParseEndpoints' caller only up to the file name; they are not opened (that would create files
@@ -9,6 +10,7 @@
 #include <string_view>
 
 #include "endpoints.h"
+#include "zookeeper/uri.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "support/fuzz_support.h"
 
@@ -68,6 +70,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (uri.starts_with("sqlite://")) {
     std::string_view path = uri.substr(9);
     if (!path.empty() && path != "/") return 0;  // a file: not opened, see above
+  }
+  if (uri.starts_with("zk://") || uri.starts_with("zks://")) {
+    auto zk = fencekit::lockclient::ParseZookeeperUri(uri);
+    FUZZ_CHECK(zk.ok() || zk.status().IsInvalidArgument(), zk.status().ToString());
+    if (zk.ok()) {
+      FUZZ_CHECK(!zk->endpoints.empty() && zk->prefix.starts_with("/"), zk->shown);
+      FUZZ_CHECK(zk->shown.find('@') == std::string::npos || !zk->user.empty(), zk->shown);
+    }
+    return 0;
   }
   fencekit::LockOptions options;
   options.op_timeout = std::chrono::milliseconds(200);

@@ -127,9 +127,9 @@ int main(int argc, char** argv) {
       "the control arm: run the store unguarded (demonstration only) to show the lost update; "
       "in check-then-write, a store with no check at all")(
       "locks", po::value(&locks),
-      "lock service URI: sqlite:///path/locks.db, redis://host:port, redlock://h1:p1,h2:p2,h3:p3 "
-      "or etcd://h1:p1[,...] (default: an embedded sqlite:// file in a temporary folder). "
-      "lock-service-restart and clock-jump start their own Redis and refuse it")(
+      "lock service URI: sqlite:///path/locks.db, redis://host:port, redlock://h1:p1,h2:p2,h3:p3, "
+      "etcd://h1:p1[,...] or zk://h1:p1[,...] (default: an embedded sqlite:// file in a temporary "
+      "folder). lock-service-restart and clock-jump start their own Redis and refuse it")(
       "ttl", po::value(&ttl_text)->default_value("1s"), "lease length of the clients")(
       "json", po::value(&json_path), "write the events and the final value as JSON to FILE")(
       "html", po::value(&html_path), "write a standalone timeline page (SVG) to FILE")(

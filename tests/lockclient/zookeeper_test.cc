@@ -136,6 +136,22 @@ TEST(ZookeeperLockTest, TheServiceIdIsKeptAcrossClientsAndANewOneComesWithAWiped
   EXPECT_EQ(again->service, fresh->service_id());
 }
 
+TEST(ZookeeperLockTest, DigestCredentialsKeepTheLocksToTheirUser) {
+  TempDir dir;
+  auto zk = StartEnsemble(dir, 1);
+  const std::string hosts = zk->connect_string();
+  auto app = testing::OpenLockClient("zk://app:s3cret@" + hosts + "/app");
+  ASSERT_NE(app, nullptr);
+  auto lease = app->TryAcquire("job", 5s);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  // Another user may not even read the prefix (CREATOR_ALL ACLs).
+  auto eve = LockClient::Open("zk://eve:guess@" + hosts + "/app");
+  ASSERT_FALSE(eve.ok());
+  EXPECT_TRUE(eve.status().IsPermissionDenied()) << eve.status().ToString();
+  EXPECT_EQ(eve.status().message().find("guess"), std::string::npos) << eve.status().message();
+  EXPECT_TRUE(app->Release(*lease).ok());
+}
+
 TEST(ZookeeperEnsembleLockTest, LeaderKilledTheLeaseLivesOnAndTokensKeepIncreasing) {
   TempDir dir;
   auto zk = StartEnsemble(dir, 3);

@@ -1,7 +1,8 @@
 // `fencectl pause-test` end to end. At full length (the soak tier, ./scripts/test --full): 50
 // seeded runs on the embedded SQLite lock service and on a real redis-server, 12 on a real etcd
 // (its leases are whole seconds, so each run is 5s) and 10 on a 3-member etcd whose leader is
-// killed and restarted in each run, and the --no-fencing control arm on each backend, which must
+// killed and restarted in each run, 12 on a 3-member ZooKeeper ensemble (a lease is a session),
+// and the --no-fencing control arm on each backend, which must
 // lose updates (proof that the runs can catch the bug). The short arm of each (the default
 // ladder) runs a few of the same seeded runs. The long run is in docs/testing-with-pauses.md.
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fencekit/procutil/zookeeper_ensemble.h"
 #include "support/servers/etcd_server.h"
 #include "support/matching.h"
 #include "support/servers/redis_server.h"
@@ -123,6 +125,23 @@ TEST(PauseRunsSoak, EtcdLeaderKilledAndRestartedMidRunStaysSafe) {
   }
 }
 
+// A 3-member ZooKeeper ensemble (100ms ticks: sessions of 1s are granted as asked), with the
+// etcd arms' pauses: a paused holder's session expires on the ensemble.
+std::unique_ptr<procutil::ZookeeperEnsemble> StartZookeeper(const testing::TempDir& dir) {
+  auto zk = std::make_unique<procutil::ZookeeperEnsemble>();
+  Status s = zk->Start({.members = 3, .dir = dir.File("zk")});
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return zk;
+}
+
+TEST(PauseRunsSoak, ZookeeperSeededRunsAcceptNoStaleTokenAndLoseNoUpdate) {
+  testing::TempDir dir;
+  auto zk = StartZookeeper(dir);
+  std::vector<std::string> args = {"--locks", "zk://" + zk->connect_string()};
+  args.insert(args.end(), kEtcdRuns.begin(), kEtcdRuns.end());
+  ExpectSafe(RunSeeded(testing::SoakLength(3, 12), 23, args));
+}
+
 TEST(PauseRunsTest, KillEtcdLeaderWithoutAnOwnedClusterIsRefusedLeavingNoFolder) {
   testing::TempDir tmp;
   const std::vector<std::string> env = {"TMPDIR=" + tmp.path()};
@@ -228,6 +247,15 @@ TEST(PauseRunsFullSoak, EtcdControlArmWithoutFencingLosesUpdates) {
   std::vector<std::string> args = {"--no-fencing", "--locks", etcd.uri()};
   args.insert(args.end(), kEtcdRuns.begin(), kEtcdRuns.end());
   EXPECT_GT(RunSeeded(8, 18, args).lost, 0);
+}
+
+// At full length only, as etcd's: 5s runs.
+TEST(PauseRunsFullSoak, ZookeeperControlArmWithoutFencingLosesUpdates) {
+  testing::TempDir dir;
+  auto zk = StartZookeeper(dir);
+  std::vector<std::string> args = {"--no-fencing", "--locks", "zk://" + zk->connect_string()};
+  args.insert(args.end(), kEtcdRuns.begin(), kEtcdRuns.end());
+  EXPECT_GT(RunSeeded(8, 24, args).lost, 0);
 }
 
 }  // namespace
