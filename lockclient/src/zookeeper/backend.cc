@@ -286,8 +286,9 @@ class ZookeeperBackend final : public LockBackend {
  private:
   struct HeldNode {
     std::string lock;
+    std::string owner;
     std::shared_ptr<Session> session;
-    std::string path;
+    std::string path;  // empty: a create of unknown outcome (MarkUncertain)
     Zxid czxid = 0;
   };
   struct Joined {
@@ -381,10 +382,15 @@ class ZookeeperBackend final : public LockBackend {
     Joined joined{.session = *session};
     const std::string dir = LockPath(lock);
     const std::string prefix = Hex(owner) + std::string(kMarker);
-    // A retry after a lost reply finds its znode already there.
-    if (auto children = joined.session->Children(dir, options_.op_timeout); children.ok()) {
-      for (const auto& c : *children) {
-        if (c.starts_with(prefix)) joined.name = c;
+    // A retry after a create whose outcome is unknown finds its znode if it was made. (Only
+    // then: a first attempt has none, and a read more per grant is a tenth of the cycle.)
+    if (Uncertain(owner)) {
+      auto children = joined.session->Children(dir, options_.op_timeout);
+      if (!children.ok() && !children.status().IsNotFound()) return children.status();
+      if (children.ok()) {
+        for (const auto& c : *children) {
+          if (c.starts_with(prefix)) joined.name = c;
+        }
       }
     }
     if (joined.name.empty()) {
@@ -399,8 +405,15 @@ class ZookeeperBackend final : public LockBackend {
           joined.czxid = made->czxid;
           break;
         }
+        if (!made.status().IsNotFound()) {
+          // The znode may have been made: a retry looks for it, and if nobody retries, the
+          // reaper deletes it after the ttl (else it would block the line while this process
+          // runs).
+          MarkUncertain(lock, owner, joined.session, ttl);
+          return made.status();
+        }
         // No folder yet: make it (and the prefix above it).
-        if (!made.status().IsNotFound() || attempt == 3) return made.status();
+        if (attempt == 3) return made.status();
         if (Status s = MakeParents(*joined.session, dir + "/x"); !s.ok()) return s;
       }
     } else {
@@ -412,7 +425,8 @@ class ZookeeperBackend final : public LockBackend {
     {
       MutexLock lock_(mu_);
       held_[std::string(owner)] =
-          HeldNode{std::string(lock), joined.session, dir + "/" + joined.name, joined.czxid};
+          HeldNode{std::string(lock), std::string(owner), joined.session, dir + "/" + joined.name,
+                   joined.czxid};
     }
     auto line = joined.session->Children(dir, options_.op_timeout);
     if (!line.ok()) return line.status();
@@ -536,6 +550,22 @@ class ZookeeperBackend final : public LockBackend {
     held_.erase(std::string(owner));
     expiry_.erase(std::string(owner));
   }
+  // `owner`'s create had an unknown outcome: its znode, if any, is found by a retry, or
+  // deleted by the reaper after the ttl.
+  void MarkUncertain(std::string_view lock, std::string_view owner,
+                     std::shared_ptr<Session> session, milliseconds ttl) {
+    MutexLock l(mu_);
+    held_[std::string(owner)] =
+        HeldNode{std::string(lock), std::string(owner), std::move(session), "", 0};
+    expiry_[std::string(owner)] = clock_->Now() + ttl;
+    reap_cv_.NotifyAll();
+  }
+  bool Uncertain(std::string_view owner) {
+    MutexLock l(mu_);
+    auto it = held_.find(std::string(owner));
+    return it != held_.end() && it->second.path.empty();
+  }
+
   // The lease of `owner` ends at `until` unless renewed again.
   void Renewed(std::string_view owner, SteadyTime until) {
     MutexLock lock(mu_);
@@ -573,7 +603,21 @@ class ZookeeperBackend final : public LockBackend {
         it = expiry_.erase(it);
       }
       lock.Unlock();
-      for (const HeldNode& h : ended) (void)h.session->Delete(h.path, options_.op_timeout);
+      for (const HeldNode& h : ended) {
+        if (!h.path.empty()) {
+          (void)h.session->Delete(h.path, options_.op_timeout);
+          continue;
+        }
+        // An uncertain create's znode, found by its owner.
+        const std::string dir = LockPath(h.lock);
+        auto children = h.session->Children(dir, options_.op_timeout);
+        if (!children.ok()) continue;
+        for (const auto& c : *children) {
+          if (c.starts_with(Hex(h.owner) + std::string(kMarker))) {
+            (void)h.session->Delete(dir + "/" + c, options_.op_timeout);
+          }
+        }
+      }
       lock.Lock();
     }
   }
