@@ -8,6 +8,10 @@
 //   lock_bench redis-paired PORT SECONDS [--host H]  floor and fencekit's cycle (redis://H:PORT)
 //                                                 in alternate blocks of 20 cycles; two lines
 //   lock_bench etcd-paired PORT SECONDS [--host H] the same with etcd-floor and etcd://H:PORT
+//   lock_bench zk-floor PORT SECONDS [--host H]   the lock recipe as raw ZooKeeper C client calls
+//                                                 on one session: create an ephemeral sequential
+//                                                 znode, list the line, delete the znode
+//   lock_bench zk-paired PORT SECONDS [--host H]  the same with zk-floor and zk://H:PORT
 //   lock_bench cycle URI SECONDS [--lock NAME]    fencekit TryAcquire + Release, one client
 //   lock_bench contend URI SECONDS [--lock NAME] [--start-at-ms EPOCH_MS]
 //                                                 one of several processes contending for the same
@@ -20,6 +24,9 @@
 // Output, one line per run: "MODE PER_SECOND key=value...", e.g.
 //   cycle 5123 cycles=20492 seconds=4.000 p50_us=181 p99_us=402 failures=0
 #include <hiredis/hiredis.h>
+// The ZooKeeper C client's synchronous calls are declared for its multithreaded library only.
+#define THREADED
+#include <zookeeper/zookeeper.h>
 
 #include <algorithm>
 #include <boost/asio/connect.hpp>
@@ -61,6 +68,8 @@ int Usage() {
                "       lock_bench etcd-floor PORT SECONDS [--host H]\n"
                "       lock_bench redis-paired PORT SECONDS [--host H] [--lock NAME]\n"
                "       lock_bench etcd-paired PORT SECONDS [--host H] [--lock NAME]\n"
+               "       lock_bench zk-floor PORT SECONDS [--host H]\n"
+               "       lock_bench zk-paired PORT SECONDS [--host H] [--lock NAME]\n"
                "       lock_bench cycle URI SECONDS [--lock NAME]\n"
                "       lock_bench contend URI SECONDS [--lock NAME] [--start-at-ms EPOCH_MS]\n"
                "options: --warmup N, --ttl-ms N\n");
@@ -92,7 +101,8 @@ bool Parse(int argc, char** argv, Args* a) {
     }
   }
   return a->mode == "floor" || a->mode == "etcd-floor" || a->mode == "redis-paired" ||
-         a->mode == "etcd-paired" || a->mode == "cycle" || a->mode == "contend";
+         a->mode == "etcd-paired" || a->mode == "zk-floor" || a->mode == "zk-paired" ||
+         a->mode == "cycle" || a->mode == "contend";
 }
 
 // Per-cycle latencies, in microseconds.
@@ -375,6 +385,52 @@ bool Usable(const Args& a, const char* mode, const FloorCycle& floor) {
   return false;
 }
 
+// The ZooKeeper floor: the lock recipe's calls with the C client's synchronous API on one session
+// (a 10s session timeout): create the contender's ephemeral sequential znode, list the lock's
+// line, delete the znode; its folder made once, beforehand.
+class ZookeeperFloorCycle {
+ public:
+  explicit ZookeeperFloorCycle(const Args& a) : dir_("/fencekit-floor/" + a.lock) {
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    const std::string hosts = a.host + ":" + a.target;
+    zh_ = zookeeper_init(hosts.c_str(), nullptr, 10'000, nullptr, nullptr, 0);
+    if (zh_ == nullptr) {
+      error_ = "zookeeper_init failed";
+      return;
+    }
+    for (const std::string& path : {std::string("/fencekit-floor"), dir_}) {
+      int rc = zoo_create(zh_, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT,
+                          nullptr, 0);
+      if (rc != ZOK && rc != ZNODEEXISTS) error_ = zerror(rc);
+    }
+    prefix_ = dir_ + "/floor-lock-";
+  }
+  ~ZookeeperFloorCycle() {
+    if (zh_ != nullptr) zookeeper_close(zh_);
+  }
+  ZookeeperFloorCycle(const ZookeeperFloorCycle&) = delete;
+  ZookeeperFloorCycle& operator=(const ZookeeperFloorCycle&) = delete;
+
+  std::string error() const { return error_; }
+
+  bool One() {
+    char made[512];
+    Stat stat{};
+    int rc = zoo_create2(zh_, prefix_.c_str(), "10000", 5, &ZOO_OPEN_ACL_UNSAFE,
+                         ZOO_EPHEMERAL_SEQUENTIAL, made, sizeof made, &stat);
+    if (rc != ZOK) return false;
+    String_vector line{};
+    rc = zoo_get_children(zh_, dir_.c_str(), 0, &line);
+    bool first = rc == ZOK && line.count == 1;
+    if (rc == ZOK) deallocate_String_vector(&line);
+    return zoo_delete(zh_, made, -1) == ZOK && first && stat.czxid > 0;
+  }
+
+ private:
+  zhandle_t* zh_ = nullptr;
+  std::string dir_, prefix_, error_;
+};
+
 // A floor alone (modes floor and etcd-floor), for looking at one side without the other.
 template <typename FloorCycle>
 int Alone(const Args& a, const char* mode, FloorCycle& floor) {
@@ -447,6 +503,14 @@ int main(int argc, char** argv) {
   if (a.mode == "etcd-floor") {
     EtcdFloorCycle floor(a);
     return Alone(a, "etcd-floor", floor);
+  }
+  if (a.mode == "zk-floor") {
+    ZookeeperFloorCycle floor(a);
+    return Alone(a, "zk-floor", floor);
+  }
+  if (a.mode == "zk-paired") {
+    ZookeeperFloorCycle floor(a);
+    return Paired(a, "zk-floor", floor, "zk://" + a.host + ":" + a.target);
   }
   if (a.mode == "redis-paired") {
     RedisFloorCycle floor(a);
