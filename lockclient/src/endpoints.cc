@@ -1,6 +1,10 @@
 #include "endpoints.h"
 
+#include <boost/url/pct_string_view.hpp>
 #include <charconv>
+#include <optional>
+
+#include "fencekit/common/names.h"
 
 namespace fencekit::lockclient {
 namespace {
@@ -62,6 +66,29 @@ Result<std::vector<Endpoint>> ParseEndpoints(std::string_view list, int default_
     list = more ? list.substr(comma + 1) : std::string_view();
   }
   return out;
+}
+
+Result<Credentials> ParseUserinfo(std::string_view userinfo, std::string_view what_user) {
+  std::size_t colon = userinfo.find(':');
+  if (colon == std::string_view::npos) {
+    return Status::InvalidArgument("it names a user without a password; use user:password@");
+  }
+  auto decode = [](std::string_view encoded) -> std::optional<std::string> {
+    auto pct = boost::urls::make_pct_string_view(encoded);
+    if (!pct) return std::nullopt;
+    return pct->decode();
+  };
+  auto user = decode(userinfo.substr(0, colon));
+  auto password = decode(userinfo.substr(colon + 1));
+  if (!user || !password) {
+    return Status::InvalidArgument(
+        "the user or the password has a % not followed by two hex digits");
+  }
+  if (user->empty()) return Status::InvalidArgument("the user name is empty");
+  if (Status s = CheckName(what_user, *user, 128); !s.ok()) return s;
+  if (password->empty()) return Status::InvalidArgument("the password is empty");
+  if (password->size() > 1024) return Status::InvalidArgument("the password is over 1024 bytes");
+  return Credentials{std::move(*user), std::move(*password)};
 }
 
 std::string UriWithoutPassword(std::string_view uri) {

@@ -24,6 +24,15 @@ struct Endpoint {
 // kInvalidArgument saying which entry is wrong and why (the caller adds the URI and its form).
 Result<std::vector<Endpoint>> ParseEndpoints(std::string_view list, int default_port = 0);
 
+// The "user:password" before the hosts of a lock URI, percent-decoded. kInvalidArgument saying
+// what is wrong (never quoting the password; the caller adds the URI and its form): no ':', a
+// bad %, an empty user or password, a user that fails CheckName (`what_user` names it), a
+// password over 1024 bytes.
+struct Credentials {
+  std::string user, password;
+};
+Result<Credentials> ParseUserinfo(std::string_view userinfo, std::string_view what_user);
+
 // As LockUriWithoutPassword (lock_client.h).
 std::string UriWithoutPassword(std::string_view uri);
 

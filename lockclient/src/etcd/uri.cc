@@ -14,8 +14,6 @@ constexpr std::string_view kForm =
     "use etcd://h1:p1[,h2:p2,...] or etcds://h1:p1[,...] (HTTPS), optionally with "
     "user:password@ before the hosts and the parameters prefix=P, and for etcds:// "
     "cacert=FILE and cert=FILE&key=FILE (e.g. etcds://app:pw@h1:2379?cacert=ca.pem&prefix=app/)";
-constexpr std::size_t kMaxUserBytes = 128;
-constexpr std::size_t kMaxPasswordBytes = 1024;
 constexpr std::size_t kMaxFileBytes = 4096;
 
 // Where the authority (userinfo@hosts) ends: at the first '/', '?' or '#' after the scheme.
@@ -82,23 +80,10 @@ Result<EtcdUri> ParseEtcdUri(std::string_view uri) {
   if (std::size_t at = authority.rfind('@'); at != std::string_view::npos) {
     std::string_view userinfo = authority.substr(0, at);
     authority = authority.substr(at + 1);
-    std::size_t colon = userinfo.find(':');
-    if (colon == std::string_view::npos) {
-      return bad("it names a user without a password; use user:password@");
-    }
-    auto user = Decode(userinfo.substr(0, colon));
-    auto password = Decode(userinfo.substr(colon + 1));
-    if (!user || !password) {
-      return bad("the user or the password has a % not followed by two hex digits");
-    }
-    if (user->empty()) return bad("the user name is empty");
-    if (Status s = CheckName("the etcd user name", *user, kMaxUserBytes); !s.ok()) {
-      return bad(s.message());
-    }
-    if (password->empty()) return bad("the password is empty");
-    if (password->size() > kMaxPasswordBytes) return bad("the password is over 1024 bytes");
-    out.user = std::move(*user);
-    out.password = std::move(*password);
+    auto credentials = ParseUserinfo(userinfo, "the etcd user name");
+    if (!credentials.ok()) return bad(credentials.status().message());
+    out.user = std::move(credentials->user);
+    out.password = std::move(credentials->password);
   }
   auto endpoints = ParseEndpoints(authority);
   if (!endpoints.ok()) {

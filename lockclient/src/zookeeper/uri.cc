@@ -1,6 +1,5 @@
 #include "zookeeper/uri.h"
 
-#include <boost/url/pct_string_view.hpp>
 #include <optional>
 
 #include "fencekit/common/names.h"
@@ -12,14 +11,6 @@ namespace {
 constexpr std::string_view kForm =
     "use zk://h1:p1[,h2:p2,...][/prefix], optionally with user:password@ before the hosts "
     "(ZooKeeper's digest authentication), e.g. zk://app:pw@zk1:2181,zk2:2181/myapp/locks";
-constexpr std::size_t kMaxUserBytes = 128;
-constexpr std::size_t kMaxPasswordBytes = 1024;
-
-std::optional<std::string> Decode(std::string_view encoded) {
-  auto pct = boost::urls::make_pct_string_view(encoded);
-  if (!pct) return std::nullopt;
-  return pct->decode();
-}
 
 // OK for "/seg[/seg...]", each segment 1+ of A-Z a-z 0-9 . _ - and neither "." nor "..".
 std::optional<std::string> PrefixProblem(std::string_view prefix) {
@@ -66,27 +57,16 @@ Result<ZookeeperUri> ParseZookeeperUri(std::string_view uri) {
   if (std::size_t at = authority.rfind('@'); at != std::string_view::npos) {
     std::string_view userinfo = authority.substr(0, at);
     authority = authority.substr(at + 1);
-    std::size_t colon = userinfo.find(':');
-    if (colon == std::string_view::npos) {
-      return bad("it names a user without a password; use user:password@");
-    }
-    auto user = Decode(userinfo.substr(0, colon));
-    auto password = Decode(userinfo.substr(colon + 1));
-    if (!user || !password) {
-      return bad("the user or the password has a % not followed by two hex digits");
-    }
-    if (user->empty()) return bad("the user name is empty");
+    auto credentials = ParseUserinfo(userinfo, "the ZooKeeper user name");
+    if (!credentials.ok()) return bad(credentials.status().message());
     // The digest scheme's credentials are "user:password": a ':' in the user would split them
-    // elsewhere.
-    if (Status s = CheckName("the ZooKeeper user name", *user, kMaxUserBytes); !s.ok()) {
-      return bad(s.message());
+    // elsewhere, and the C client takes them up to a NUL.
+    if (credentials->user.find(':') != std::string::npos) return bad("the user name has a ':'");
+    if (credentials->password.find('\0') != std::string::npos) {
+      return bad("the password has a NUL byte");
     }
-    if (user->find(':') != std::string::npos) return bad("the user name has a ':'");
-    if (password->empty()) return bad("the password is empty");
-    if (password->size() > kMaxPasswordBytes) return bad("the password is over 1024 bytes");
-    if (password->find('\0') != std::string::npos) return bad("the password has a NUL byte");
-    out.user = std::move(*user);
-    out.password = std::move(*password);
+    out.user = std::move(credentials->user);
+    out.password = std::move(credentials->password);
   }
   auto endpoints = ParseEndpoints(authority);
   if (!endpoints.ok()) {
