@@ -139,7 +139,12 @@ TEST(PauseRunsSoak, ZookeeperSeededRunsAcceptNoStaleTokenAndLoseNoUpdate) {
   auto zk = StartZookeeper(dir);
   std::vector<std::string> args = {"--locks", "zk://" + zk->connect_string()};
   args.insert(args.end(), kEtcdRuns.begin(), kEtcdRuns.end());
-  ExpectSafe(RunSeeded(testing::SoakLength(3, 12), 23, args));
+  const Summary s = RunSeeded(testing::SoakLength(3, 12), 23, args);
+  EXPECT_EQ(s.stale, 0);
+  EXPECT_EQ(s.lost, 0);
+  // Fewer runs have a lease outlived by a pause than on etcd (6 of 12 at full length in a
+  // fresh-clone CI run at 0d8f095, beside the rest of the suite): at least a third then.
+  EXPECT_GE(s.runs_with_expired, testing::FullSoak() ? s.runs / 3 : 1);
 }
 
 TEST(PauseRunsTest, KillEtcdLeaderWithoutAnOwnedClusterIsRefusedLeavingNoFolder) {

@@ -427,6 +427,8 @@ class ZookeeperBackend final : public LockBackend {
       held_[std::string(owner)] =
           HeldNode{std::string(lock), std::string(owner), joined.session, dir + "/" + joined.name,
                    joined.czxid};
+      // In line, not granted: the reaper leaves it alone (an uncertain create had set a time).
+      expiry_.erase(std::string(owner));
     }
     auto line = joined.session->Children(dir, options_.op_timeout);
     if (!line.ok()) return line.status();

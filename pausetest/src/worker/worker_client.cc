@@ -149,6 +149,11 @@ void WaitForStop(int stop_fd, milliseconds wait) {
 
 int WorkerClientMain(const WorkerClientPlan& plan) {
   ::signal(SIGTERM, SIG_IGN);  // sent to the group for the worker's sake
+  if (plan.ready_fd >= 0) {
+    ssize_t ignored = ::write(plan.ready_fd, "r", 1);
+    (void)ignored;
+    ::close(plan.ready_fd);
+  }
   EventLog events(plan.events_path);
   const int log_fd = ::open(plan.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (!events.ok() || log_fd < 0) return 3;
@@ -234,6 +239,7 @@ std::string EncodeWorkerClientPlan(const WorkerClientPlan& plan) {
                         {"worker_timeout_ms", plan.worker_timeout.count()},
                         {"kill_grace_ms", plan.kill_grace.count()},
                         {"stop_fd", plan.stop_fd},
+                        {"ready_fd", plan.ready_fd},
                         {"env", std::move(env)}};
   return boost::json::serialize(o);
 }
@@ -258,6 +264,7 @@ Result<WorkerClientPlan> DecodeWorkerClientPlan(std::string_view text) {
     plan.worker_timeout = std::chrono::milliseconds(o.at("worker_timeout_ms").as_int64());
     plan.kill_grace = std::chrono::milliseconds(o.at("kill_grace_ms").as_int64());
     plan.stop_fd = static_cast<int>(o.at("stop_fd").as_int64());
+    plan.ready_fd = static_cast<int>(o.at("ready_fd").as_int64());
     for (const auto& pair : o.at("env").as_array()) {
       const auto& a = pair.as_array();
       plan.env.emplace_back(std::string(a.at(0).as_string()), std::string(a.at(1).as_string()));

@@ -25,6 +25,9 @@ struct WorkerClientPlan {
   std::string log_path;      // its workers' stdout and stderr
   std::chrono::milliseconds ttl{0}, worker_timeout{0}, kill_grace{0};
   int stop_fd = -1;  // the read end of a pipe whose closing tells the client to stop
+  // The write end of a pipe the client writes one byte to once it runs: the run's clock starts
+  // when every client has (a fresh program takes a while to start, under sanitizers most).
+  int ready_fd = -1;
   // Added to each worker's environment (FENCEKIT_PROXY_<NAME>).
   std::vector<std::pair<std::string, std::string>> env;
 };

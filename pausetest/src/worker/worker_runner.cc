@@ -1,6 +1,7 @@
 #include "fencekit/pausetest/worker_runner.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -199,8 +200,9 @@ std::vector<pid_t> ForkClients(const WorkerClientPlan& base, int count, int stop
     if (pid == 0) {
       ::setpgid(0, 0);
       ::close(stop_write_fd);
-      // The read end of the stop pipe stays open across exec: the client waits on it.
+      // The stop pipe's read end and the ready pipe's write end stay open across exec.
       ::fcntl(plan.stop_fd, F_SETFD, 0);
+      ::fcntl(plan.ready_fd, F_SETFD, 0);
       ::execv(argv[0], argv);
       ::_exit(127);
     }
@@ -208,6 +210,27 @@ std::vector<pid_t> ForkClients(const WorkerClientPlan& base, int count, int stop
     clients.push_back(pid);
   }
   return clients;
+}
+
+// Waits until `count` clients have said they run (a byte each on `fd`), all have exited or
+// closed the pipe, or 30 s have passed: the run's schedule starts then, not while the clients
+// are still being loaded.
+void WaitUntilReady(int fd, int count) {
+  const auto until = SteadyClock::now() + std::chrono::seconds(30);
+  for (int ready = 0; ready < count;) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now()).count();
+    if (left <= 0) return;
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    const int n = ::poll(&p, 1, static_cast<int>(left));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    char bytes[64];
+    const ssize_t got = ::read(fd, bytes, sizeof bytes);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return;  // every client has closed its end
+    ready += static_cast<int>(got);
+  }
 }
 
 struct RunResult {
@@ -280,8 +303,18 @@ Result<RunResult> RunOnce(const WorkerTestOptions& o, LockService& locks, int ru
   int stop[2];
   if (::pipe2(stop, O_CLOEXEC) != 0) return Status::Unavailable("pipe failed");
   base.stop_fd = stop[0];
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) {
+    ::close(stop[0]);
+    ::close(stop[1]);
+    return Status::Unavailable("pipe failed");
+  }
+  base.ready_fd = ready[1];
   const std::vector<pid_t> clients = ForkClients(base, o.clients, stop[1], proxy_env);
   ::close(stop[0]);
+  ::close(ready[1]);
+  WaitUntilReady(ready[0], static_cast<int>(clients.size()));
+  ::close(ready[0]);
   std::vector<pid_t> groups;
   for (pid_t pid : clients) groups.push_back(-pid);  // a pause stops a client's whole group
   PauseTestOptions schedule{.restart_locks = o.restart_locks,
