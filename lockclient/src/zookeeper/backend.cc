@@ -18,6 +18,7 @@
 #include "random_id.h"
 #include "zookeeper/session.h"
 #include "zookeeper/uri.h"
+#include "zookeeper/znodes.h"
 
 namespace fencekit::lockclient {
 namespace {
@@ -26,63 +27,10 @@ using std::chrono::milliseconds;
 using SteadyTime = std::chrono::steady_clock::time_point;
 using zk::Session;
 using zk::Zxid;
-
-constexpr std::string_view kHexDigits = "0123456789abcdef";
-
-std::string Hex(std::string_view bytes) {
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += kHexDigits[c >> 4];
-    out += kHexDigits[c & 15];
-  }
-  return out;
-}
-std::string Unhex(std::string_view hex) {
-  std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
-    auto digit = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-    out += static_cast<char>(digit(hex[i]) * 16 + digit(hex[i + 1]));
-  }
-  return out;
-}
-
-// A lock name as one znode name: A-Z a-z 0-9 _ - as they are, every other byte %XX (so no
-// '/', and never "." or "..").
-std::string Escape(std::string_view lock) {
-  std::string out;
-  for (unsigned char c : lock) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-        c == '-') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += static_cast<char>(std::toupper(kHexDigits[c >> 4]));
-      out += static_cast<char>(std::toupper(kHexDigits[c & 15]));
-    }
-  }
-  return out;
-}
-
-// A contender's znode: "<owner in hex>-lock-<sequence>", the sequence ten digits ZooKeeper adds.
-constexpr std::string_view kMarker = "-lock-";
-std::string OwnerOf(const std::string& child) {
-  const auto at = child.find(kMarker);
-  return at == std::string::npos ? "" : Unhex(child.substr(0, at));
-}
-std::string SequenceOf(const std::string& child) {
-  return child.size() >= 10 ? child.substr(child.size() - 10) : child;
-}
-// The line: children in the order ZooKeeper created them.
-void SortLine(std::vector<std::string>& children) {
-  children.erase(std::remove_if(children.begin(), children.end(),
-                                [](const std::string& c) {
-                                  return c.find(kMarker) == std::string::npos;
-                                }),
-                 children.end());
-  std::sort(children.begin(), children.end(), [](const std::string& a, const std::string& b) {
-    return SequenceOf(a) < SequenceOf(b);
-  });
-}
+using zk::ContenderPrefix;
+using zk::Escape;
+using zk::OwnerOf;
+using zk::SortLine;
 
 // Thread safety: safe for concurrent use; a waiting Acquire holds no lock while it waits.
 class ZookeeperBackend final : public LockBackend {
@@ -381,7 +329,7 @@ class ZookeeperBackend final : public LockBackend {
     if (!session.ok()) return session.status();
     Joined joined{.session = *session};
     const std::string dir = LockPath(lock);
-    const std::string prefix = Hex(owner) + std::string(kMarker);
+    const std::string prefix = ContenderPrefix(owner);
     // A retry after a create whose outcome is unknown finds its znode if it was made. (Only
     // then: a first attempt has none, and a read more per grant is a tenth of the cycle.)
     if (Uncertain(owner)) {
@@ -520,7 +468,7 @@ class ZookeeperBackend final : public LockBackend {
     const std::string dir = LockPath(lock);
     auto children = (*session)->Children(dir, options_.op_timeout);
     if (!children.ok() && !children.status().IsNotFound()) return children.status();
-    const std::string prefix = Hex(owner) + std::string(kMarker);
+    const std::string prefix = ContenderPrefix(owner);
     if (children.ok()) {
       for (const auto& c : *children) {
         if (!c.starts_with(prefix)) continue;
@@ -615,7 +563,7 @@ class ZookeeperBackend final : public LockBackend {
         auto children = h.session->Children(dir, options_.op_timeout);
         if (!children.ok()) continue;
         for (const auto& c : *children) {
-          if (c.starts_with(Hex(h.owner) + std::string(kMarker))) {
+          if (c.starts_with(ContenderPrefix(h.owner))) {
             (void)h.session->Delete(dir + "/" + c, options_.op_timeout);
           }
         }
