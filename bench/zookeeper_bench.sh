@@ -40,7 +40,9 @@ zk_pid=$!
 ok=0
 for _ in $(seq 400); do
   # srvr: the one four-letter word ZooKeeper 3.8 answers by default.
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf srvr >&3 && grep -q '^Mode:' <&3) 2>/dev/null; then
+  # A member still starting may take the connection and never answer: each probe is bounded.
+  if timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf srvr >&3 && grep -q "^Mode:" <&3' \
+      _ "$port" 2>/dev/null; then
     ok=1
     break
   fi

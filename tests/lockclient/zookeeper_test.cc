@@ -136,6 +136,45 @@ TEST(ZookeeperLockTest, TheServiceIdIsKeptAcrossClientsAndANewOneComesWithAWiped
   EXPECT_EQ(again->service, fresh->service_id());
 }
 
+// An attempt whose create reached the ensemble but whose answer never came (the member froze
+// past the op timeout) leaves a contender that nobody will be granted at the head of the line:
+// the client deletes it a ttl after the attempt, so the lock is free again.
+TEST(ZookeeperLockTest, AnAttemptWhoseAnswerNeverCameBlocksTheLineNoLongerThanItsTtl) {
+  TempDir dir;
+  auto zk = StartEnsemble(dir, 1);
+  LockOptions options;
+  options.op_timeout = 300ms;
+  auto client = testing::OpenLockClient(Uri(*zk), options);
+  auto other = testing::OpenLockClient(Uri(*zk));
+  ASSERT_NE(client, nullptr);
+  ASSERT_NE(other, nullptr);
+  // A first cycle opens the session for leases of 3s, so the frozen attempt has one.
+  auto first = client->TryAcquire("job", 3s);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(client->Release(*first).ok());
+
+  zk->Pause(0);
+  const auto attempted = std::chrono::steady_clock::now();
+  auto lost = client->TryAcquire("job", 3s);
+  zk->Resume(0);
+  EXPECT_TRUE(lost.status().IsUnavailable()) << lost.status().ToString();
+  // The create ran once the member went on.
+  ASSERT_TRUE(WaitFor([&] {
+    auto info = other->Inspect("job");
+    return info.ok() && info->held;
+  }));
+  auto busy = other->TryAcquire("job", 3s);
+  EXPECT_TRUE(busy.status().IsBusy()) << busy.status().ToString();
+  ASSERT_TRUE(WaitFor([&] {
+    auto info = other->Inspect("job");
+    return info.ok() && !info->held;
+  }));
+  EXPECT_GE(std::chrono::steady_clock::now() - attempted, 3s);
+  auto next = other->TryAcquire("job", 3s);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_GT(next->token, first->token);
+}
+
 TEST(ZookeeperLockTest, DigestCredentialsKeepTheLocksToTheirUser) {
   TempDir dir;
   auto zk = StartEnsemble(dir, 1);

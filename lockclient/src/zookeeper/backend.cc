@@ -236,7 +236,7 @@ class ZookeeperBackend final : public LockBackend {
     std::string lock;
     std::string owner;
     std::shared_ptr<Session> session;
-    std::string path;  // empty: a create of unknown outcome (MarkUncertain)
+    std::string path;  // empty: a create of unknown outcome (MarkUnsettled)
     Zxid czxid = 0;
   };
   struct Joined {
@@ -330,34 +330,45 @@ class ZookeeperBackend final : public LockBackend {
     Joined joined{.session = *session};
     const std::string dir = LockPath(lock);
     const std::string prefix = ContenderPrefix(owner);
-    // A retry after a create whose outcome is unknown finds its znode if it was made. (Only
-    // then: a first attempt has none, and a read more per grant is a tenth of the cycle.)
-    if (Uncertain(owner)) {
-      auto children = joined.session->Children(dir, options_.op_timeout);
-      if (!children.ok() && !children.status().IsNotFound()) return children.status();
-      if (children.ok()) {
-        for (const auto& c : *children) {
-          if (c.starts_with(prefix)) joined.name = c;
+    // A retry after an attempt that made its znode, or may have, finds it. (Only then: a first
+    // attempt has none, and a read more per grant is a tenth of the cycle.)
+    if (std::optional<HeldNode> before = Known(owner);
+        before && before->lock == lock && before->session == joined.session) {
+      if (!before->path.empty()) {
+        joined.name = before->path.substr(dir.size() + 1);
+      } else {
+        auto children = joined.session->Children(dir, options_.op_timeout);
+        if (!children.ok() && !children.status().IsNotFound()) return children.status();
+        if (children.ok()) {
+          for (const auto& c : *children) {
+            if (c.starts_with(prefix)) joined.name = c;
+          }
         }
       }
     }
+    std::optional<std::vector<std::string>> line;
     if (joined.name.empty()) {
       for (int attempt = 0;; ++attempt) {
         // Its data: the session timeout, which Inspect reports as the time a silent holder
         // keeps the lock.
-        auto made = joined.session->Create(dir + "/" + prefix,
-                                           std::to_string(joined.session->negotiated().count()),
-                                           ZOO_EPHEMERAL_SEQUENTIAL, options_.op_timeout);
+        auto made = joined.session->CreateThenList(
+            dir + "/" + prefix, std::to_string(joined.session->negotiated().count()),
+            ZOO_EPHEMERAL_SEQUENTIAL, dir, options_.op_timeout);
         if (made.ok()) {
-          joined.name = made->path.substr(dir.size() + 1);
-          joined.czxid = made->czxid;
+          joined.name = made->created.path.substr(dir.size() + 1);
+          joined.czxid = made->created.czxid;
+          if (!made->listed.ok()) {
+            // Made but not listed: a retry takes it up; if nobody retries, the reaper deletes
+            // it after the ttl (else it would block the line while this process runs).
+            MarkUnsettled(lock, owner, joined.session, made->created.path, ttl);
+            return made->listed;
+          }
+          line = std::move(made->children);
           break;
         }
         if (!made.status().IsNotFound()) {
-          // The znode may have been made: a retry looks for it, and if nobody retries, the
-          // reaper deletes it after the ttl (else it would block the line while this process
-          // runs).
-          MarkUncertain(lock, owner, joined.session, ttl);
+          // The znode may have been made: as above, found by a retry or deleted by the reaper.
+          MarkUnsettled(lock, owner, joined.session, "", ttl);
           return made.status();
         }
         // No folder yet: make it (and the prefix above it).
@@ -367,7 +378,10 @@ class ZookeeperBackend final : public LockBackend {
     } else {
       auto there = joined.session->Exists(dir + "/" + joined.name, false, options_.op_timeout);
       if (!there.ok()) return there.status();
-      if (!there->has_value()) return Status::Unavailable(Subject(lock, uri_.shown) + ": retry");
+      if (!there->has_value()) {
+        Forget(owner);
+        return Status::Unavailable(Subject(lock, uri_.shown) + ": retry");
+      }
       joined.czxid = **there;
     }
     {
@@ -375,13 +389,19 @@ class ZookeeperBackend final : public LockBackend {
       held_[std::string(owner)] =
           HeldNode{std::string(lock), std::string(owner), joined.session, dir + "/" + joined.name,
                    joined.czxid};
-      // In line, not granted: the reaper leaves it alone (an uncertain create had set a time).
+      // In line, not granted: the reaper leaves it alone (an unsettled attempt had set a time).
       expiry_.erase(std::string(owner));
     }
-    auto line = joined.session->Children(dir, options_.op_timeout);
-    if (!line.ok()) return line.status();
+    if (!line) {
+      auto children = joined.session->Children(dir, options_.op_timeout);
+      if (!children.ok()) {
+        MarkUnsettled(lock, owner, joined.session, dir + "/" + joined.name, ttl);
+        return children.status();
+      }
+      line = std::move(children).value();
+    }
     SortLine(*line);
-    joined.line = std::move(line).value();
+    joined.line = std::move(*line);
     if (std::find(joined.line.begin(), joined.line.end(), joined.name) == joined.line.end()) {
       Forget(owner);
       return Expired(lock, "before it joined the line");
@@ -500,27 +520,28 @@ class ZookeeperBackend final : public LockBackend {
     held_.erase(std::string(owner));
     expiry_.erase(std::string(owner));
   }
-  // `owner`'s create had an unknown outcome: its znode, if any, is found by a retry, or
-  // deleted by the reaper after the ttl.
-  void MarkUncertain(std::string_view lock, std::string_view owner,
-                     std::shared_ptr<Session> session, milliseconds ttl) {
+  // `owner`'s attempt ended with its znode made (`path`) or perhaps made (`path` empty: a create
+  // of unknown outcome): a retry takes it up, else the reaper deletes it after the ttl.
+  void MarkUnsettled(std::string_view lock, std::string_view owner,
+                     std::shared_ptr<Session> session, std::string path, milliseconds ttl) {
     MutexLock l(mu_);
     held_[std::string(owner)] =
-        HeldNode{std::string(lock), std::string(owner), std::move(session), "", 0};
-    expiry_[std::string(owner)] = clock_->Now() + ttl;
-    reap_cv_.NotifyAll();
-  }
-  bool Uncertain(std::string_view owner) {
-    MutexLock l(mu_);
-    auto it = held_.find(std::string(owner));
-    return it != held_.end() && it->second.path.empty();
+        HeldNode{std::string(lock), std::string(owner), std::move(session), std::move(path), 0};
+    const SteadyTime until = clock_->Now() + ttl;
+    expiry_[std::string(owner)] = until;
+    WakeReaperFor(until);
   }
 
   // The lease of `owner` ends at `until` unless renewed again.
   void Renewed(std::string_view owner, SteadyTime until) {
     MutexLock lock(mu_);
     expiry_[std::string(owner)] = until;
-    reap_cv_.NotifyAll();
+    WakeReaperFor(until);
+  }
+  // Wakes the reaper only when `until` comes before the time it sleeps until: a grant per
+  // cycle would otherwise cost a thread wake-up per cycle.
+  void WakeReaperFor(SteadyTime until) FENCEKIT_REQUIRES(mu_) {
+    if (until < reaper_wakes_) reap_cv_.NotifyAll();
   }
 
   // The reaper: a lease that is not renewed ends at its ttl, as on every other lock service,
@@ -533,11 +554,15 @@ class ZookeeperBackend final : public LockBackend {
       SteadyTime next = SteadyTime::max();
       for (const auto& [owner, until] : expiry_) next = std::min(next, until);
       if (next == SteadyTime::max()) {
+        reaper_wakes_ = next;
         reap_cv_.Wait(mu_);
+        reaper_wakes_ = SteadyTime::min();
         continue;
       }
       if (clock_->Now() < next) {
+        reaper_wakes_ = next;
         clock_->WaitUntil(reap_cv_, mu_, next);
+        reaper_wakes_ = SteadyTime::min();
         continue;
       }
       std::vector<HeldNode> ended;
@@ -585,6 +610,9 @@ class ZookeeperBackend final : public LockBackend {
   // owner -> when its lease ends unless renewed (the reaper's list).
   std::map<std::string, SteadyTime> expiry_ FENCEKIT_GUARDED_BY(mu_);
   CondVar reap_cv_;
+  // When the sleeping reaper wakes by itself (max: not before a notify; min: it is awake and
+  // will look at expiry_ again before it sleeps).
+  SteadyTime reaper_wakes_ FENCEKIT_GUARDED_BY(mu_) = SteadyTime::min();
   bool stopping_ FENCEKIT_GUARDED_BY(mu_) = false;
   std::thread reaper_;  // last: started once the rest is made
 };

@@ -232,6 +232,46 @@ Result<Session::Created> Session::Create(const std::string& path, const std::str
   return Created{call->text, call->czxid.value_or(0)};
 }
 
+Result<Session::CreatedInLine> Session::CreateThenList(const std::string& path,
+                                                       const std::string& data, int flags,
+                                                       const std::string& dir,
+                                                       std::chrono::milliseconds timeout) {
+  auto made = std::make_shared<Call>();
+  auto listed = std::make_shared<Call>();
+  const void* made_handle = Handle(made);
+  const int create_started =
+      zoo_acreate2(zh_, path.c_str(), data.data(), static_cast<int>(data.size()),
+                   creator_acl_ ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE, flags, OnString,
+                   made_handle);
+  if (create_started != ZOK) {
+    Take(made_handle);
+    return Failed(create_started, "creating " + path);
+  }
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  const void* list_handle = Handle(listed);
+  const int list_started = zoo_aget_children(zh_, dir.c_str(), 0, OnStrings, list_handle);
+  if (list_started != ZOK) Take(list_handle);
+  const int created = Await(*made, ZOK, timeout);
+  if (created == ZNONODE) return Status::NotFound(path);
+  if (created != ZOK) return Failed(created, "creating " + path);
+  CreatedInLine out;
+  {
+    MutexLock lock(made->mu);
+    out.created = Created{made->text, made->czxid.value_or(0)};
+  }
+  const auto left = std::max(std::chrono::milliseconds(0),
+                             std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 until - std::chrono::steady_clock::now()));
+  const int rc = Await(*listed, list_started, left);
+  if (rc != ZOK) {
+    out.listed = rc == ZNONODE ? Status::NotFound(dir) : Failed(rc, "listing " + dir);
+    return out;
+  }
+  MutexLock lock(listed->mu);
+  out.children = std::move(listed->children);
+  return out;
+}
+
 Result<std::vector<std::string>> Session::Children(const std::string& path,
                                                    std::chrono::milliseconds timeout) {
   auto call = std::make_shared<Call>();

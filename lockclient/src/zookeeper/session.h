@@ -57,6 +57,18 @@ class Session {
   // sequential znode never does).
   Result<Created> Create(const std::string& path, const std::string& data, int flags,
                          std::chrono::milliseconds timeout);
+  // Create, and Children of `dir` sent behind it without waiting for its reply: the ensemble
+  // answers a session's requests in order, so the list includes the new znode, for one round
+  // trip instead of two. The create's status when it failed; else the znode, and the list or
+  // why it failed (`listed`).
+  struct CreatedInLine {
+    Created created;
+    Status listed;
+    std::vector<std::string> children;
+  };
+  Result<CreatedInLine> CreateThenList(const std::string& path, const std::string& data,
+                                       int flags, const std::string& dir,
+                                       std::chrono::milliseconds timeout);
   // The children's names; kNotFound when `path` does not exist.
   Result<std::vector<std::string>> Children(const std::string& path,
                                             std::chrono::milliseconds timeout);
