@@ -79,10 +79,11 @@ po::options_description Describe(Flags& f) {
        "on SIGINT/SIGTERM, how long in-flight requests may take to finish")
       ("max-batch", po::value(&f.max_batch)->default_value(256),
        "most writes per group-commit transaction (1 disables group commit)")
-      ("batch-linger", po::value(&f.batch_linger)->default_value("0"),
+      ("batch-linger", po::value(&f.batch_linger)->default_value("auto"),
        "after a transaction of several writes, wait up to this long (e.g. 200us) for more to "
        "join the next: larger transactions for several fenced sharing a database server's CPU; "
-       "each write may wait this long more (0: never wait)")
+       "each write may wait this long more. auto: 200us while another fenced writes to the same "
+       "PostgreSQL database, else none; 0: never wait")
       ("history", po::value(&f.history)->default_value(10000),
        "decisions kept in the audit history (0 disables it)")
       ("verify-with", po::value(&f.verify_with),
@@ -188,14 +189,20 @@ Result<StoreOptions> StoreOptionsFrom(const Flags& f) {
   o.strict = f.strict;
   o.unguarded = f.no_fencing;
   o.max_batch = f.max_batch == 0 ? 1 : f.max_batch;
-  auto linger = ParseFineDuration(f.batch_linger);
-  if (!linger.ok()) return Status::InvalidArgument("--batch-linger: " + linger.status().message());
-  if (*linger > std::chrono::milliseconds(100)) {
-    return Status::InvalidArgument("--batch-linger " + f.batch_linger +
-                                   " is too long: every write may wait that long more; use at "
-                                   "most 100ms (a few hundred microseconds is typical)");
+  if (f.batch_linger != "auto") {  // auto: StoreOptions' shared_linger, as it is
+    auto linger = ParseFineDuration(f.batch_linger);
+    if (!linger.ok()) {
+      return Status::InvalidArgument("--batch-linger: " + linger.status().message() +
+                                     " (or auto)");
+    }
+    if (*linger > std::chrono::milliseconds(100)) {
+      return Status::InvalidArgument("--batch-linger " + f.batch_linger +
+                                     " is too long: every write may wait that long more; use at "
+                                     "most 100ms (a few hundred microseconds is typical)");
+    }
+    o.batch_linger = *linger;
+    o.shared_linger = std::chrono::microseconds(0);
   }
-  o.batch_linger = *linger;
   o.history_limit = f.history;
   o.require_service = f.require_service;
   for (const std::string& binding : f.lock_for) {

@@ -82,6 +82,9 @@ class Engine {
   // Batches run again after the database aborted them for a deadlock or a serialization failure
   // with another writer's transaction (PostgreSQL). Read on the writer thread only.
   virtual std::uint64_t retries() const { return 0; }
+  // Whether another store's writer committed to the same database within the last second
+  // (StoreOptions::shared_linger). Costs a round trip where it is not always false.
+  virtual Result<bool> AnotherWriterActive() { return false; }
 };
 
 // The keys a listing scans, in byte order: from `from` (itself included when `inclusive`) up to

@@ -177,6 +177,7 @@ StoreStats Writer::Stats() const {
   s.commits = commits_.load(std::memory_order_relaxed);
   s.recoveries = recoveries_.load(std::memory_order_relaxed);
   s.retries = retries_.load(std::memory_order_relaxed);
+  s.database_shared = shared_.load(std::memory_order_relaxed);
   for (const auto& b : batch_buckets_) s.batch_size_buckets.push_back(b.load());
   return s;
 }
@@ -210,6 +211,7 @@ void Writer::WriterLoop() {
   std::vector<std::function<void(Status)>> probes;
   std::size_t last_writes = 0;  // in the last transaction
   for (;;) {
+    const std::chrono::microseconds linger = last_writes > 1 ? Linger() : std::chrono::microseconds(0);
     {
       MutexLock lock(mu_);
       while (queue_.empty() && admin_.empty() && probes_.empty() && !(closing_ && awaiting_ == 0)) {
@@ -218,8 +220,8 @@ void Writer::WriterLoop() {
       if (queue_.empty() && admin_.empty() && probes_.empty()) break;
       // After a transaction of several writes, more are likely on their way: with a linger, wait
       // for them until the batch is full or the linger is over (StoreOptions::batch_linger).
-      if (options_.batch_linger.count() > 0 && last_writes > 1 && !queue_.empty()) {
-        const auto until = clock_->Now() + options_.batch_linger;
+      if (linger.count() > 0 && last_writes > 1 && !queue_.empty()) {
+        const auto until = clock_->Now() + linger;
         while (!closing_ && queued_writes_ < options_.max_batch &&
                clock_->WaitUntil(cv_, mu_, until)) {
         }
@@ -261,6 +263,20 @@ void Writer::WriterLoop() {
     }
     batch.clear();
   }
+}
+
+std::chrono::microseconds Writer::Linger() {
+  if (options_.batch_linger.count() > 0) return options_.batch_linger;
+  if (options_.shared_linger.count() == 0) return options_.shared_linger;
+  const auto now = clock_->Now();
+  if (now - shared_checked_ >= std::chrono::seconds(1)) {
+    shared_checked_ = now;
+    // A failed look changes nothing: the next commit reports the database's trouble.
+    auto shared = engine_->AnotherWriterActive();
+    if (shared.ok()) shared_.store(*shared, std::memory_order_relaxed);
+  }
+  return shared_.load(std::memory_order_relaxed) ? options_.shared_linger
+                                                 : std::chrono::microseconds(0);
 }
 
 // Decides and applies every write of `batch` in one transaction. On any storage error every

@@ -80,6 +80,12 @@ class Writer {
   // Used only by the writer thread (and by Start/Stop when it is not running).
   std::unique_ptr<Engine> engine_;
 
+  // The linger before the next transaction: batch_linger, else shared_linger while the engine
+  // sees another writer (looked at again once `shared_checked_` is a second old).
+  std::chrono::microseconds Linger();
+  std::chrono::steady_clock::time_point shared_checked_{};
+  std::atomic<bool> shared_{false};
+
   std::atomic<std::uint64_t> accepted_{0}, failed_{0}, commits_{0}, recoveries_{0}, retries_{0};
   // Refusals by their code (StoreStats::refused_by_code).
   std::array<std::atomic<std::uint64_t>, kStatusCodeCount> refused_{};

@@ -56,6 +56,37 @@ TEST(PostgresStoreTest, TwoStoresOnOneDatabaseShareEveryFence) {
   EXPECT_EQ(a->Get("k")->version, 2);
 }
 
+// Each store's writer sees another store writing to its database (and then lingers for larger
+// transactions, StoreOptions::shared_linger), and stops seeing it once that store is gone.
+TEST(PostgresStoreTest, AStoreSeesAnotherStoreWritingToItsDatabaseOnlyWhileItWrites) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto a = Open({.path = db});
+  auto b = Open({.path = db});
+  ASSERT_TRUE(a && b);
+  // Batches of two writes: the writer looks (once a second) after a transaction of several.
+  int n = 0;
+  auto write = [&](FencedStore& s) {
+    BatchRequest batch{.lock = "L", .token = T(1)};
+    for (int i = 0; i < 2; ++i) {
+      batch.writes.push_back({.key = "k" + std::to_string(++n % 64), .value = "v"});
+    }
+    auto done = s.WriteBatch(std::move(batch));
+    EXPECT_TRUE(done.ok()) << done.status().ToString();
+  };
+  EXPECT_FALSE(a->Stats().database_shared);
+  ASSERT_TRUE(testing::WaitFor([&] {
+    write(*a);
+    write(*b);
+    return a->Stats().database_shared && b->Stats().database_shared;
+  }));
+  b.reset();
+  ASSERT_TRUE(testing::WaitFor([&] {
+    write(*a);
+    return !a->Stats().database_shared;
+  }));
+}
+
 TEST(PostgresStoreTest, ConcurrentStoresNeverAcceptATokenBelowAnAcceptedOne) {
   std::string db = testing::NewPostgresDatabase();
   ASSERT_FALSE(db.empty());

@@ -1,6 +1,7 @@
 #include "pg/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 #include <string>
 #include <tuple>
@@ -20,6 +21,8 @@ constexpr const char* kWriteBatch = "fencekit_write_batch";
 // Deadlocks between the batches of several fenced are resolved by PostgreSQL aborting one; the
 // aborted batch stored nothing and runs again, up to this many times in all.
 constexpr int kAttempts = 5;
+// The keys of the advisory lock that marks a store's writer session (any constants: "fenc", 1).
+constexpr const char* kWriterMark = "1717923427, 1";
 // A lock's fence, locked exclusively ahead of its writes in a batch (Attempt).
 constexpr const char* kLockFence =
     "SELECT 1 FROM fencekit.fences WHERE lock = $1::bytea FOR UPDATE";
@@ -52,7 +55,10 @@ Status PostgresEngine::Configure(pg::Conn& conn, const StoreOptions& options) {
   }
   // The statements of the functions below find rows by their keys whatever the arguments: one
   // plan each, made once, rather than made again on every call.
-  set += "SET plan_cache_mode = force_generic_plan";
+  set += "SET plan_cache_mode = force_generic_plan;";
+  // Marks this session as a store's writer, for the others' AnotherWriterActive: a lock in
+  // shared mode, which nobody takes exclusively, held until the session ends.
+  set += "SELECT pg_advisory_lock_shared(" + std::string(kWriterMark) + ")";
   if (auto r = conn.Exec(set, t); !r.ok()) return r.status();
   if (auto s = conn.Prepare(kWriteMany,
                             "SELECT o_outcome, o_highest, o_version, o_bound_lock, "
@@ -353,6 +359,20 @@ Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<st
 
 // A transaction that takes an id has a commit record, which PostgreSQL flushes (and, with a
 // synchronous standby, replicates) before it answers, as for a batch; an empty one has none.
+Result<bool> PostgresEngine::AnotherWriterActive() {
+  if (auto s = Connected(); !s.ok()) return s;
+  // (The two-key form of an advisory lock shows its keys as classid and objid, objsubid 2.)
+  auto r = conn_->Exec(
+      "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+      "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND "
+      "(l.classid::int8, l.objid::int8) = (" + std::string(kWriterMark) + ") AND "
+      "l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND "
+      "l.pid <> pg_backend_pid() AND a.state_change > now() - interval '1 second'",
+      options_.database_timeout);
+  if (!r.ok()) return r.status();
+  return std::strtoll(PQgetvalue(r->get(), 0, 0), nullptr, 10) > 0;
+}
+
 Status PostgresEngine::ProbeCommit() {
   if (auto s = Connected(); !s.ok()) return s;
   pg::Transaction txn(*conn_, options_.database_timeout);

@@ -30,6 +30,9 @@ class PostgresEngine final : public Engine {
   Status ProbeCommit() override;
   void Close() override;
   std::uint64_t retries() const override { return retries_; }
+  // Another writer: a session holding the shared advisory lock every writer's connection takes
+  // (Configure) in this database, whose last statement began within the last second.
+  Result<bool> AnotherWriterActive() override;
 
   // Makes a connection ready for the engine: the session's durability, prepared statements.
   // kInvalidArgument when the server cannot keep StoreOptions::durability's promise (fsync off).

@@ -114,6 +114,11 @@ struct StoreOptions {
   // is what runs out, as with several fenced on one server with few cores; costs throughput
   // where the server would otherwise idle (docs/operations-postgresql.md). 0 never waits.
   std::chrono::microseconds batch_linger{0};
+  // With batch_linger 0: the linger while another store's writer is committing to the same
+  // database (PostgreSQL: looked at once a second at most, from the writer thread between
+  // transactions; StoreStats::database_shared). Two fenced sharing a server then commit batches
+  // as large as one does, and one fenced alone never waits. 0 never waits.
+  std::chrono::microseconds shared_linger{200};
   // Threads calling `verify`, and the most distinct (lock, token) verifications waiting for
   // one; a write needing one more is answered kTimeout at once.
   unsigned verify_threads = 4;
@@ -171,6 +176,9 @@ struct StoreStats {
   // with another store's transaction (PostgreSQL; nothing of an aborted batch is kept or
   // acknowledged).
   std::uint64_t retries = 0;
+  // Another store's writer was committing to the same database at the writer's last look
+  // (StoreOptions::shared_linger); always false on SQLite.
+  bool database_shared = false;
   // batch_size_buckets[i] = commits whose batch size was in (2^(i-1), 2^i]; the last bucket
   // also counts every larger batch.
   std::vector<std::uint64_t> batch_size_buckets;
