@@ -10,11 +10,14 @@
 #   b. fenced on PostgreSQL, wrk -t2 -c64 with bench/put.lua
 #   c. two fenced processes on the same database, one wrk -t2 -c32 each at once (total writes/s),
 #      each wrk with holders (locks) and keys of its own (bench/put_prefixed.lua)
-#   cs. the same, but both wrk with put.lua: the same two holders write through both fenced
-#   cl. as cs, but each of its two fenced (their own, started for it) with --batch-linger
-#       $PG_BENCH_LINGER (default 200us): after a transaction of several writes each waits that
-#       long for more to join the next, so that the two fenced commit batches as large as one
-#       fenced does
+#   cs. the same, but both wrk with put.lua: the same two holders write through both fenced.
+#       With fenced's default --batch-linger auto, each fenced, seeing the other commit to the
+#       database, waits up to 200us after a transaction of several writes for more to join the
+#       next, so that the two commit batches as large as one fenced does
+#   cs0. as cs, but each of its two fenced (their own, started for it) with --batch-linger 0:
+#       what the linger buys two fenced
+#   b0. as b, but its fenced (its own) with --batch-linger 0: one fenced alone never lingers, so
+#       b / b0 is 1 but for noise
 #   cx. control for c and cs: two fenced on two databases of the server (nothing shared but the
 #       server and its WAL), one wrk -t2 -c32 each with put.lua. cs / cx is what sharing the
 #       holders' rows costs; cx / b what splitting the load over two fenced costs
@@ -30,9 +33,8 @@
 #   PG_BIN=dir              PostgreSQL's initdb, postgres, pgbench, psql (default the newest
 #                           /usr/lib/postgresql/*/bin)
 #   FENCED_ARGS="..."       extra options for every fenced, e.g. "--threads 2"
-#   PG_BENCH_ARMS="a b c cs d" the arms to run (default a b c cs d; cl and the controls cx and
+#   PG_BENCH_ARMS="a b c cs d" the arms to run (default a b c cs d; b0, cs0 and the controls cx and
 #                           b2 when named; "a" needs no fenced)
-#   PG_BENCH_LINGER=200us   arm cl's --batch-linger
 #   PG_BENCH_WARMUP=6       seconds pgbench runs before arm a's window (see run_a)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -49,11 +51,11 @@ for b in initdb postgres pg_ctl pgbench psql; do
 done
 arms=()
 for arm in ${PG_BENCH_ARMS:-a b c cs d}; do
-  case "$arm" in a | b | b2 | c | cs | cl | cx | d) arms+=("$arm") ;; *) echo "pg_bench: unknown arm '$arm' in PG_BENCH_ARMS; use a, b, c, cs, cl, d, cx, b2" >&2; exit 2 ;; esac
+  case "$arm" in a | b | b0 | b2 | c | cs | cs0 | cx | d) arms+=("$arm") ;; *) echo "pg_bench: unknown arm '$arm' in PG_BENCH_ARMS; use a, b, b0, c, cs, cs0, d, cx, b2" >&2; exit 2 ;; esac
 done
 [ "${#arms[@]}" -gt 0 ] || { echo "pg_bench: PG_BENCH_ARMS names no arm" >&2; exit 2; }
 wants() { [[ " ${arms[*]} " == *" $1 "* ]]; }
-if wants b || wants b2 || wants c || wants cs || wants cl || wants cx || wants d; then
+if wants b || wants b0 || wants b2 || wants c || wants cs || wants cs0 || wants cx || wants d; then
   [ -x "$fenced" ] || { echo "pg_bench: no fenced binary at $fenced; build it or set FENCED" >&2; exit 1; }
 fi
 
@@ -165,12 +167,13 @@ start_fenced() {
   declare -g "url_$name=$url" "pid_$name=${pids[-1]}"
 }
 # One after the other: the first makes the schema.
-if wants b || wants b2 || wants c || wants cs || wants cl || wants cx; then start_fenced pg1 "$pg_url"; fi
+if wants b || wants b2 || wants c || wants cs || wants cs0 || wants cx || wants b0; then start_fenced pg1 "$pg_url"; fi
 if wants c || wants cs; then start_fenced pg2 "$pg_url"; fi
-if wants cl; then
-  start_fenced pgl1 "$pg_url" --batch-linger "${PG_BENCH_LINGER:-200us}"
-  start_fenced pgl2 "$pg_url" --batch-linger "${PG_BENCH_LINGER:-200us}"
+if wants cs0; then
+  start_fenced pgl1 "$pg_url" --batch-linger 0
+  start_fenced pgl2 "$pg_url" --batch-linger 0
 fi
+if wants b0; then start_fenced pg0 "$pg_url" --batch-linger 0; fi
 if wants cx; then start_fenced pgx "${pg_url%/fencekit}/fencekit_other"; fi
 if wants d; then start_fenced lite "$work/sqlite.db"; fi
 sleep 0.5
@@ -316,7 +319,7 @@ run_c() {
   esac
   case "$arm" in
     c | cs) names+=(pg2) ;;
-    cl) names=(pgl1 pgl2) ;;
+    cs0) names=(pgl1 pgl2) ;;
     cx) names+=(pgx) ;;
   esac
   # The first wrk drives the first fenced, the second the last (the same one for b2).
@@ -367,7 +370,8 @@ for round in $(seq "$rounds"); do
     case "$arm" in
       a) run_a ;;
       b) run_wrk b pg1 ;;
-      b2 | c | cs | cl | cx) run_c "$arm" ;;
+      b0) run_wrk b0 pg0 ;;
+      b2 | c | cs | cs0 | cx) run_c "$arm" ;;
       d) run_wrk d lite ;;
     esac
   done
@@ -390,13 +394,14 @@ declare -A label=(
   [b]="b. fenced on PostgreSQL, wrk -c64"
   [c]="c. 2 fenced on PostgreSQL, own holders, 2 wrk -c32"
   [cs]="cs. 2 fenced on PostgreSQL, same holders, 2 wrk -c32"
-  [cl]="cl. as cs, both fenced --batch-linger ${PG_BENCH_LINGER:-200us}"
+  [cs0]="cs0. as cs, both fenced --batch-linger 0"
+  [b0]="b0. as b, fenced --batch-linger 0"
   [cx]="cx. 2 fenced on 2 databases, 2 wrk -c32 (control)"
   [b2]="b2. 1 fenced, 2 wrk -c32, own holders (control)"
   [d]="d. fenced on SQLite (durability full), wrk -c64"
 )
-rps_a=0 rps_b=0 rps_c=0 rps_cs=0 rps_cl=0 rps_d=0 rps_cx=0 rps_b2=0 pgus_a=0 pgus_b=0
-bad_a=0 bad_b=0 bad_c=0 bad_cs=0 bad_cl=0 bad_d=0 bad_cx=0 bad_b2=0
+rps_a=0 rps_b=0 rps_b0=0 rps_c=0 rps_cs=0 rps_cs0=0 rps_d=0 rps_cx=0 rps_b2=0 pgus_a=0 pgus_b=0
+bad_a=0 bad_b=0 bad_b0=0 bad_c=0 bad_cs=0 bad_cs0=0 bad_d=0 bad_cx=0 bad_b2=0
 for arm in "${arms[@]}"; do
   rps="$(col "$arm" 2 | median)"
   p99="$(col "$arm" 3 | median)"
@@ -415,9 +420,9 @@ awk -v a="$rps_a" -v b="$rps_b" -v c="$rps_c" -v cs="$rps_cs" -v d="$rps_d" \
     -v rb="$(round_ratio b a)" -v rc="$(round_ratio c a)" -v rcb="$(round_ratio c b)" \
     -v rcsb="$(round_ratio cs b)" -v rd="$(round_ratio d a)" -v cx="$rps_cx" -v b2="$rps_b2" \
     -v rcscx="$(round_ratio cs cx)" -v rcxb="$(round_ratio cx b)" -v rb2b="$(round_ratio b2 b)" \
-    -v rcsb2="$(round_ratio cs b2)" -v cl="$rps_cl" -v rclb="$(round_ratio cl b)" \
-    -v rclcs="$(round_ratio cl cs)" \
-    -v bad="$((bad_a + bad_b + bad_c + bad_cs + bad_cl + bad_d + bad_cx + bad_b2))" -v ua="$pgus_a" -v ub="$pgus_b" 'BEGIN{
+    -v rcsb2="$(round_ratio cs b2)" -v cs0="$rps_cs0" -v rcscs0="$(round_ratio cs cs0)" \
+    -v b0="$rps_b0" -v rbb0="$(round_ratio b b0)" \
+    -v bad="$((bad_a + bad_b + bad_b0 + bad_c + bad_cs + bad_cs0 + bad_d + bad_cx + bad_b2))" -v ua="$pgus_a" -v ub="$pgus_b" 'BEGIN{
   if (a > 0 && b > 0) {
     ba = b / a
     printf "b/a fenced on PostgreSQL / pgbench:     %.2fx (median of per-round ratios %.2fx; target >= 1.5x: %s)\n",
@@ -426,8 +431,8 @@ awk -v a="$rps_a" -v b="$rps_b" -v c="$rps_c" -v cs="$rps_cs" -v d="$rps_d" \
   if (a > 0 && c > 0) printf "c/a two fenced on PostgreSQL / pgbench: %.2fx (per-round %.2fx)\n", c / a, rc
   if (b > 0 && c > 0) printf "c/b two fenced / one fenced:            %.2fx (per-round %.2fx)\n", c / b, rcb
   if (b > 0 && cs > 0) printf "cs/b two fenced, same holders / one:    %.2fx (per-round %.2fx; target >= 0.9x: %s)\n", cs / b, rcsb, (cs / b >= 0.9 ? "met" : "not met")
-  if (b > 0 && cl > 0) printf "cl/b two fenced lingering, same holders / one: %.2fx (per-round %.2fx; target >= 0.9x: %s)\n", cl / b, rclb, (cl / b >= 0.9 ? "met" : "not met")
-  if (cs > 0 && cl > 0) printf "cl/cs what the linger buys two fenced:  %.2fx (per-round %.2fx)\n", cl / cs, rclcs
+  if (cs > 0 && cs0 > 0) printf "cs/cs0 what the linger buys two fenced: %.2fx (per-round %.2fx)\n", cs / cs0, rcscs0
+  if (b > 0 && b0 > 0) printf "b/b0 one fenced, auto / no linger:      %.2fx (per-round %.2fx; target: no lower, >= 0.95x for noise: %s)\n", b / b0, rbb0, (b / b0 >= 0.95 ? "met" : "not met")
   if (cx > 0 && cs > 0) printf "cs/cx sharing holders / sharing nothing: %.2fx (per-round %.2fx: what sharing costs)\n", cs / cx, rcscx
   if (b > 0 && cx > 0) printf "cx/b two fenced sharing nothing / one:  %.2fx (per-round %.2fx: what the split costs)\n", cx / b, rcxb
   if (b > 0 && b2 > 0) printf "b2/b one fenced, two wrk / one wrk:     %.2fx (per-round %.2fx: what the two wrk cost)\n", b2 / b, rb2b

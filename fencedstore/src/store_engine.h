@@ -82,7 +82,7 @@ class Engine {
   // Batches run again after the database aborted them for a deadlock or a serialization failure
   // with another writer's transaction (PostgreSQL). Read on the writer thread only.
   virtual std::uint64_t retries() const { return 0; }
-  // Whether another store's writer committed to the same database within the last second
+  // Whether another store's writer committed to the same database within the last 500ms
   // (StoreOptions::shared_linger). Costs a round trip where it is not always false.
   virtual Result<bool> AnotherWriterActive() { return false; }
 };

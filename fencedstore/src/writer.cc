@@ -269,7 +269,7 @@ std::chrono::microseconds Writer::Linger() {
   if (options_.batch_linger.count() > 0) return options_.batch_linger;
   if (options_.shared_linger.count() == 0) return options_.shared_linger;
   const auto now = clock_->Now();
-  if (now - shared_checked_ >= std::chrono::seconds(1)) {
+  if (now - shared_checked_ >= std::chrono::milliseconds(250)) {
     shared_checked_ = now;
     // A failed look changes nothing: the next commit reports the database's trouble.
     auto shared = engine_->AnotherWriterActive();

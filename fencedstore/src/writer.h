@@ -81,7 +81,7 @@ class Writer {
   std::unique_ptr<Engine> engine_;
 
   // The linger before the next transaction: batch_linger, else shared_linger while the engine
-  // sees another writer (looked at again once `shared_checked_` is a second old).
+  // sees another writer (looked at again once `shared_checked_` is 250ms old).
   std::chrono::microseconds Linger();
   std::chrono::steady_clock::time_point shared_checked_{};
   std::atomic<bool> shared_{false};

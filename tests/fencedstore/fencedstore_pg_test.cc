@@ -64,7 +64,7 @@ TEST(PostgresStoreTest, AStoreSeesAnotherStoreWritingToItsDatabaseOnlyWhileItWri
   auto a = Open({.path = db});
   auto b = Open({.path = db});
   ASSERT_TRUE(a && b);
-  // Batches of two writes: the writer looks (once a second) after a transaction of several.
+  // Batches of two writes: the writer looks (every 250ms) after a transaction of several.
   int n = 0;
   auto write = [&](FencedStore& s) {
     BatchRequest batch{.lock = "L", .token = T(1)};

@@ -367,7 +367,7 @@ Result<bool> PostgresEngine::AnotherWriterActive() {
       "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND "
       "(l.classid::int8, l.objid::int8) = (" + std::string(kWriterMark) + ") AND "
       "l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND "
-      "l.pid <> pg_backend_pid() AND a.state_change > now() - interval '1 second'",
+      "l.pid <> pg_backend_pid() AND a.state_change > now() - interval '500 milliseconds'",
       options_.database_timeout);
   if (!r.ok()) return r.status();
   return std::strtoll(PQgetvalue(r->get(), 0, 0), nullptr, 10) > 0;

@@ -31,7 +31,7 @@ class PostgresEngine final : public Engine {
   void Close() override;
   std::uint64_t retries() const override { return retries_; }
   // Another writer: a session holding the shared advisory lock every writer's connection takes
-  // (Configure) in this database, whose last statement began within the last second.
+  // (Configure) in this database, whose last statement began within the last 500ms.
   Result<bool> AnotherWriterActive() override;
 
   // Makes a connection ready for the engine: the session's durability, prepared statements.

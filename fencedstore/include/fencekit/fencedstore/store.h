@@ -115,7 +115,7 @@ struct StoreOptions {
   // where the server would otherwise idle (docs/operations-postgresql.md). 0 never waits.
   std::chrono::microseconds batch_linger{0};
   // With batch_linger 0: the linger while another store's writer is committing to the same
-  // database (PostgreSQL: looked at once a second at most, from the writer thread between
+  // database (PostgreSQL: looked at every 250ms at most, from the writer thread between
   // transactions; StoreStats::database_shared). Two fenced sharing a server then commit batches
   // as large as one does, and one fenced alone never waits. 0 never waits.
   std::chrono::microseconds shared_linger{200};
