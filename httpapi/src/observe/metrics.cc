@@ -100,6 +100,10 @@ std::string Metrics::Render(const StoreStats& store) const {
               "failure with another fenced's transaction (nothing of an aborted batch is kept or "
               "acknowledged).",
               store.retries);
+  out.Gauge("fenced_store_database_shared",
+            "1 while another fenced was committing to the same PostgreSQL database at the "
+            "writer's last look (--batch-linger auto then lingers), else 0.",
+            store.database_shared ? 1 : 0);
   return out.Take();
 }
 
