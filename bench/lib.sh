@@ -98,3 +98,22 @@ start_etcd() {
   done
   [ "$ok" -eq 1 ] || { echo "etcd did not start:" >&2; tail -20 "$log" >&2; exit 1; }
 }
+
+# wrk_figures FILE: "req/s p99_ms failures requests" of one wrk run (its --latency output):
+# failures are non-2xx/3xx answers and socket errors.
+wrk_figures() {
+  awk '
+    function ms(v) {
+      if (v ~ /us$/) { sub(/us$/, "", v); return v / 1000 }
+      if (v ~ /ms$/) { sub(/ms$/, "", v); return v + 0 }
+      if (v ~ /m$/)  { sub(/m$/, "", v);  return v * 60000 }
+      if (v ~ /s$/)  { sub(/s$/, "", v);  return v * 1000 }
+      return v + 0
+    }
+    /^Requests\/sec:/ { rps = $2 }
+    / requests in / { n = $1 }
+    $1 == "99%" { p99 = ms($2) }
+    /Non-2xx or 3xx responses:/ { bad += $NF }
+    /Socket errors:/ { gsub(/,/, ""); bad += $4 + $6 + $8 + $10 }
+    END { printf "%s %s %d %d\n", rps + 0, p99 + 0, bad, n + 0 }' "$1"
+}

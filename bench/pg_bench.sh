@@ -38,7 +38,7 @@
 #   PG_BENCH_WARMUP=6       seconds pgbench runs before arm a's window (see run_a)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/bench/lib.sh"  # median, free_port
+source "$root/bench/lib.sh"  # median, free_port, wrk_figures
 fenced="${FENCED:-$root/build/bench/tools/fenced}"
 secs="${1:-10}"
 rounds="${2:-3}"
@@ -189,23 +189,6 @@ batch_counters() {
     awk '$1=="fenced_commit_batch_size_sum"{s=$2} $1=="fenced_commit_batch_size_count"{c=$2} END{print s+0, c+0}'
 }
 
-# wrk_figures FILE: "req/s p99_ms failures requests" of one wrk run with put.lua.
-wrk_figures() {
-  awk '
-    function ms(v) {
-      if (v ~ /us$/) { sub(/us$/, "", v); return v / 1000 }
-      if (v ~ /ms$/) { sub(/ms$/, "", v); return v + 0 }
-      if (v ~ /m$/)  { sub(/m$/, "", v);  return v * 60000 }
-      if (v ~ /s$/)  { sub(/s$/, "", v);  return v * 1000 }
-      return v + 0
-    }
-    /^Requests\/sec:/ { rps = $2 }
-    / requests in / { n = $1 }
-    $1 == "99%" { p99 = ms($2) }
-    /Non-2xx or 3xx responses:/ { bad += $NF }
-    /Socket errors:/ { gsub(/,/, ""); bad += $4 + $6 + $8 + $10 }
-    END { printf "%s %s %d %d\n", rps + 0, p99 + 0, bad, n + 0 }' "$1"
-}
 
 # CPU time, which a busy machine does not inflate the way it does wall time: the ticks a
 # process has used (user + system), and those of the whole PostgreSQL server (the postmaster,

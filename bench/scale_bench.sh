@@ -54,7 +54,7 @@
 set -euo pipefail
 shopt -s inherit_errexit  # a failure inside $(...) fails the command that uses it
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/bench/lib.sh"  # median, free_port
+source "$root/bench/lib.sh"  # median, free_port, wrk_figures
 fenced="${FENCED:-$root/build/bench/tools/fenced}"
 secs="${1:-${SCALE_SECONDS:-5}}"
 rounds="${2:-${SCALE_ROUNDS:-1}}"
@@ -405,23 +405,6 @@ check_loaded() {
   fi
 }
 
-# wrk_figures FILE: "req/s p99_ms failures requests" of one wrk run.
-wrk_figures() {
-  awk '
-    function ms(v) {
-      if (v ~ /us$/) { sub(/us$/, "", v); return v / 1000 }
-      if (v ~ /ms$/) { sub(/ms$/, "", v); return v + 0 }
-      if (v ~ /m$/)  { sub(/m$/, "", v);  return v * 60000 }
-      if (v ~ /s$/)  { sub(/s$/, "", v);  return v * 1000 }
-      return v + 0
-    }
-    /^Requests\/sec:/ { rps = $2 }
-    / requests in / { n = $1 }
-    $1 == "99%" { p99 = ms($2) }
-    /Non-2xx or 3xx responses:/ { bad += $NF }
-    /Socket errors:/ { gsub(/,/, ""); bad += $4 + $6 + $8 + $10 }
-    END { printf "%s %s %d %d\n", rps + 0, p99 + 0, bad, n + 0 }' "$1"
-}
 # accepted_now: "TIME WRITES": fenced's count of accepted writes (a batch counts as its writes),
 # and when it was read (the middle of the request, which waits behind the load).
 accepted_now() {
