@@ -298,6 +298,8 @@ TEST_F(RedisWorkerWithRestartedLocks, CheckingTokensAloneIsCaught) {
 // their tokens again, to other clients. fenced accepts a token equal to the highest it has seen
 // (one holder writing twice), so two holders of one token both write: the kit catches the lost
 // update even with fencing on. Each failing run's timeline names the grants the replica missed.
+// Whether a run's clients take a twice-granted token depends on their timing: 10 runs, as 6 under
+// AddressSanitizer's slower processes once caught none.
 TEST(PauseWorkerNetworkTest, CurlWorkerThroughARedisFailoverIsCaughtWhereATokenWasGrantedTwice) {
   TempDir dir;
   FencedProcess fenced(dir.File("store.db"));
@@ -307,13 +309,13 @@ TEST(PauseWorkerNetworkTest, CurlWorkerThroughARedisFailoverIsCaughtWhereATokenW
       "FENCING_LOCK=\"$FENCING_LOCK/run-$FENCEKIT_RUN\" exec " + Example("counter-curl.sh");
   auto r = testing::RunCommand(
       {testing::FencectlBinary(), "pause-test", "--worker", per_run,
-       "--start-redis", "--failover-locks", "--pauses", "0", "--runs", "6", "--seed", "31",
+       "--start-redis", "--failover-locks", "--pauses", "0", "--runs", "10", "--seed", "31",
        "--run-length", "1500ms", "--work-dir", dir.File("runs"), "-q"},
       {"FENCED_URL=" + fenced.url(), "WORK_SECONDS=0.05"});
   Summary s = testing::ParseWorkerRuns(r.exit_code, r.out, r.err);
   EXPECT_EQ(s.exit_code, 4) << r.err;
   ASSERT_GT(s.failed_runs, 0) << r.err;
-  EXPECT_NE(r.err.find("12 lock-service faults (replication cut, Redis failed over)"),
+  EXPECT_NE(r.err.find("20 lock-service faults (replication cut, Redis failed over)"),
             std::string::npos)
       << r.err;
   int timelines = 0;
