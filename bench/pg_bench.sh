@@ -63,29 +63,6 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/fencekit-pg-bench.XXXXXX")"
 pgdata="$work/pg/data"
 pids=()
 pg_pid=""
-# as_pg CMD...: runs CMD as the postgres user when root (PostgreSQL refuses to run as root);
-# setpriv execs in place, so a background pid is the server's own.
-as_pg() {
-  if [ "$(id -u)" -eq 0 ]; then
-    if command -v setpriv >/dev/null; then
-      setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"
-    else
-      runuser -u postgres -- "$@"
-    fi
-  else
-    "$@"
-  fi
-}
-stop_postgres() {
-  [ -n "$pg_pid" ] || return 0
-  # A fast shutdown: rolls back open transactions, checkpoints, exits.
-  as_pg "$pg_bin/pg_ctl" -D "$pgdata" stop -m fast -t 60 >/dev/null 2>&1 || kill -INT "$pg_pid" 2>/dev/null || true
-  local _
-  for _ in $(seq 600); do kill -0 "$pg_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pg_pid" 2>/dev/null || true
-  wait "$pg_pid" 2>/dev/null || true
-  pg_pid=""
-}
 cleanup() {
   local p
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -98,45 +75,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # --- PostgreSQL: a fresh cluster in $work, owned by the postgres user when root.
-mkdir -p "$work/pg"
-if [ "$(id -u)" -eq 0 ]; then
-  id postgres >/dev/null 2>&1 || { echo "pg_bench: running as root but there is no postgres user (install postgresql-15)" >&2; exit 1; }
-  chmod 0711 "$work"  # the server user must reach its folder through the temp folder
-  chown postgres: "$work/pg"
-fi
-if ! as_pg "$pg_bin/initdb" --auth=trust --username=postgres --encoding=UTF8 --locale=C.UTF-8 \
-    --no-instructions -D "$pgdata" >"$work/initdb.log" 2>&1; then
-  echo "pg_bench: initdb failed:" >&2
-  cat "$work/initdb.log" >&2
-  exit 1
-fi
-pg_settings=(
-  -c listen_addresses=127.0.0.1 -c "unix_socket_directories=$work/pg"
-  -c fsync=on -c synchronous_commit=on -c full_page_writes=on
-  -c max_connections=300 -c shared_buffers=256MB -c max_wal_size=4GB
-)
-for attempt in 1 2 3 4 5; do
-  pg_port="$(free_port)"
-  as_pg "$pg_bin/postgres" -D "$pgdata" -p "$pg_port" "${pg_settings[@]}" >"$work/pg/server.log" 2>&1 &
-  pg_pid=$!
-  for _ in $(seq 300); do
-    kill -0 "$pg_pid" 2>/dev/null || break
-    "$pg_bin/psql" -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres -Atqc 'SELECT 1' >/dev/null 2>&1 && break 2
-    sleep 0.1
-  done
-  if kill -0 "$pg_pid" 2>/dev/null; then
-    echo "pg_bench: postgres did not accept connections within 30 s:" >&2
-    cat "$work/pg/server.log" >&2
-    exit 1
-  fi
-  wait "$pg_pid" 2>/dev/null || true
-  pg_pid=""
-  if ! grep -q "in use" "$work/pg/server.log" || [ "$attempt" -eq 5 ]; then
-    echo "pg_bench: postgres did not start:" >&2
-    cat "$work/pg/server.log" >&2
-    exit 1
-  fi
-done
+start_postgres pg_bench
 sql() { "$pg_bin/psql" -h 127.0.0.1 -p "$pg_port" -U postgres -v ON_ERROR_STOP=1 -Atq "$@"; }
 sql -d postgres -c 'CREATE DATABASE fencekit'
 if wants cx; then sql -d postgres -c 'CREATE DATABASE fencekit_other'; fi

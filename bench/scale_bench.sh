@@ -114,29 +114,6 @@ pgdata="$work/pg/data"
 pids=()
 pg_pid=""
 : >"$work/results"
-# as_pg CMD...: runs CMD as the postgres user when root (PostgreSQL refuses to run as root);
-# setpriv execs in place, so a background pid is the server's own.
-as_pg() {
-  if [ "$(id -u)" -eq 0 ]; then
-    if command -v setpriv >/dev/null; then
-      setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"
-    else
-      runuser -u postgres -- "$@"
-    fi
-  else
-    "$@"
-  fi
-}
-stop_postgres() {
-  [ -n "$pg_pid" ] || return 0
-  # A fast shutdown: rolls back open transactions, checkpoints, exits.
-  as_pg timeout 90 "$pg_bin/pg_ctl" -D "$pgdata" stop -m fast -t 60 >/dev/null 2>&1 || kill -INT "$pg_pid" 2>/dev/null || true
-  local _
-  for _ in $(seq 600); do kill -0 "$pg_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pg_pid" 2>/dev/null || true
-  wait "$pg_pid" 2>/dev/null || true
-  pg_pid=""
-}
 # forget_pid PID: drops PID from pids (once it has been waited for).
 forget_pid() {
   local kept=() p
@@ -159,50 +136,6 @@ trap 'exit 143' TERM
 # 3-4x slower after the keys benchmark on the same server), owned by the postgres user when
 # root. Started and stopped in each benchmark's subshell (run_section).
 pg_port=""
-start_postgres() {
-  local attempt
-  rm -rf "$work/pg"
-  mkdir -p "$work/pg"
-  if [ "$(id -u)" -eq 0 ]; then
-    id postgres >/dev/null 2>&1 || { echo "scale_bench: running as root but there is no postgres user (install postgresql-15)" >&2; exit 1; }
-    chmod 0711 "$work"  # the server user must reach its folder through the temp folder
-    chown postgres: "$work/pg"
-  fi
-  if ! as_pg timeout 120 "$pg_bin/initdb" --auth=trust --username=postgres --encoding=UTF8 --locale=C.UTF-8 \
-      --no-instructions -D "$pgdata" >"$work/initdb.log" 2>&1; then
-    echo "scale_bench: initdb failed:" >&2
-    cat "$work/initdb.log" >&2
-    exit 1
-  fi
-  local settings=(
-    -c listen_addresses=127.0.0.1 -c "unix_socket_directories=$work/pg"
-    -c fsync=on -c synchronous_commit=on -c full_page_writes=on
-    -c max_connections=300 -c shared_buffers=256MB -c max_wal_size=4GB
-    -c maintenance_work_mem=256MB
-  )
-  for attempt in 1 2 3 4 5; do
-    pg_port="$(free_port)"
-    as_pg "$pg_bin/postgres" -D "$pgdata" -p "$pg_port" "${settings[@]}" >"$work/pg/server.log" 2>&1 &
-    pg_pid=$!
-    for _ in $(seq 300); do
-      kill -0 "$pg_pid" 2>/dev/null || break
-      timeout 10 "$pg_bin/psql" -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres -Atqc 'SELECT 1' >/dev/null 2>&1 && return 0
-      sleep 0.1
-    done
-    if kill -0 "$pg_pid" 2>/dev/null; then
-      echo "scale_bench: postgres did not accept connections within 30 s:" >&2
-      cat "$work/pg/server.log" >&2
-      exit 1
-    fi
-    wait "$pg_pid" 2>/dev/null || true
-    pg_pid=""
-    if ! grep -q "in use" "$work/pg/server.log" || [ "$attempt" -eq 5 ]; then
-      echo "scale_bench: postgres did not start:" >&2
-      cat "$work/pg/server.log" >&2
-      exit 1
-    fi
-  done
-}
 # pg_sql DBNAME [psql args...]: psql on database DBNAME, stopping at the first error; SQL from the
 # arguments (-c) or stdin. Bounded: a load of 10^7 rows takes a minute or two.
 pg_sql() {
@@ -668,7 +601,7 @@ $(set_counter_sql "$db" "$h")"
 }
 # with_postgres FUNCTION DB: FUNCTION DB on a fresh PostgreSQL cluster, removed after.
 with_postgres() {
-  start_postgres
+  start_postgres scale_bench -c maintenance_work_mem=256MB
   echo "  PostgreSQL $(pg_sql postgres -c 'SHOW server_version' | cut -d' ' -f1) on 127.0.0.1:$pg_port: fsync $(pg_sql postgres -c 'SHOW fsync')," \
     "synchronous_commit $(pg_sql postgres -c 'SHOW synchronous_commit'), wal_sync_method $(pg_sql postgres -c 'SHOW wal_sync_method')" >&2
   "$@"
