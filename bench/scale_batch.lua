@@ -9,22 +9,9 @@
 -- are formatted once; no response() callback. A request carries SCALE_BATCH writes: writes/s =
 -- requests/s x SCALE_BATCH. fenced needs --max-body above SCALE_BATCH x SCALE_SIZE
 -- (bench/scale_bench.sh sets and prints it).
-local next_id = 0
-local alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
-function setup(thread)
-  thread:set("id", next_id)
-  next_id = next_id + 1
-end
-
-function random_text(n)
-  local chars = {}
-  for i = 1, n do
-    local r = math.random(#alphabet)
-    chars[i] = string.sub(alphabet, r, r)
-  end
-  return table.concat(chars)
-end
+-- setup() and random_text() are scale_values.lua's; init() and request() below replace its own.
+local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+dofile(dir .. "scale_values.lua")
 
 function init(args)
   local size = tonumber(os.getenv("SCALE_SIZE") or "")
