@@ -66,6 +66,50 @@ std::string WriteManyOfTwoPuts(const std::string& what, const std::string& keys,
          "ARRAY[false, false], false, false, 0, true)";
 }
 
+// One put of fencekit.write_many's arguments: its lock, token and key (value "v", no service).
+struct Put {
+  std::string lock;
+  int token;
+  std::string key;
+};
+
+// A query of `what` over the rows of fencekit.write_many called directly with `puts`, in that
+// order.
+std::string WriteManyOf(const std::string& what, const std::vector<Put>& puts) {
+  std::string deletes, locks, tokens, keys, values, nulls, zeros, falses;
+  for (const Put& p : puts) {
+    const char* sep = deletes.empty() ? "" : ", ";
+    deletes += std::string(sep) + "false";
+    locks += std::string(sep) + "'" + p.lock + "'";
+    tokens += sep + std::to_string(p.token);
+    keys += std::string(sep) + "'" + p.key + "'";
+    values += std::string(sep) + "'v'";
+    nulls += std::string(sep) + "NULL";
+    zeros += std::string(sep) + "0";
+    falses += std::string(sep) + "false";
+  }
+  return "SELECT " + what + " FROM fencekit.write_many(ARRAY[" + deletes + "], ARRAY[" + locks +
+         "]::bytea[], ARRAY[" + tokens + "]::int8[], ARRAY[" + keys + "]::bytea[], ARRAY[" +
+         values + "]::bytea[], ARRAY[" + nulls + "]::text[], ARRAY[" + nulls +
+         "]::bytea[], ARRAY[" + zeros + "]::int8[], ARRAY[" + nulls + "]::text[], ARRAY[" +
+         nulls + "]::bytea[], ARRAY[" + falses + "], false, false, 0, true)";
+}
+
+// The outcomes of write_many called with `puts` in a transaction of its own, then the number
+// of calls of fencekit.write it made (the write-by-write path): "accepted,stale_token 0".
+Result<std::string> OutcomesAndCallsOfWrite(testing::PgClient& direct,
+                                            const std::vector<Put>& puts) {
+  auto outcomes = direct.Query("BEGIN; SET LOCAL track_functions = 'pl'; " +
+                               WriteManyOf("string_agg(o_outcome, ',')", puts));
+  if (!outcomes.ok()) return outcomes.status();
+  auto calls = direct.Value(
+      "SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions WHERE schemaname = "
+      "'fencekit' AND funcname = 'write'");
+  if (!calls.ok()) return calls.status();
+  if (auto done = direct.Query("COMMIT"); !done.ok()) return done.status();
+  return (*outcomes)[0][0] + " " + *calls;
+}
+
 // A store whose lock L has its fence at 5 (k1 = "v1").
 class PostgresFenceAtFiveTest : public ::testing::Test {
  protected:
@@ -230,6 +274,56 @@ TEST_F(PostgresFenceAtFiveTest, WriteManyCalledDirectlyRefusesAKeyOfAnotherLockA
   ASSERT_TRUE(k1.ok() && m1.ok());
   EXPECT_EQ(k1->value, "mine");
   EXPECT_EQ(m1->value, "theirs");
+}
+
+TEST_F(PostgresFenceAtFiveTest, WriteManyMakesTheFencesOfNewLocksWithoutGoingWriteByWrite) {
+  // With a lock per entity most writes are their lock's first: the common batch makes their
+  // fences at their tokens, in the statements it runs for all its writes.
+  testing::PgClient direct(db_);
+  ASSERT_TRUE(direct.ok()) << direct.error();
+  auto made = OutcomesAndCallsOfWrite(
+      direct, {{"L", 5, "k1"}, {"N", 3, "n1"}, {"N", 3, "n2"}, {"P", 9, "p1"}});
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ(*made, "accepted,accepted,accepted,accepted 0");
+  for (auto [lock, token] : {std::pair{"N", 3}, std::pair{"P", 9}}) {
+    auto fence = store_->Fence(lock);
+    ASSERT_TRUE(fence.ok() && fence->has_value()) << lock;
+    EXPECT_EQ((*fence)->highest, T(token)) << lock;
+    EXPECT_TRUE((*fence)->service.empty()) << lock;
+  }
+  EXPECT_EQ(store_->Get("n2")->value, "v");
+  auto history = store_->History(10);
+  ASSERT_TRUE(history.ok());
+  EXPECT_EQ(history->size(), 5u);
+}
+
+TEST_F(PostgresFenceAtFiveTest, WriteManyMakesANewLocksFenceAtItsFirstWritesTokenWhenTheyDiffer) {
+  // N's first write makes its fence at 4, its second moves it to 6, its third is then stale:
+  // decided write by write, as fenced would decide them one at a time.
+  testing::PgClient direct(db_);
+  ASSERT_TRUE(direct.ok()) << direct.error();
+  auto made =
+      OutcomesAndCallsOfWrite(direct, {{"N", 4, "n1"}, {"N", 6, "n2"}, {"N", 5, "n3"}});
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ(made->substr(0, made->find(' ')), "accepted,accepted,stale_token");
+  auto fence = store_->Fence("N");
+  ASSERT_TRUE(fence.ok() && fence->has_value());
+  EXPECT_EQ((*fence)->highest, T(6));
+  EXPECT_FALSE(store_->Get("n3").ok());
+}
+
+TEST_F(PostgresFenceAtFiveTest, WriteManyMakesNoFenceForANewLockWhoseOnlyWriteIsRefused) {
+  // k1 is L's: N's write of it is refused (wrong_lock), and a refusal makes no fence, so a
+  // later holder of N at a lower token is not refused for it.
+  testing::PgClient direct(db_);
+  ASSERT_TRUE(direct.ok()) << direct.error();
+  auto made = OutcomesAndCallsOfWrite(direct, {{"N", 7, "k1"}});
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ(made->substr(0, made->find(' ')), "wrong_lock");
+  auto fence = store_->Fence("N");
+  ASSERT_TRUE(fence.ok());
+  EXPECT_FALSE(fence->has_value());
+  EXPECT_TRUE(store_->Put("N", T(2), "n1", "v").ok());
 }
 
 }  // namespace

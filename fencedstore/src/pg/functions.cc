@@ -201,7 +201,10 @@ $fn$;
 -- by lock in that order: the fence shared, then the keys its accepted writes change. A batch
 -- with a lock whose writes would move its fence (or whose fence is missing) goes write by write
 -- from there, still in that order, holding the fences it has locked shared (which its writes
--- leave as they are, so none of them needs the lock raised).
+-- leave as they are, so none of them needs the lock raised). A lock without a fence whose
+-- writes here all carry one token and one service, on keys no other lock holds, gets its fence
+-- made at that token, as its first write would make it, and stays in the common batch: with a
+-- lock per entity most writes are their lock's first.
 CREATE OR REPLACE FUNCTION fencekit.write_many(
     p_deletes boolean[], p_locks bytea[], p_tokens bigint[], p_keys bytea[], p_values bytea[],
     p_services text[], p_prefix_locks bytea[], p_verifies bigint[], p_refusals text[],
@@ -222,6 +225,8 @@ DECLARE
   priors bigint[];
   together boolean := false;
   fence_lock bytea;
+  last integer;
+  made bytea[] := '{}';  -- the locks whose fences this call made
 BEGIN
   IF n > 0 AND NOT (p_strict OR p_unguarded OR true = ANY (p_deletes)
                     OR true = ANY (p_lock_fences) OR 0 <> ANY (p_verifies))
@@ -241,26 +246,59 @@ BEGIN
       FOR i IN 1..n LOOP
         CONTINUE WHEN i > 1 AND p_locks[i] = p_locks[i - 1];
         fence_lock := p_locks[i];
-        -- The fence locked shared only if all its writes leave it as it is (judged on its
-        -- latest version: a row changed meanwhile is read again before it is locked), so that
-        -- none of them would need the lock raised; then the keys of those at its token locked
-        -- (the outer query runs on the locked row).
-        SELECT (SELECT count(*) >= 0
-                  FROM (SELECT 1 FROM fencekit.objects ob
-                          WHERE ob.key = ANY (ARRAY(
-                                  SELECT p_keys[h.i] FROM generate_series(1, n) AS h(i)
-                                    WHERE p_locks[h.i] = fence_lock
-                                      AND p_tokens[h.i] = fe.highest))
-                          ORDER BY ob.key FOR UPDATE) AS keys)
-          INTO together
-          FROM (SELECT f.highest, f.service FROM fencekit.fences f
-                  WHERE f.lock = fence_lock
-                    AND NOT EXISTS (
-                          SELECT 1 FROM generate_series(1, n) AS g(i)
-                            WHERE p_locks[g.i] = fence_lock
-                              AND NOT fencekit.leaves_fence(p_tokens[g.i], p_services[g.i],
-                                                            f.highest, f.service))
-                FOR SHARE) AS fe;
+        -- Its writes are i..last (in that order they are together): each lock's statements look
+        -- at its own writes, not the batch's, so that a batch of many locks costs no more per
+        -- write than one of a few.
+        last := i;
+        WHILE last < n AND p_locks[last + 1] = fence_lock LOOP
+          last := last + 1;
+        END LOOP;
+        FOR pass IN 1..2 LOOP
+          -- The fence locked shared only if all its writes leave it as it is (judged on its
+          -- latest version: a row changed meanwhile is read again before it is locked), so that
+          -- none of them would need the lock raised; then the keys of those at its token locked
+          -- (the outer query runs on the locked row).
+          SELECT (SELECT count(*) >= 0
+                    FROM (SELECT 1 FROM fencekit.objects ob
+                            WHERE ob.key = ANY (ARRAY(
+                                    SELECT p_keys[h.j] FROM generate_series(i, last) AS h(j)
+                                      WHERE p_tokens[h.j] = fe.highest))
+                            ORDER BY ob.key FOR UPDATE) AS keys)
+            INTO together
+            FROM (SELECT f.highest, f.service FROM fencekit.fences f
+                    WHERE f.lock = fence_lock
+                      AND NOT EXISTS (
+                            SELECT 1 FROM generate_series(i, last) AS g(j)
+                              WHERE NOT fencekit.leaves_fence(p_tokens[g.j], p_services[g.j],
+                                                              f.highest, f.service))
+                  FOR SHARE) AS fe;
+          EXIT WHEN FOUND OR pass = 2 OR EXISTS (
+              SELECT 1 FROM fencekit.fences f WHERE f.lock = fence_lock);
+          -- No fence: a write of this lock would make it. The first writes of this lock and of
+          -- the batch's next locks without fences make theirs (in one statement, in lock order)
+          -- at their token, unless a lock's writes differ (in token or service: then some would
+          -- move it) or one of its keys is another lock's (a refusal, which makes no fence).
+          WITH mine AS MATERIALIZED (
+                 SELECT p_locks[g.j] AS lock, p_tokens[g.j] AS token, p_services[g.j] AS service,
+                        p_keys[g.j] AS key
+                   FROM generate_series(i, n) AS g(j)
+                   WHERE NOT EXISTS (SELECT 1 FROM fencekit.fences f
+                                       WHERE f.lock = p_locks[g.j])),
+               fresh AS (
+                 SELECT m.lock, min(m.token) AS token, min(m.service) AS service
+                   FROM mine m LEFT JOIN fencekit.objects ob ON ob.key = m.key
+                   GROUP BY m.lock
+                   HAVING min(m.token) = max(m.token)
+                      AND (count(m.service) = 0
+                           OR (count(m.service) = count(*) AND min(m.service) = max(m.service)))
+                      AND NOT bool_or(coalesce(ob.lock <> m.lock, false))),
+               made_now AS (
+                 INSERT INTO fencekit.fences(lock, highest, service, confirmed)
+                   SELECT lock, token, service, false FROM fresh ORDER BY lock
+                   ON CONFLICT (lock) DO NOTHING
+                   RETURNING lock)
+          SELECT made || coalesce(array_agg(lock), '{}') INTO made FROM made_now;
+        END LOOP;
         -- A write that would move it, or no fence: write by write from here, which locks each
         -- fence as its writes need.
         together := coalesce(together, false);
@@ -319,6 +357,13 @@ BEGIN
         SELECT * INTO w FROM fencekit.write(false, p_locks[i], p_tokens[i], p_keys[i],
             p_values[i], p_services[i], NULL, 0, NULL, false, false, p_now_ms,
             p_principals[i], p_record);
+        IF w.o_outcome = 'wrong_lock' AND p_locks[i] = ANY (made) THEN
+          -- Its key was made under another lock since this call looked: the fence made for
+          -- this lock may be one its writes would not have made. The batch runs again (also
+          -- below).
+          RAISE EXCEPTION 'a key was created under another lock meanwhile'
+            USING ERRCODE = 'serialization_failure';
+        END IF;
         outcomes[i] := w.o_outcome;
         highests[i] := w.o_highest;
         versions[i] := w.o_version;
@@ -337,6 +382,10 @@ BEGIN
     SELECT * INTO w FROM fencekit.write(p_deletes[i], p_locks[i], p_tokens[i], p_keys[i],
         p_values[i], p_services[i], p_prefix_locks[i], p_verifies[i]::integer, p_refusals[i],
         p_strict, p_unguarded, p_now_ms, p_principals[i], false);
+    IF w.o_outcome = 'wrong_lock' AND p_locks[i] = ANY (made) THEN
+      RAISE EXCEPTION 'a key was created under another lock meanwhile'
+        USING ERRCODE = 'serialization_failure';
+    END IF;
     outcomes[i] := w.o_outcome;
     highests[i] := w.o_highest;
     o_outcome := w.o_outcome;
