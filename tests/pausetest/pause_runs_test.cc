@@ -105,7 +105,8 @@ TEST(PauseRunsSoak, EtcdSeededRunsAcceptNoStaleTokenAndLoseNoUpdate) {
   testing::EtcdCluster etcd(1);
   std::vector<std::string> args = {"--locks", etcd.uri()};
   args.insert(args.end(), kEtcdRuns.begin(), kEtcdRuns.end());
-  ExpectSafe(RunSeeded(testing::SoakLength(3, 12), 17, args));
+  // 5 runs in the short arm: on a loaded machine none of 3 once had a pause outlive a lease.
+  ExpectSafe(RunSeeded(testing::SoakLength(5, 12), 17, args));
 }
 
 // A 3-member cluster of the command's own: in every run the leader is SIGKILLed at a seeded
