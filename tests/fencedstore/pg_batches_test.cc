@@ -55,42 +55,35 @@ bool HoldFence(testing::PgClient& other, const std::string& lock) {
       .ok();
 }
 
-// A query of `what` over the rows of fencekit.write_many called directly with two puts under
-// lock L at token 5: keys, values and services (SQL literals) of each.
-std::string WriteManyOfTwoPuts(const std::string& what, const std::string& keys,
-                               const std::string& values, const std::string& services) {
-  return "SELECT " + what + " FROM fencekit.write_many(ARRAY[false, false], " +
-         "ARRAY['L', 'L']::bytea[], ARRAY[5, 5]::int8[], ARRAY[" + keys + "]::bytea[], ARRAY[" +
-         values + "]::bytea[], ARRAY[" + services + "]::text[], ARRAY[NULL, NULL]::bytea[], " +
-         "ARRAY[0, 0]::int8[], ARRAY[NULL, NULL]::text[], ARRAY[NULL, NULL]::bytea[], " +
-         "ARRAY[false, false], false, false, 0, true)";
-}
-
-// One put of fencekit.write_many's arguments: its lock, token and key (value "v", no service).
+// One put of fencekit.write_many's arguments: its lock, token and key, its value and service
+// as SQL literals.
 struct Put {
   std::string lock;
   int token;
   std::string key;
+  std::string value = "'v'";
+  std::string service = "NULL";
 };
 
 // A query of `what` over the rows of fencekit.write_many called directly with `puts`, in that
 // order.
 std::string WriteManyOf(const std::string& what, const std::vector<Put>& puts) {
-  std::string deletes, locks, tokens, keys, values, nulls, zeros, falses;
+  std::string deletes, locks, tokens, keys, values, services, nulls, zeros, falses;
   for (const Put& p : puts) {
     const char* sep = deletes.empty() ? "" : ", ";
     deletes += std::string(sep) + "false";
     locks += std::string(sep) + "'" + p.lock + "'";
     tokens += sep + std::to_string(p.token);
     keys += std::string(sep) + "'" + p.key + "'";
-    values += std::string(sep) + "'v'";
+    values += sep + p.value;
+    services += sep + p.service;
     nulls += std::string(sep) + "NULL";
     zeros += std::string(sep) + "0";
     falses += std::string(sep) + "false";
   }
   return "SELECT " + what + " FROM fencekit.write_many(ARRAY[" + deletes + "], ARRAY[" + locks +
          "]::bytea[], ARRAY[" + tokens + "]::int8[], ARRAY[" + keys + "]::bytea[], ARRAY[" +
-         values + "]::bytea[], ARRAY[" + nulls + "]::text[], ARRAY[" + nulls +
+         values + "]::bytea[], ARRAY[" + services + "]::text[], ARRAY[" + nulls +
          "]::bytea[], ARRAY[" + zeros + "]::int8[], ARRAY[" + nulls + "]::text[], ARRAY[" +
          nulls + "]::bytea[], ARRAY[" + falses + "], false, false, 0, true)";
 }
@@ -235,8 +228,8 @@ TEST_F(PostgresFenceAtFiveTest, WriteManyCalledDirectlyBindsAFenceTheFirstServic
   // locks such a fence exclusively first, but the function must decide them right without it.
   testing::PgClient direct(db_);
   ASSERT_TRUE(direct.ok()) << direct.error();
-  auto outcomes = direct.Value(WriteManyOfTwoPuts("string_agg(o_outcome, ',')", "'k2', 'k3'",
-                                                  "'v', 'v'", "NULL, 'sqlite:2222'"));
+  auto outcomes = direct.Value(WriteManyOf(
+      "string_agg(o_outcome, ',')", {{"L", 5, "k2"}, {"L", 5, "k3", "'v'", "'sqlite:2222'"}}));
   ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
   EXPECT_EQ(*outcomes, "accepted,accepted");
   auto fence = store_->Fence("L");
@@ -249,8 +242,8 @@ TEST_F(PostgresFenceAtFiveTest, WriteManyCalledDirectlyWritesOneKeyTwiceInOrder)
   // both, in order: one statement writing both would change the row once.
   testing::PgClient direct(db_);
   ASSERT_TRUE(direct.ok()) << direct.error();
-  auto versions = direct.Value(WriteManyOfTwoPuts("string_agg(o_outcome || ' ' || o_version, ',')",
-                                                  "'k1', 'k1'", "'first', 'second'", "NULL, NULL"));
+  auto versions = direct.Value(WriteManyOf("string_agg(o_outcome || ' ' || o_version, ',')",
+                                           {{"L", 5, "k1", "'first'"}, {"L", 5, "k1", "'second'"}}));
   ASSERT_TRUE(versions.ok()) << versions.status().ToString();
   auto now = store_->Get("k1");
   ASSERT_TRUE(now.ok());
@@ -265,8 +258,8 @@ TEST_F(PostgresFenceAtFiveTest, WriteManyCalledDirectlyRefusesAKeyOfAnotherLockA
   ASSERT_TRUE(store_->Put("M", T(3), "m1", "theirs").ok());
   testing::PgClient direct(db_);
   ASSERT_TRUE(direct.ok()) << direct.error();
-  auto outcomes = direct.Value(WriteManyOfTwoPuts("string_agg(o_outcome, ',')", "'k1', 'm1'",
-                                                  "'mine', 'mine too'", "NULL, NULL"));
+  auto outcomes = direct.Value(WriteManyOf("string_agg(o_outcome, ',')",
+                                           {{"L", 5, "k1", "'mine'"}, {"L", 5, "m1", "'mine too'"}}));
   ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
   EXPECT_EQ(*outcomes, "accepted,wrong_lock");
   auto k1 = store_->Get("k1");
