@@ -10,12 +10,12 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <thread>
 
 #include "fencekit/common/mutex.h"
 #include "fencekit/common/names.h"
 #include "lock_backend.h"
 #include "random_id.h"
+#include "zookeeper/leases.h"
 #include "zookeeper/session.h"
 #include "zookeeper/uri.h"
 #include "zookeeper/znodes.h"
@@ -25,6 +25,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using SteadyTime = std::chrono::steady_clock::time_point;
+using zk::HeldNode;
 using zk::Session;
 using zk::Zxid;
 using zk::ContenderPrefix;
@@ -41,16 +42,7 @@ class ZookeeperBackend final : public LockBackend {
         clock_(options.clock != nullptr ? options.clock : Clock::Real()),
         // Connecting takes a round trip and a session's creation by the ensemble's leader.
         connect_timeout_(std::max(options.op_timeout, milliseconds(1'500))),
-        reaper_([this] { Reap(); }) {}
-
-  ~ZookeeperBackend() override {
-    {
-      MutexLock lock(mu_);
-      stopping_ = true;
-      reap_cv_.NotifyAll();
-    }
-    reaper_.join();
-  }
+        leases_(clock_, [this](const HeldNode& ended) { EndLease(ended); }) {}
 
   // Opens the session for Inspect and CheckToken and learns the service id.
   Status Open() {
@@ -65,7 +57,7 @@ class ZookeeperBackend final : public LockBackend {
     if (joined->line.front() == joined->name) return Grant(lock, owner, *joined, ttl);
     // Busy: leave the line at once, so nobody waits behind a contender that went away.
     (void)joined->session->Delete(LockPath(lock) + "/" + joined->name, options_.op_timeout);
-    Forget(owner);
+    leases_.Forget(owner);
     *holder_remaining = ttl;  // ZooKeeper does not say when another session would expire
     return Status::Busy("held");
   }
@@ -81,14 +73,14 @@ class ZookeeperBackend final : public LockBackend {
     std::shared_ptr<Session> session = joined->session;
     auto leave = [&](Status why) -> Status {
       (void)session->Delete(dir + "/" + joined->name, options_.op_timeout);
-      Forget(owner);
+      leases_.Forget(owner);
       return why;
     };
     for (;;) {
       auto& line = joined->line;
       auto mine = std::find(line.begin(), line.end(), joined->name);
       if (mine == line.end()) {
-        Forget(owner);
+        leases_.Forget(owner);
         return Status::Unavailable(Subject(lock, uri_.shown) +
                                    ": this waiter's znode vanished from the line (its ZooKeeper "
                                    "session expired, or the znode was deleted)");
@@ -118,7 +110,7 @@ class ZookeeperBackend final : public LockBackend {
 
   Status Extend(std::string_view lock, std::string_view owner, FencingToken token,
                 milliseconds ttl) override {
-    std::optional<HeldNode> held = Known(owner);
+    std::optional<HeldNode> held = leases_.Known(owner);
     if (!held || held->lock != lock || held->czxid != token.value()) {
       auto found = Find(lock, owner, token);
       if (!found.ok()) return found.status();
@@ -141,17 +133,17 @@ class ZookeeperBackend final : public LockBackend {
     auto there = held->session->Exists(held->path, /*watch=*/false, options_.op_timeout);
     if (!there.ok()) return there.status();
     if (!there->has_value() || **there != token.value() || !held->session->alive()) {
-      Forget(owner);
+      leases_.Forget(owner);
       return NotHeld(lock, owner, token, "extend");
     }
-    Renewed(owner, started + ttl);
+    leases_.Renewed(owner, started + ttl);
     return Status::Ok();
   }
 
   // Deletes the znode and records the release in the lock's folder in one transaction, so that
   // a second release, from any process, can say "already released".
   Status Release(std::string_view lock, std::string_view owner, FencingToken token) override {
-    std::optional<HeldNode> held = Known(owner);
+    std::optional<HeldNode> held = leases_.Known(owner);
     std::shared_ptr<Session> session;
     std::string path;
     if (held && held->lock == lock && held->czxid == token.value() && held->session->alive()) {
@@ -162,7 +154,7 @@ class ZookeeperBackend final : public LockBackend {
       auto found = Find(lock, owner, token);
       if (!found.ok()) return found.status();
       if (!found->has_value()) {
-        Forget(owner);
+        leases_.Forget(owner);
         return NotHeld(lock, owner, token, "release");
       }
       auto any = SessionFor(options_.ttl, /*lease=*/false);
@@ -173,7 +165,7 @@ class ZookeeperBackend final : public LockBackend {
     Status deleted =
         session->DeleteAndSet(path, LockPath(lock), std::to_string(token.value()),
                               options_.op_timeout);
-    Forget(owner);
+    leases_.Forget(owner);
     if (deleted.IsNotFound()) return NotHeld(lock, owner, token, "release");
     return deleted;
   }
@@ -232,13 +224,6 @@ class ZookeeperBackend final : public LockBackend {
   const std::string& service() const override { return uri_.shown; }
 
  private:
-  struct HeldNode {
-    std::string lock;
-    std::string owner;
-    std::shared_ptr<Session> session;
-    std::string path;  // empty: a create of unknown outcome (MarkUnsettled)
-    Zxid czxid = 0;
-  };
   struct Joined {
     std::shared_ptr<Session> session;
     std::string name;  // this contender's znode, in the lock's folder
@@ -332,7 +317,7 @@ class ZookeeperBackend final : public LockBackend {
     const std::string prefix = ContenderPrefix(owner);
     // A retry after an attempt that made its znode, or may have, finds it. (Only then: a first
     // attempt has none, and a read more per grant is a tenth of the cycle.)
-    if (std::optional<HeldNode> before = Known(owner);
+    if (std::optional<HeldNode> before = leases_.Known(owner);
         before && before->lock == lock && before->session == joined.session) {
       if (!before->path.empty()) {
         joined.name = before->path.substr(dir.size() + 1);
@@ -379,19 +364,14 @@ class ZookeeperBackend final : public LockBackend {
       auto there = joined.session->Exists(dir + "/" + joined.name, false, options_.op_timeout);
       if (!there.ok()) return there.status();
       if (!there->has_value()) {
-        Forget(owner);
+        leases_.Forget(owner);
         return Status::Unavailable(Subject(lock, uri_.shown) + ": retry");
       }
       joined.czxid = **there;
     }
-    {
-      MutexLock lock_(mu_);
-      held_[std::string(owner)] =
-          HeldNode{std::string(lock), std::string(owner), joined.session, dir + "/" + joined.name,
-                   joined.czxid};
-      // In line, not granted: the reaper leaves it alone (an unsettled attempt had set a time).
-      expiry_.erase(std::string(owner));
-    }
+    // In line, not granted: the reaper leaves it alone (an unsettled attempt had set a time).
+    leases_.InLine(HeldNode{std::string(lock), std::string(owner), joined.session,
+                            dir + "/" + joined.name, joined.czxid});
     if (!line) {
       auto children = joined.session->Children(dir, options_.op_timeout);
       if (!children.ok()) {
@@ -403,7 +383,7 @@ class ZookeeperBackend final : public LockBackend {
     SortLine(*line);
     joined.line = std::move(*line);
     if (std::find(joined.line.begin(), joined.line.end(), joined.name) == joined.line.end()) {
-      Forget(owner);
+      leases_.Forget(owner);
       return Expired(lock, "before it joined the line");
     }
     return joined;
@@ -411,7 +391,7 @@ class ZookeeperBackend final : public LockBackend {
 
   Result<Granted> Grant(std::string_view lock, std::string_view owner, const Joined& joined,
                         milliseconds ttl) {
-    Renewed(owner, clock_->Now() + ttl);
+    leases_.Renewed(owner, clock_->Now() + ttl);
     auto token = FencingToken::FromInt(joined.czxid);
     if (!token.ok()) {
       return Status::Unavailable("ZooKeeper " + uri_.shown + " gave " + Subject(lock, uri_.shown) +
@@ -509,91 +489,30 @@ class ZookeeperBackend final : public LockBackend {
                            " (its ZooKeeper session ended and its znode is gone); acquire again");
   }
 
-  std::optional<HeldNode> Known(std::string_view owner) {
-    MutexLock lock(mu_);
-    auto it = held_.find(std::string(owner));
-    if (it == held_.end()) return std::nullopt;
-    return it->second;
-  }
-  void Forget(std::string_view owner) {
-    MutexLock lock(mu_);
-    held_.erase(std::string(owner));
-    expiry_.erase(std::string(owner));
-  }
   // `owner`'s attempt ended with its znode made (`path`) or perhaps made (`path` empty: a create
   // of unknown outcome): a retry takes it up, else the reaper deletes it after the ttl.
   void MarkUnsettled(std::string_view lock, std::string_view owner,
                      std::shared_ptr<Session> session, std::string path, milliseconds ttl) {
-    MutexLock l(mu_);
-    held_[std::string(owner)] =
-        HeldNode{std::string(lock), std::string(owner), std::move(session), std::move(path), 0};
-    const SteadyTime until = clock_->Now() + ttl;
-    expiry_[std::string(owner)] = until;
-    WakeReaperFor(until);
+    leases_.Unsettled(
+        HeldNode{std::string(lock), std::string(owner), std::move(session), std::move(path), 0},
+        clock_->Now() + ttl);
   }
 
-  // The lease of `owner` ends at `until` unless renewed again.
-  void Renewed(std::string_view owner, SteadyTime until) {
-    MutexLock lock(mu_);
-    expiry_[std::string(owner)] = until;
-    WakeReaperFor(until);
-  }
-  // Wakes the reaper only when `until` comes before the time it sleeps until: a grant per
-  // cycle would otherwise cost a thread wake-up per cycle.
-  void WakeReaperFor(SteadyTime until) FENCEKIT_REQUIRES(mu_) {
-    if (until < reaper_wakes_) reap_cv_.NotifyAll();
-  }
-
-  // The reaper: a lease that is not renewed ends at its ttl, as on every other lock service,
-  // though its session (kept alive by the C client while this process runs) would hold the
-  // znode on. Its znode is deleted then; a paused or cut-off process's session expires on the
-  // ensemble instead, after the same ttl.
-  void Reap() {
-    MutexLock lock(mu_);
-    while (!stopping_) {
-      SteadyTime next = SteadyTime::max();
-      for (const auto& [owner, until] : expiry_) next = std::min(next, until);
-      if (next == SteadyTime::max()) {
-        reaper_wakes_ = next;
-        reap_cv_.Wait(mu_);
-        reaper_wakes_ = SteadyTime::min();
-        continue;
+  // An ended lease's znode is deleted (on the reaper's thread); a paused or cut-off process's
+  // session expires on the ensemble instead, after the same ttl.
+  void EndLease(const HeldNode& h) {
+    if (!h.path.empty()) {
+      (void)h.session->Delete(h.path, options_.op_timeout);
+      return;
+    }
+    // An uncertain create's znode, found by its owner.
+    const std::string dir = LockPath(h.lock);
+    auto children = h.session->Children(dir, options_.op_timeout);
+    if (!children.ok()) return;
+    for (const auto& c : *children) {
+      if (c.starts_with(ContenderPrefix(h.owner))) {
+        (void)h.session->Delete(dir + "/" + c, options_.op_timeout);
       }
-      if (clock_->Now() < next) {
-        reaper_wakes_ = next;
-        clock_->WaitUntil(reap_cv_, mu_, next);
-        reaper_wakes_ = SteadyTime::min();
-        continue;
-      }
-      std::vector<HeldNode> ended;
-      for (auto it = expiry_.begin(); it != expiry_.end();) {
-        if (it->second > clock_->Now()) {
-          ++it;
-          continue;
-        }
-        if (auto h = held_.find(it->first); h != held_.end()) {
-          ended.push_back(h->second);
-          held_.erase(h);
-        }
-        it = expiry_.erase(it);
-      }
-      lock.Unlock();
-      for (const HeldNode& h : ended) {
-        if (!h.path.empty()) {
-          (void)h.session->Delete(h.path, options_.op_timeout);
-          continue;
-        }
-        // An uncertain create's znode, found by its owner.
-        const std::string dir = LockPath(h.lock);
-        auto children = h.session->Children(dir, options_.op_timeout);
-        if (!children.ok()) continue;
-        for (const auto& c : *children) {
-          if (c.starts_with(ContenderPrefix(h.owner))) {
-            (void)h.session->Delete(dir + "/" + c, options_.op_timeout);
-          }
-        }
-      }
-      lock.Lock();
     }
   }
 
@@ -604,17 +523,10 @@ class ZookeeperBackend final : public LockBackend {
   mutable Mutex mu_;
   // ttl in ms -> the session for leases of that ttl.
   std::map<std::int64_t, std::shared_ptr<Session>> sessions_ FENCEKIT_GUARDED_BY(mu_);
-  // owner -> its znode, while in line or holding.
-  std::map<std::string, HeldNode> held_ FENCEKIT_GUARDED_BY(mu_);
   std::string service_id_ FENCEKIT_GUARDED_BY(mu_);
-  // owner -> when its lease ends unless renewed (the reaper's list).
-  std::map<std::string, SteadyTime> expiry_ FENCEKIT_GUARDED_BY(mu_);
-  CondVar reap_cv_;
-  // When the sleeping reaper wakes by itself (max: not before a notify; min: it is awake and
-  // will look at expiry_ again before it sleeps).
-  SteadyTime reaper_wakes_ FENCEKIT_GUARDED_BY(mu_) = SteadyTime::min();
-  bool stopping_ FENCEKIT_GUARDED_BY(mu_) = false;
-  std::thread reaper_;  // last: started once the rest is made
+  // The owners' znodes and the reaper; last: its thread starts once the rest is made, and
+  // stops before the rest is destroyed.
+  zk::Leases leases_;
 };
 
 }  // namespace
