@@ -8,13 +8,10 @@
 #include <zookeeper/zookeeper.h>
 
 #include <algorithm>
-#include <map>
 #include <optional>
 
-#include "fencekit/common/mutex.h"
-#include "fencekit/common/names.h"
 #include "lock_backend.h"
-#include "random_id.h"
+#include "zookeeper/ensemble.h"
 #include "zookeeper/leases.h"
 #include "zookeeper/session.h"
 #include "zookeeper/uri.h"
@@ -41,12 +38,12 @@ class ZookeeperBackend final : public LockBackend {
         options_(options),
         clock_(options.clock != nullptr ? options.clock : Clock::Real()),
         // Connecting takes a round trip and a session's creation by the ensemble's leader.
-        connect_timeout_(std::max(options.op_timeout, milliseconds(1'500))),
+        ensemble_(uri_, options.op_timeout, std::max(options.op_timeout, milliseconds(1'500))),
         leases_(clock_, [this](const HeldNode& ended) { EndLease(ended); }) {}
 
   // Opens the session for Inspect and CheckToken and learns the service id.
   Status Open() {
-    auto session = SessionFor(options_.ttl, /*lease=*/false);
+    auto session = ensemble_.SessionFor(options_.ttl, /*lease=*/false);
     return session.ok() ? Status::Ok() : session.status();
   }
 
@@ -157,7 +154,7 @@ class ZookeeperBackend final : public LockBackend {
         leases_.Forget(owner);
         return NotHeld(lock, owner, token, "release");
       }
-      auto any = SessionFor(options_.ttl, /*lease=*/false);
+      auto any = ensemble_.SessionFor(options_.ttl, /*lease=*/false);
       if (!any.ok()) return any.status();
       session = *any;
       path = **found;
@@ -201,13 +198,10 @@ class ZookeeperBackend final : public LockBackend {
     return check;
   }
 
-  std::string service_id() const override {
-    MutexLock lock(mu_);
-    return service_id_;
-  }
+  std::string service_id() const override { return ensemble_.service_id(); }
 
   void WaitForRelease(std::string_view lock, milliseconds max_wait) override {
-    auto session = SessionFor(options_.ttl, /*lease=*/false);
+    auto session = ensemble_.SessionFor(options_.ttl, /*lease=*/false);
     if (!session.ok()) return;
     const auto until = std::chrono::steady_clock::now() + max_wait;
     auto children = (*session)->Children(LockPath(lock), options_.op_timeout);
@@ -241,76 +235,9 @@ class ZookeeperBackend final : public LockBackend {
     return uri_.prefix + "/locks/" + Escape(lock);
   }
 
-  // The session for leases of `ttl`: one per ttl, kept open (a connection and the C client's
-  // two threads each), made again once the ensemble expired it. With `lease`, kInvalidArgument
-  // when the ensemble grants a shorter session than `ttl`: it would end the lease early.
-  Result<std::shared_ptr<Session>> SessionFor(milliseconds ttl, bool lease) {
-    std::shared_ptr<Session> session;
-    {
-      MutexLock lock(mu_);
-      auto it = sessions_.find(ttl.count());
-      if (it != sessions_.end() && it->second->alive()) session = it->second;
-    }
-    if (session == nullptr) {
-      auto opened =
-          Session::Open(uri_.hosts, ttl, connect_timeout_, uri_.user, uri_.password, uri_.shown);
-      if (!opened.ok()) return opened.status();
-      session = std::shared_ptr<Session>(std::move(opened).value());
-      if (Status s = LearnServiceId(*session); !s.ok()) return s;
-      MutexLock lock(mu_);
-      sessions_[ttl.count()] = session;
-    }
-    if (lease && session->negotiated() < ttl) {
-      return Status::InvalidArgument(
-          "the ZooKeeper ensemble " + uri_.shown + " grants sessions of at most " +
-          std::to_string(session->negotiated().count()) + "ms, below the ttl of " +
-          std::to_string(ttl.count()) +
-          "ms: the lease would end early; ask for a ttl the ensemble's minSessionTimeout and "
-          "maxSessionTimeout allow (by default 2 and 20 tickTimes)");
-    }
-    return session;
-  }
-
-  // Reads the service id, or makes it on a new (or wiped) ensemble.
-  Status LearnServiceId(Session& session) {
-    const std::string path = uri_.prefix + "/service-id";
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      auto id = session.Get(path, options_.op_timeout);
-      if (id.ok()) {
-        if (!CheckServiceId(*id).ok()) {
-          return Status::Unavailable("ZooKeeper " + uri_.shown + ": the znode " + path +
-                                     " holds no usable service id");
-        }
-        MutexLock lock(mu_);
-        service_id_ = *id;
-        return Status::Ok();
-      }
-      if (!id.status().IsNotFound()) return id.status();
-      auto random = RandomHex128();
-      if (!random.ok()) return random.status();
-      if (Status s = MakeParents(session, path); !s.ok()) return s;
-      auto made = session.Create(path, "zookeeper:" + *random, ZOO_PERSISTENT, options_.op_timeout);
-      if (!made.ok() && !made.status().IsBusy()) return made.status();
-    }
-    return Status::Unavailable("ZooKeeper " + uri_.shown + ": the service id could not be read");
-  }
-
-  // Makes the folders above `path` ("/a/b/c": /a, /a/b), persistent: a lock's folder keeps
-  // the token of its last release (its data).
-  Status MakeParents(Session& session, const std::string& path) {
-    for (std::size_t slash = path.find('/', 1); slash != std::string::npos;
-         slash = path.find('/', slash + 1)) {
-      auto made = session.Create(path.substr(0, slash), "", ZOO_PERSISTENT, options_.op_timeout);
-      if (!made.ok() && !made.status().IsBusy() && !made.status().IsNotFound()) {
-        return made.status();
-      }
-    }
-    return Status::Ok();
-  }
-
   // This owner's znode in the lock's line (a retried attempt's, else a new one), and the line.
   Result<Joined> Join(std::string_view lock, std::string_view owner, milliseconds ttl) {
-    auto session = SessionFor(ttl, /*lease=*/true);
+    auto session = ensemble_.SessionFor(ttl, /*lease=*/true);
     if (!session.ok()) return session.status();
     Joined joined{.session = *session};
     const std::string dir = LockPath(lock);
@@ -358,7 +285,7 @@ class ZookeeperBackend final : public LockBackend {
         }
         // No folder yet: make it (and the prefix above it).
         if (attempt == 3) return made.status();
-        if (Status s = MakeParents(*joined.session, dir + "/x"); !s.ok()) return s;
+        if (Status s = zk::MakeParents(*joined.session, dir + "/x", options_.op_timeout); !s.ok()) return s;
       }
     } else {
       auto there = joined.session->Exists(dir + "/" + joined.name, false, options_.op_timeout);
@@ -402,7 +329,7 @@ class ZookeeperBackend final : public LockBackend {
 
   // The first contender of the lock's line: its owner and token; nullopt when free.
   Result<std::optional<HeadNode>> Head(std::string_view lock) {
-    auto session = SessionFor(options_.ttl, /*lease=*/false);
+    auto session = ensemble_.SessionFor(options_.ttl, /*lease=*/false);
     if (!session.ok()) return session.status();
     const std::string dir = LockPath(lock);
     for (int attempt = 0; attempt < 5; ++attempt) {
@@ -432,7 +359,7 @@ class ZookeeperBackend final : public LockBackend {
 
   // The token of the lock's last release (its folder's data); 0 when none was recorded.
   Result<std::int64_t> LastReleased(std::string_view lock) {
-    auto session = SessionFor(options_.ttl, /*lease=*/false);
+    auto session = ensemble_.SessionFor(options_.ttl, /*lease=*/false);
     if (!session.ok()) return session.status();
     auto data = (*session)->Get(LockPath(lock), options_.op_timeout);
     if (!data.ok() && data.status().IsNotFound()) return std::int64_t{0};
@@ -463,7 +390,7 @@ class ZookeeperBackend final : public LockBackend {
   // it is gone.
   Result<std::optional<std::string>> Find(std::string_view lock, std::string_view owner,
                                           FencingToken token) {
-    auto session = SessionFor(options_.ttl, /*lease=*/false);
+    auto session = ensemble_.SessionFor(options_.ttl, /*lease=*/false);
     if (!session.ok()) return session.status();
     const std::string dir = LockPath(lock);
     auto children = (*session)->Children(dir, options_.op_timeout);
@@ -519,11 +446,7 @@ class ZookeeperBackend final : public LockBackend {
   const ZookeeperUri uri_;
   const LockOptions options_;
   Clock* const clock_;
-  const milliseconds connect_timeout_;
-  mutable Mutex mu_;
-  // ttl in ms -> the session for leases of that ttl.
-  std::map<std::int64_t, std::shared_ptr<Session>> sessions_ FENCEKIT_GUARDED_BY(mu_);
-  std::string service_id_ FENCEKIT_GUARDED_BY(mu_);
+  zk::Ensemble ensemble_;
   // The owners' znodes and the reaper; last: its thread starts once the rest is made, and
   // stops before the rest is destroyed.
   zk::Leases leases_;
