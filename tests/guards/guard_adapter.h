@@ -14,15 +14,11 @@
 #include <vector>
 
 #include "fencekit/common/status.h"
+#include "support/test_support.h"
 
 namespace fencekit::guards {
 
-inline std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::ReadWholeFile;
 
 inline std::string Hex(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";

@@ -42,7 +42,7 @@ class RedisGuard final : public Guard {
  public:
   explicit RedisGuard(const std::string& dir)
       : server_(std::make_unique<testing::RedisServer>(testing::RedisServer::Persistent(dir))) {
-    const std::string lua = Slurp(std::string(GUARD_LUA_DIR) + "/fencekit.lua");
+    const std::string lua = ReadWholeFile(std::string(GUARD_LUA_DIR) + "/fencekit.lua");
     auto reply = Call({"FUNCTION", "LOAD", "REPLACE", lua});
     EXPECT_EQ(reply.first, "ok") << reply.second;
   }

@@ -40,7 +40,7 @@ class SqliteGuard final : public Guard {
  public:
   explicit SqliteGuard(const std::string& dir) : path_(dir + "/app.db") {
     sqlite3* db = Open();
-    const std::string guard = Slurp(std::string(GUARD_SQL_DIR) + "/sqlite-guard.sql");
+    const std::string guard = ReadWholeFile(std::string(GUARD_SQL_DIR) + "/sqlite-guard.sql");
     for (int i = 0; i < 2; ++i) Exec(db, guard);  // loading twice is harmless
     Exec(db,
          "PRAGMA journal_mode=WAL; CREATE TABLE case_log(seq INTEGER PRIMARY KEY AUTOINCREMENT, "
@@ -154,7 +154,7 @@ class PostgresGuard final : public Guard {
       : options_{.data_dir = dir + "/pg", .settings = {"max_connections=60"}} {
     Status s = server_.Start(options_);
     EXPECT_TRUE(s.ok()) << s.ToString();
-    const std::string guard = Slurp(std::string(GUARD_SQL_DIR) + "/postgresql-guard.sql");
+    const std::string guard = ReadWholeFile(std::string(GUARD_SQL_DIR) + "/postgresql-guard.sql");
     for (int i = 0; i < 2; ++i) EXPECT_EQ(Run(guard), "") << last_;
     EXPECT_EQ(Run("CREATE TABLE case_log(seq bigserial PRIMARY KEY, lock text NOT NULL, "
                   "value text NOT NULL)"),

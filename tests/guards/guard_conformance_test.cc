@@ -51,7 +51,7 @@ std::unique_ptr<Guard> MakeGuard(const std::string& name, const std::string& dir
 
 json::object Cases() {
   boost::system::error_code ec;
-  auto v = json::parse(Slurp(GUARD_CASES), ec);
+  auto v = json::parse(ReadWholeFile(GUARD_CASES), ec);
   EXPECT_FALSE(ec) << GUARD_CASES << ": " << ec.message();
   return v.as_object();
 }

@@ -16,15 +16,9 @@
 namespace fencekit {
 namespace {
 
+using testing::ReadWholeFile;
 using testing::TempDir;
 using testing::WaitFor;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // One libpq connection; Exec returns the SQLSTATE of an error ("" on success) and the first
 // value of the first row in *value.
@@ -80,10 +74,10 @@ class PostgresGuardTest : public ::testing::Test {
     ASSERT_FALSE(uri_->empty());
     Pg admin(*uri_);
     ASSERT_TRUE(admin.ok()) << admin.error();
-    ASSERT_EQ(admin.Exec(ReadFile(std::string(GUARD_SQL_DIR) + "/postgresql-guard.sql")), "")
+    ASSERT_EQ(admin.Exec(ReadWholeFile(std::string(GUARD_SQL_DIR) + "/postgresql-guard.sql")), "")
         << admin.last_message_;
     // Installing twice is harmless (a migration may run it again).
-    ASSERT_EQ(admin.Exec(ReadFile(std::string(GUARD_SQL_DIR) + "/postgresql-guard.sql")), "")
+    ASSERT_EQ(admin.Exec(ReadWholeFile(std::string(GUARD_SQL_DIR) + "/postgresql-guard.sql")), "")
         << admin.last_message_;
     ASSERT_EQ(admin.Exec("CREATE TABLE orders(id int PRIMARY KEY, status text, by_token bigint)"),
               "")
@@ -195,7 +189,7 @@ SqliteDb OpenWithGuard(const TempDir& dir) {
   sqlite3* db = nullptr;
   EXPECT_EQ(sqlite3_open(dir.File("app.db").c_str(), &db), SQLITE_OK);
   SqliteDb owned(db, sqlite3_close);
-  const std::string schema = ReadFile(std::string(GUARD_SQL_DIR) + "/sqlite-guard.sql");
+  const std::string schema = ReadWholeFile(std::string(GUARD_SQL_DIR) + "/sqlite-guard.sql");
   EXPECT_EQ(sqlite3_exec(db, schema.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
   return owned;
 }

@@ -25,6 +25,7 @@ namespace fencekit {
 namespace {
 
 using testing::FencedProcess;
+using testing::ReadWholeFile;
 using testing::TempDir;
 
 std::string Example(const std::string& name) {
@@ -51,13 +52,6 @@ Summary RunWorker(const TempDir& dir, const std::string& worker,
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto r = testing::RunCommand(argv, env);
   return testing::ParseWorkerRuns(r.exit_code, r.out, r.err);
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // Each `fencectl pause-test ARGS` exits 64 (a usage error), its message saying the text given.
@@ -100,7 +94,7 @@ TEST(PauseWorkerNetworkTest, CurlWorkerWithHeldRequestsAgainstNoFencingStoreIsCa
   // A failing run's timeline draws the holds on the workers' lanes.
   int timelines = 0;
   for (const auto& run : std::filesystem::directory_iterator(dir.File("runs"))) {
-    const std::string page = Slurp(run.path().string() + "/timeline.html");
+    const std::string page = ReadWholeFile(run.path().string() + "/timeline.html");
     if (page.empty()) continue;
     ++timelines;
     EXPECT_NE(page.find("traffic held in the network for "), std::string::npos) << run.path();
@@ -142,9 +136,9 @@ TEST(PauseWorkerNetworkTest, EachClientGetsAProxyOfItsOwnNamedUpperCased) {
   std::vector<std::string> seen;
   for (int c = 0; c < 3; ++c) {
     const std::string run = dir.File("runs") + "/run-0/";
-    std::string address = Slurp(run + "proxy-" + std::to_string(c));
+    std::string address = ReadWholeFile(run + "proxy-" + std::to_string(c));
     EXPECT_FALSE(testing::Search(address, R"(^127\.0\.0\.1:\d+\n$)").empty()) << address;
-    EXPECT_EQ(Slurp(run + "health-" + std::to_string(c)), "200") << "through client " << c;
+    EXPECT_EQ(ReadWholeFile(run + "health-" + std::to_string(c)), "200") << "through client " << c;
     seen.push_back(address);
   }
   EXPECT_NE(seen[0], seen[1]);
@@ -203,7 +197,7 @@ TEST(PauseWorkerNetworkTest, CurlWorkerWithRedisRestartedEmptyAgainstFencedFails
   // The workers saw the service change where Redis lost its data.
   for (int run = 0; run < 3; ++run) {
     std::istringstream services(
-        Slurp(dir.File("runs") + "/run-" + std::to_string(run) + "/services"));
+        ReadWholeFile(dir.File("runs") + "/run-" + std::to_string(run) + "/services"));
     std::set<std::string> ids;
     for (std::string id; std::getline(services, id);) ids.insert(id);
     EXPECT_GE(ids.size(), 2u) << "run " << run;
@@ -223,7 +217,7 @@ TEST(PauseWorkerNetworkTest, AFailingRunsTimelineMarksTheLockServiceRestart) {
                                 "--run-length", "1500ms", "--work-dir", dir.File("runs"), "-q"});
   Summary s = testing::ParseWorkerRuns(r.exit_code, r.out, r.err);
   ASSERT_EQ(s.failed_runs, 1) << r.err;
-  const std::string page = Slurp(dir.File("runs") + "/run-0/timeline.html");
+  const std::string page = ReadWholeFile(dir.File("runs") + "/run-0/timeline.html");
   EXPECT_NE(page.find("restarted empty (SIGKILL)"), std::string::npos);
 }
 
@@ -267,7 +261,7 @@ class RedisWorkerWithRestartedLocks : public ::testing::Test {
     for (const auto& run : std::filesystem::directory_iterator(dir_.File("runs"))) {
       for (int c = 0; c < 3; ++c) {
         std::istringstream log(
-            Slurp(run.path().string() + "/client-" + std::to_string(c) + ".log"));
+            ReadWholeFile(run.path().string() + "/client-" + std::to_string(c) + ".log"));
         for (std::string line; std::getline(log, line);) n += line.find(text) != std::string::npos;
       }
     }
@@ -320,7 +314,7 @@ TEST(PauseWorkerNetworkTest, CurlWorkerThroughARedisFailoverIsCaughtWhereATokenW
       << r.err;
   int timelines = 0;
   for (const auto& run : std::filesystem::directory_iterator(dir.File("runs"))) {
-    const std::string page = Slurp(run.path().string() + "/timeline.html");
+    const std::string page = ReadWholeFile(run.path().string() + "/timeline.html");
     if (page.empty()) continue;
     ++timelines;
     EXPECT_FALSE(testing::Search(page, R"(replica promoted: it missed the last (grant|\d+ grants))")
@@ -330,7 +324,7 @@ TEST(PauseWorkerNetworkTest, CurlWorkerThroughARedisFailoverIsCaughtWhereATokenW
     std::map<std::string, std::set<int>> clients_of;
     for (int c = 0; c < 3; ++c) {
       const std::string events =
-          Slurp(run.path().string() + "/client-" + std::to_string(c) + ".events.jsonl");
+          ReadWholeFile(run.path().string() + "/client-" + std::to_string(c) + ".events.jsonl");
       for (const auto& m : testing::SearchAll(events, R"("event":"grant","token":(\d+))")) {
         clients_of[m[1]].insert(c);
       }

@@ -17,14 +17,8 @@ namespace {
 using testing::CommandResult;
 using testing::FencectlBinary;
 using testing::RunCommand;
+using testing::ReadWholeFile;
 using testing::TempDir;
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 class PauseWorkerTest : public ::testing::Test {
  protected:
@@ -62,7 +56,7 @@ TEST_F(PauseWorkerTest, GivesEachInvocationTheLeaseAndTheRunsVariables) {
                               "job-7", "--min-operations", "0", "-q"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(LastLine(r.out), "pause-runs: runs=1 failed_runs=0 expired_leases=0 operations=0");
-  const std::string env = Slurp(Run(0) + "/env-1");
+  const std::string env = ReadWholeFile(Run(0) + "/env-1");
   EXPECT_NE(env.find("FENCING_LOCK=job-7\n"), std::string::npos) << env;
   EXPECT_TRUE(testing::Contains(env, "FENCING_TOKEN=[1-9][0-9]*\n")) << env;
   EXPECT_TRUE(testing::Contains(env, "FENCING_OWNER=[0-9a-f]{32}\n")) << env;
@@ -83,7 +77,7 @@ TEST_F(PauseWorkerTest, TokensOnlyGrowAcrossRuns) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto tokens = [&](int run) {
     std::vector<long long> t;
-    std::istringstream in(Slurp(Run(run) + "/tokens"));
+    std::istringstream in(ReadWholeFile(Run(run) + "/tokens"));
     for (long long v; in >> v;) t.push_back(v);
     return t;
   };
@@ -110,9 +104,9 @@ TEST_F(PauseWorkerTest, PausedWorkersOutliveTheirLeasesAndTheBuiltInCheckCatches
   // Each failing run names the window and leaves a timeline with the operations circled.
   int timelines = 0;
   for (int run = 0; run < 3; ++run) {
-    const std::string report = Slurp(Run(run) + "/report.txt");
+    const std::string report = ReadWholeFile(Run(run) + "/report.txt");
     if (report.find("FAILED") == std::string::npos) continue;
-    const std::string page = Slurp(Run(run) + "/timeline.html");
+    const std::string page = ReadWholeFile(Run(run) + "/timeline.html");
     EXPECT_NE(page.find("flagged"), std::string::npos) << "run " << run;
     EXPECT_NE(page.find("worker 0"), std::string::npos) << "run " << run;
     EXPECT_NE(page.find("paused"), std::string::npos) << "run " << run;
@@ -136,10 +130,10 @@ TEST_F(PauseWorkerTest, ACheckThatExitsNonZeroFailsItsRunWithItsCodeAndOutput) {
                               "echo 'checking <run>'; exit 3", "-q"});
   EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_EQ(LastLine(r.out).substr(0, 36), "pause-runs: runs=2 failed_runs=2 exp");
-  const std::string report = Slurp(Run(0) + "/report.txt");
+  const std::string report = ReadWholeFile(Run(0) + "/report.txt");
   EXPECT_NE(report.find("FAILED\n--check exit 3"), std::string::npos) << report;
   EXPECT_NE(report.find("checking <run>"), std::string::npos) << report;
-  const std::string page = Slurp(Run(0) + "/timeline.html");
+  const std::string page = ReadWholeFile(Run(0) + "/timeline.html");
   EXPECT_NE(page.find("checking &lt;run&gt;"), std::string::npos);  // quoted, encoded
 }
 
@@ -153,7 +147,7 @@ TEST_F(PauseWorkerTest, ACheckThatCrashesStopsTheCommandAsNotJudged) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("checking <run>"), std::string::npos) << r.err;
-  const std::string report = Slurp(Run(0) + "/report.txt");
+  const std::string report = ReadWholeFile(Run(0) + "/report.txt");
   EXPECT_NE(report.find("NOT JUDGED"), std::string::npos) << report;
   EXPECT_EQ(report.find("passed"), std::string::npos) << report;
 }
@@ -168,7 +162,7 @@ TEST_F(PauseWorkerTest, AWorkerThatIgnoresSigtermIsKilledAndTheRunEnds) {
   const auto took = std::chrono::steady_clock::now() - began;
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_LT(took, std::chrono::seconds(10));  // not the worker's 30 s
-  const std::string events = Slurp(Run(0) + "/client-0.events.jsonl");
+  const std::string events = ReadWholeFile(Run(0) + "/client-0.events.jsonl");
   EXPECT_NE(events.find("killed by signal 9 after SIGKILL (the run was over)"), std::string::npos)
       << events;
   // Stopped by the kit at the run's end: not counted as the worker's failure.
@@ -189,9 +183,9 @@ TEST_F(PauseWorkerTest, AWorkerThatAlwaysCrashesStopsTheCommandNamingItsLog) {
   // before another's crash stopped the run).
   const std::vector<std::string> m = testing::Search(r.err, R"(the last lines of (\S+\.log):)");
   ASSERT_FALSE(m.empty()) << r.err;
-  EXPECT_NE(Slurp(m[1]).find("no such store"), std::string::npos) << m[1];
+  EXPECT_NE(ReadWholeFile(m[1]).find("no such store"), std::string::npos) << m[1];
   // The run the harness stopped is not reported as passed.
-  const std::string report = Slurp(Run(0) + "/report.txt");
+  const std::string report = ReadWholeFile(Run(0) + "/report.txt");
   EXPECT_NE(report.find("NOT JUDGED"), std::string::npos) << report;
   EXPECT_EQ(report.find("passed"), std::string::npos) << report;
 }
@@ -202,7 +196,7 @@ TEST_F(PauseWorkerTest, AWorkerThatSometimesCrashesIsCountedAndTheRunsGoOn) {
                       "0"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(testing::Contains(r.err, "failed_invocations=[1-9]")) << r.err;
-  EXPECT_NE(Slurp(Run(0) + "/client-1.events.jsonl").find("killed by signal 11"),
+  EXPECT_NE(ReadWholeFile(Run(0) + "/client-1.events.jsonl").find("killed by signal 11"),
             std::string::npos);
 }
 
@@ -215,7 +209,7 @@ TEST_F(PauseWorkerTest, AMalformedHistoryLineStopsTheCommandNamingTheFileAndLine
       << r.err;
   EXPECT_NE(r.err.find(".history.jsonl line 1: field \"key\" is missing"), std::string::npos)
       << r.err;
-  const std::string report = Slurp(Run(0) + "/report.txt");
+  const std::string report = ReadWholeFile(Run(0) + "/report.txt");
   EXPECT_NE(report.find("NOT JUDGED"), std::string::npos) << report;
 }
 
@@ -248,7 +242,7 @@ TEST_F(PauseWorkerTest, AWorkerThatRecordsNothingIsNotJudgedButStopsTheCommand) 
   EXPECT_NE(r.err.find("nothing was checked: no worker recorded an operation"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("client-0.log to client-2.log in " + Run(0)), std::string::npos) << r.err;
-  const std::string report = Slurp(Run(0) + "/report.txt");
+  const std::string report = ReadWholeFile(Run(0) + "/report.txt");
   EXPECT_NE(report.find("NOT JUDGED"), std::string::npos) << report;
   EXPECT_EQ(report.find("passed"), std::string::npos) << report;
   EXPECT_FALSE(std::filesystem::exists(Run(1)));  // stopped at the first run
@@ -327,7 +321,7 @@ TEST_F(PauseWorkerTest, ASetupThatCannotBeStartedSaysSo) {
   EXPECT_NE(r.err.find("--setup exit 127 in run 0 (the shell found no such command"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(Slurp(Run(0) + "/report.txt").find("NOT JUDGED"), std::string::npos);
+  EXPECT_NE(ReadWholeFile(Run(0) + "/report.txt").find("NOT JUDGED"), std::string::npos);
 }
 
 TEST_F(PauseWorkerTest, AWorkerThatCannotBeStartedStopsTheCommandWithItsExitAndLog) {
@@ -339,7 +333,7 @@ TEST_F(PauseWorkerTest, AWorkerThatCannotBeStartedStopsTheCommandWithItsExitAndL
   EXPECT_NE(r.err.find("ended with exit 127, the shell found no such command"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("no-such-worker-xyz: not found"), std::string::npos) << r.err;  // its log
-  EXPECT_NE(Slurp(Run(0) + "/report.txt").find("NOT JUDGED"), std::string::npos);
+  EXPECT_NE(ReadWholeFile(Run(0) + "/report.txt").find("NOT JUDGED"), std::string::npos);
 }
 
 TEST_F(PauseWorkerTest, MillisecondTimestampsStopTheCommandNamingTheUnit) {

@@ -163,6 +163,13 @@ std::string Request(std::string_view method, std::string_view target,
   return out;
 }
 
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 std::string FencedBinary() { return FENCED_BINARY; }
 std::string FencectlBinary() { return FENCECTL_BINARY; }
 

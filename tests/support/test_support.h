@@ -117,6 +117,10 @@ bool FullSoak();
 // `full` at full length, else `short_arm`: a seeded run count, a sweep's points.
 inline int SoakLength(int short_arm, int full) { return FullSoak() ? full : short_arm; }
 
+// The whole file at `path`, as bytes; empty when it cannot be read (an expectation about its
+// content then fails saying what it found).
+std::string ReadWholeFile(const std::string& path);
+
 // Path of the fenced and fencectl binaries built beside the tests (set by CMake).
 std::string FencedBinary();
 std::string FencectlBinary();

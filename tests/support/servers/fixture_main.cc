@@ -28,11 +28,13 @@
 
 #include "fencekit/procutil/mariadb_server.h"
 #include "support/servers/store_engines.h"
+#include "support/test_support.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using fencekit::Status;
+using fencekit::testing::ReadWholeFile;
 
 constexpr std::chrono::seconds kStopTimeout{60};
 
@@ -46,13 +48,6 @@ bool WriteAtomically(const fs::path& path, const std::string& text) {
   std::error_code ec;
   fs::rename(tmp, path, ec);
   return !ec;
-}
-
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // True while process `pid` exists (EPERM: it exists, owned by someone else).
@@ -164,19 +159,19 @@ int Start(const std::string& kind, const fs::path& dir) {
   }
   ::close(ready[0]);
   if (n != 2 || std::memcmp(answer, "ok", 2) != 0) {
-    std::cerr << ReadAll(dir / "keeper.log");
+    std::cerr << ReadWholeFile(dir / "keeper.log");
     return 1;
   }
   if (kind == "postgres") {
-    std::cout << "PostgreSQL for this ctest run: " << ReadAll(dir / "uri");
+    std::cout << "PostgreSQL for this ctest run: " << ReadWholeFile(dir / "uri");
   } else {
-    std::cout << "MariaDB for this ctest run on port " << ReadAll(dir / "port");
+    std::cout << "MariaDB for this ctest run on port " << ReadWholeFile(dir / "port");
   }
   return 0;
 }
 
 int Stop(const fs::path& dir) {
-  const std::string pid_text = ReadAll(dir / "keeper.pid");
+  const std::string pid_text = ReadWholeFile(dir / "keeper.pid");
   if (!pid_text.empty()) {
     const pid_t pid = std::stoi(pid_text);
     ::kill(pid, SIGTERM);
@@ -187,7 +182,7 @@ int Stop(const fs::path& dir) {
     if (fs::exists(dir / "keeper.pid")) {
       std::cerr << "fencekit_test_fixture: the keeper (pid " << pid << ") did not stop within "
                 << kStopTimeout.count() << "s; its log:\n"
-                << ReadAll(dir / "keeper.log");
+                << ReadWholeFile(dir / "keeper.log");
       return 1;
     }
   }
