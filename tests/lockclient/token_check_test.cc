@@ -23,15 +23,10 @@ using testing::TempDir;
 
 using testing::Backend;
 using testing::LockService;
+using testing::OpenLockClient;
 
 std::string Name(const ::testing::TestParamInfo<Backend>& info) {
   return testing::BackendName(info);
-}
-
-std::unique_ptr<LockClient> OpenClient(const std::string& uri, LockOptions options = {}) {
-  auto c = LockClient::Open(uri, options);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? std::move(c).value() : nullptr;
 }
 
 class TokenCheckTest : public ::testing::TestWithParam<Backend> {
@@ -43,7 +38,7 @@ class TokenCheckTest : public ::testing::TestWithParam<Backend> {
     etcd_ = std::move(service.etcd);
     zookeeper_ = std::move(service.zookeeper);
     uri_ = service.uri;
-    client_ = OpenClient(uri_, {.op_timeout = 500ms});
+    client_ = OpenLockClient(uri_, {.op_timeout = 500ms});
     ASSERT_NE(client_, nullptr);
   }
 
@@ -98,7 +93,7 @@ TEST_P(TokenCheckTest, HoldersTokenIsCurrentAndTheServiceIsTheLeases) {
   EXPECT_EQ(check->service, lease->service);
 
   // Another client of the same service sees the same id and the same answer.
-  auto other = OpenClient(uri_);
+  auto other = OpenLockClient(uri_);
   ASSERT_NE(other, nullptr);
   EXPECT_EQ(other->service_id(), lease->service);
   auto again = other->CheckToken("job", lease->token);
@@ -196,10 +191,10 @@ INSTANTIATE_TEST_SUITE_P(NetworkBackends, StoppedServiceTest,
 TEST(SqliteServiceIdTest, TwoDatabasesDifferAndOneKeepsItsIdAcrossReopen) {
   TempDir dir;
   const std::string a = "sqlite://" + dir.File("a.db"), b = "sqlite://" + dir.File("b.db");
-  std::string id_a = OpenClient(a)->service_id(), id_b = OpenClient(b)->service_id();
+  std::string id_a = OpenLockClient(a)->service_id(), id_b = OpenLockClient(b)->service_id();
   EXPECT_TRUE(testing::FullMatch(id_a, "sqlite:[0-9a-f]{32}")) << id_a;
   EXPECT_NE(id_a, id_b);
-  auto reopened = OpenClient(a);
+  auto reopened = OpenLockClient(a);
   EXPECT_EQ(reopened->service_id(), id_a);
   auto lease = reopened->TryAcquire("job");
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
@@ -221,7 +216,7 @@ TEST(SqliteServiceIdTest, VersionOneDatabaseGetsAnIdOnOpenAndKeepsItsCounters) {
   ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
   sqlite3_close(db);
 
-  auto client = OpenClient("sqlite://" + path);
+  auto client = OpenLockClient("sqlite://" + path);
   ASSERT_NE(client, nullptr);
   const std::string id = client->service_id();
   EXPECT_TRUE(testing::FullMatch(id, "sqlite:[0-9a-f]{32}")) << id;
@@ -229,14 +224,14 @@ TEST(SqliteServiceIdTest, VersionOneDatabaseGetsAnIdOnOpenAndKeepsItsCounters) {
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   EXPECT_EQ(lease->token.value(), 42);
   EXPECT_EQ(lease->service, id);
-  EXPECT_EQ(OpenClient("sqlite://" + path)->service_id(), id);  // made once
+  EXPECT_EQ(OpenLockClient("sqlite://" + path)->service_id(), id);  // made once
 }
 
 // --- Redis: the id is lost with the data ---
 
 TEST(RedisServiceIdTest, FlushallGivesANewIdOnTheNextGrant) {
   RedisServer redis;
-  auto client = OpenClient(redis.uri());
+  auto client = OpenLockClient(redis.uri());
   auto lease = client->TryAcquire("job", 30s);
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   const std::string old_id = lease->service;
@@ -248,7 +243,7 @@ TEST(RedisServiceIdTest, FlushallGivesANewIdOnTheNextGrant) {
   EXPECT_EQ(check->service, "");  // no id until the next grant makes one
   EXPECT_EQ(redis.Command({"EXISTS", "fencekit:service"}), 0);  // the check made none
 
-  auto next = OpenClient(redis.uri())->TryAcquire("other");
+  auto next = OpenLockClient(redis.uri())->TryAcquire("other");
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   EXPECT_NE(next->service, old_id);
   EXPECT_TRUE(testing::FullMatch(next->service, "redis:[0-9a-f]{32}")) << next->service;
@@ -279,7 +274,7 @@ class RedlockServiceIdTest : public ::testing::Test {
 
 TEST_F(RedlockServiceIdTest, OpenMakesOneIdForAllNodesAndADivergentNodeAdoptsTheMajoritys) {
   SetId(4, "redlock:0123456789abcdef0123456789abcdef");  // e.g. left from another set
-  auto client = OpenClient(Uri());
+  auto client = OpenLockClient(Uri());
   const std::string id = client->service_id();
   EXPECT_TRUE(testing::FullMatch(id, "redlock:[0-9a-f]{32}")) << id;
   EXPECT_NE(id, "redlock:0123456789abcdef0123456789abcdef");
@@ -287,7 +282,7 @@ TEST_F(RedlockServiceIdTest, OpenMakesOneIdForAllNodesAndADivergentNodeAdoptsThe
 }
 
 TEST_F(RedlockServiceIdTest, LeaseServiceIsTheMajorityIdAndTheOddNodeAdoptsIt) {
-  auto client = OpenClient(Uri());
+  auto client = OpenLockClient(Uri());
   const std::string id = client->service_id();
   nodes_[3]->Stop();
   nodes_[4]->Stop();
@@ -303,7 +298,7 @@ TEST_F(RedlockServiceIdTest, LeaseServiceIsTheMajorityIdAndTheOddNodeAdoptsIt) {
 }
 
 TEST_F(RedlockServiceIdTest, GrantFailsUnavailableWhenTheGrantingNodesAgreeOnNoId) {
-  auto client = OpenClient(Uri());
+  auto client = OpenLockClient(Uri());
   nodes_[3]->Stop();
   nodes_[4]->Stop();
   SetId(0, "redlock:00000000000000000000000000000000");
@@ -317,7 +312,7 @@ TEST_F(RedlockServiceIdTest, GrantFailsUnavailableWhenTheGrantingNodesAgreeOnNoI
 }
 
 TEST_F(RedlockServiceIdTest, CheckNeedsAMajorityHoldingTheToken) {
-  auto client = OpenClient(Uri());
+  auto client = OpenLockClient(Uri());
   auto lease = client->TryAcquire("job", 30s);
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   // Three of five nodes lose the key (a clock jump there): no majority holds the token.
