@@ -14,6 +14,7 @@
 #include "exchange.h"
 #include "fencekit/common/text.h"
 #include "fencekit/procutil/loopback.h"
+#include "fencekit/procutil/proc_stat.h"
 
 namespace fencekit::procutil {
 namespace {
@@ -301,6 +302,8 @@ void EtcdCluster::Pause(int member) {
   Member& m = members_[member];
   if (m.process.pid() > 0) {
     m.process.Signal(SIGSTOP);
+    // Stopped once every thread is: before that, a request sent now may still be answered.
+    (void)WaitUntilStopped(m.process.pid());
     m.paused = true;
   }
 }

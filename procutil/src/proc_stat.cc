@@ -5,11 +5,15 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace fencekit::procutil {
 
-ProcStat ReadProcStat(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+namespace {
+
+// A stat file of /proc: a process's, or one of its threads'.
+ProcStat ReadStatFile(const std::string& path) {
+  std::ifstream in(path);
   std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last
   // ')'.
@@ -21,6 +25,33 @@ ProcStat ReadProcStat(pid_t pid) {
   pid_t parent = 0;
   if (rest >> state >> parent) out = {state, parent};
   return out;
+}
+
+}  // namespace
+
+ProcStat ReadProcStat(pid_t pid) { return ReadStatFile("/proc/" + std::to_string(pid) + "/stat"); }
+
+bool WaitUntilStopped(pid_t pid, std::chrono::milliseconds bound) {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  while (true) {
+    bool running = false;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(tasks, ec)) {
+      const std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      const char state = ReadStatFile(entry.path() / "stat").state;
+      // 'T' stopped; 't' traced; '?' gone meanwhile; 'Z', 'X' exiting.
+      if (state != 'T' && state != 't' && state != '?' && state != 'Z' && state != 'X') {
+        running = true;
+        break;
+      }
+    }
+    if (ec) return true;  // the process is gone
+    if (!running) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 std::vector<pid_t> ChildrenOf(pid_t parent) {

@@ -17,6 +17,7 @@
 
 #include "exchange.h"
 #include "fencekit/procutil/loopback.h"
+#include "fencekit/procutil/proc_stat.h"
 
 namespace fencekit::procutil {
 namespace {
@@ -416,6 +417,8 @@ void ZookeeperEnsemble::Pause(int member) {
   Member& m = members_[member];
   if (m.process.pid() > 0) {
     m.process.Signal(SIGSTOP);
+    // Stopped once every thread is: before that, a request sent now may still be answered.
+    (void)WaitUntilStopped(m.process.pid());
     m.paused = true;
   }
 }

@@ -12,11 +12,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "fencekit/procutil/child_process.h"
 #include "fencekit/procutil/delay_proxy.h"
 #include "fencekit/procutil/etcd_cluster.h"
 #include "fencekit/procutil/fenced_server.h"
+#include "fencekit/procutil/proc_stat.h"
 #include "fencekit/procutil/mariadb_server.h"
 #include "fencekit/procutil/redis_failover.h"
 #include "fencekit/procutil/redis_server.h"
@@ -29,6 +32,47 @@ using fencekit::testing::FencedBinary;
 using fencekit::testing::RawConnection;
 using fencekit::testing::Request;
 using fencekit::testing::TempDir;
+
+// The threads of process `pid` now, by their /proc/<pid>/task/<tid>/stat state letters.
+std::string ThreadStates(pid_t pid) {
+  std::string states;
+  std::error_code ec;
+  for (const auto& t : std::filesystem::directory_iterator(
+           "/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream in(t.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = stat.rfind(") ");
+    if (close != std::string::npos && close + 2 < stat.size()) states += stat[close + 2];
+  }
+  return states;
+}
+
+TEST(ProcStatTest, WaitUntilStoppedReturnsOnceEveryThreadOfAStoppedProcessIsStopped) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Four busy threads: the ones a SIGSTOP reaches last.
+    for (int i = 0; i < 3; ++i) {
+      std::thread([] {
+        for (volatile unsigned n = 0;; n = n + 1) {
+        }
+      }).detach();
+    }
+    for (volatile unsigned n = 0;; n = n + 1) {
+    }
+  }
+  ASSERT_TRUE(testing::WaitFor([&] { return ThreadStates(child).size() == 4; }));
+  // Running: not stopped within the bound.
+  EXPECT_FALSE(WaitUntilStopped(child, std::chrono::milliseconds(20)));
+  ASSERT_EQ(kill(child, SIGSTOP), 0);
+  EXPECT_TRUE(WaitUntilStopped(child));
+  EXPECT_EQ(ThreadStates(child), "TTTT");
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  // Gone: nothing left to wait for.
+  EXPECT_TRUE(WaitUntilStopped(child, std::chrono::milliseconds(20)));
+}
 
 TEST(ChildProcessTest, ProgramThatCannotRunIsReportedByStart) {
   ChildProcess p;

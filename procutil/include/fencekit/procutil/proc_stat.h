@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <vector>
 
 namespace fencekit::procutil {
@@ -17,6 +18,11 @@ struct ProcStat {
 
 // /proc/<pid>/stat, read once.
 ProcStat ReadProcStat(pid_t pid);
+
+// After a SIGSTOP, which the kernel delivers asynchronously: waits until every thread of `pid`
+// is stopped (or the process is gone), looking every millisecond, at most `bound`. False when
+// some thread still runs then: until this returns true, a stopped server may still answer.
+bool WaitUntilStopped(pid_t pid, std::chrono::milliseconds bound = std::chrono::seconds(5));
 
 // The processes whose parent is `parent` now (one gone meanwhile is left out).
 std::vector<pid_t> ChildrenOf(pid_t parent);
