@@ -31,24 +31,22 @@ ProcStat ReadStatFile(const std::string& path) {
 
 ProcStat ReadProcStat(pid_t pid) { return ReadStatFile("/proc/" + std::to_string(pid) + "/stat"); }
 
+std::string ThreadStates(pid_t pid) {
+  std::string states;
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    const char state = ReadStatFile(entry.path() / "stat").state;
+    if (state != '?') states += state;  // '?': the thread ended meanwhile
+  }
+  return states;
+}
+
 bool WaitUntilStopped(pid_t pid, std::chrono::milliseconds bound) {
   const auto until = std::chrono::steady_clock::now() + bound;
-  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
   while (true) {
-    bool running = false;
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(tasks, ec)) {
-      const std::string name = entry.path().filename();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      const char state = ReadStatFile(entry.path() / "stat").state;
-      // 'T' stopped; 't' traced; '?' gone meanwhile; 'Z', 'X' exiting.
-      if (state != 'T' && state != 't' && state != '?' && state != 'Z' && state != 'X') {
-        running = true;
-        break;
-      }
-    }
-    if (ec) return true;  // the process is gone
-    if (!running) return true;
+    // 'T' stopped, 't' traced, 'Z' and 'X' exiting; none left: the process is gone.
+    if (ThreadStates(pid).find_first_not_of("TtZX") == std::string::npos) return true;
     if (std::chrono::steady_clock::now() >= until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

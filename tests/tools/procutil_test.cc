@@ -33,20 +33,6 @@ using fencekit::testing::RawConnection;
 using fencekit::testing::Request;
 using fencekit::testing::TempDir;
 
-// The threads of process `pid` now, by their /proc/<pid>/task/<tid>/stat state letters.
-std::string ThreadStates(pid_t pid) {
-  std::string states;
-  std::error_code ec;
-  for (const auto& t : std::filesystem::directory_iterator(
-           "/proc/" + std::to_string(pid) + "/task", ec)) {
-    std::ifstream in(t.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto close = stat.rfind(") ");
-    if (close != std::string::npos && close + 2 < stat.size()) states += stat[close + 2];
-  }
-  return states;
-}
-
 TEST(ProcStatTest, WaitUntilStoppedReturnsOnceEveryThreadOfAStoppedProcessIsStopped) {
   pid_t child = fork();
   ASSERT_GE(child, 0);

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <string>
 #include <vector>
 
 namespace fencekit::procutil {
@@ -18,6 +19,9 @@ struct ProcStat {
 
 // /proc/<pid>/stat, read once.
 ProcStat ReadProcStat(pid_t pid);
+
+// The state letter of each thread of `pid` now (/proc/<pid>/task/*/stat); "" when it is gone.
+std::string ThreadStates(pid_t pid);
 
 // After a SIGSTOP, which the kernel delivers asynchronously: waits until every thread of `pid`
 // is stopped (or the process is gone), looking every millisecond, at most `bound`. False when
