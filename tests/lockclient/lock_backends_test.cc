@@ -197,6 +197,12 @@ TEST(SqliteLockTest, AFakeClockDrivesTheWaitTheRenewalsAndTheExpiryOfAHeldLock) 
   const auto first_validity = (*held)->lease().valid_until;
 
   auto waited = std::async(std::launch::async, [&] { return waiter->Acquire("job", 2s).status(); });
+  // After a failed ASSERT the waiter must still end (on the fake clock), or `waited`'s
+  // destructor blocks until ctest kills the test.
+  struct EndTheWait {
+    FakeClock& clock;
+    ~EndTheWait() { clock.Advance(1h); }
+  } end_the_wait{clock};
   ASSERT_TRUE(WaitFor([&] { return WaitersInLine(path) == 1; }));
   for (std::uint64_t renewed = 1; renewed <= 2; ++renewed) {
     clock.Advance(1s);  // a third of the ttl: the holder renews
@@ -216,6 +222,24 @@ TEST(SqliteLockTest, AFakeClockDrivesTheWaitTheRenewalsAndTheExpiryOfAHeldLock) 
   auto next = waiter->TryAcquire("job");
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   EXPECT_GT(next->token, (*held)->lease().token);
+}
+
+// A renewal is due a third of the ttl after the validity started, however late the renewing
+// thread gets to run: a held lock given a lease already past that point renews at once, while
+// the fake clock stands still.
+TEST(SqliteLockTest, AHeldLockRenewsAThirdOfTheTtlAfterTheGrantNotAfterItsThreadStarted) {
+  TempDir dir;
+  FakeClock clock;
+  auto client =
+      LockClient::Open("sqlite://" + dir.File("locks.db"), {.ttl = 3s, .clock = &clock}).value();
+  auto lease = client->TryAcquire("job");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  clock.Advance(1500ms);  // past a third of the ttl, well inside validity
+  HeldLock held(*client, *lease, {.auto_renew = true});
+  EXPECT_TRUE(WaitFor([&] { return held.renewals() >= 1; }))
+      << "no renewal though a third of the ttl had passed since the grant";
+  EXPECT_EQ(held.lease().valid_until, lease->valid_until + 1500ms);
+  EXPECT_FALSE(held.lost());
 }
 
 TEST(SqliteLockTest, ADeadWaiterHoldsUpTheLineNoLongerThanADeadHolderWould) {

@@ -22,8 +22,9 @@ class HeldLock {
   using LostCallback = std::function<void(const Lease&, const Status& why)>;
 
   struct Options {
-    // Extend at ttl/3 on a background thread until released or lost; after a failed extend,
-    // try again sooner (a new connection may work) until validity runs out. The lease is
+    // Extend on a background thread a third of the ttl after the validity started (the grant
+    // or the last renewal), until released or lost; after a failed extend, try again sooner
+    // (a new connection may work) until validity runs out. The lease is
     // marked lost at the end of its validity if no extend succeeded by then, even while one is
     // still waiting for its answer; and a renewal never runs after Release() has returned.
     bool auto_renew = false;
