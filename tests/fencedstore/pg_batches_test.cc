@@ -269,6 +269,43 @@ TEST_F(PostgresFenceAtFiveTest, WriteManyCalledDirectlyRefusesAKeyOfAnotherLockA
   EXPECT_EQ(m1->value, "theirs");
 }
 
+// A call whose set-based statement could not make one of its writes (its key created by
+// another transaction meanwhile) still takes the others as made, once each, and leaves only
+// that one to fencekit.write, which writes it after the other's.
+TEST_F(PostgresBesideAnOpenBatchTest, WriteManyWritesTheRestOnceWhenAnotherCreatedOneOfItsKeys) {
+  testing::PgClient other(db_);
+  ASSERT_TRUE(other.ok()) << other.error();
+  auto open = testing::WriteInAnOpenTransaction(other, 5, "k2", "theirs");
+  ASSERT_TRUE(open.ok() && *open == "accepted") << (open.ok() ? *open : open.status().ToString());
+  auto made = std::async(std::launch::async, [&] {
+    testing::PgClient direct(db_);
+    return direct.ok() ? OutcomesAndCallsOfWrite(
+                             direct, {{"L", 5, "k1", "'one'"}, {"L", 5, "k2", "'two'"},
+                                      {"L", 5, "k3", "'three'"}})
+                       : Result<std::string>(Status::Unavailable(direct.error()));
+  });
+  EXPECT_TRUE(testing::WaitFor([&] {  // the call's insert of k2 waits for theirs
+    auto waiting = QuerySql(db_,
+                            "SELECT pid FROM pg_stat_activity WHERE datname = "
+                            "current_database() AND wait_event_type = 'Lock'");
+    return waiting.ok() && !waiting->empty();
+  }));
+  ASSERT_TRUE(other.Query("COMMIT").ok());
+  auto outcomes = made.get();
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
+  EXPECT_EQ(*outcomes, "accepted,accepted,accepted 1");  // only k2 went write by write
+  for (auto [key, value] : {std::pair{"k1", "one"}, std::pair{"k2", "two"},
+                            std::pair{"k3", "three"}}) {
+    auto now = store_->Get(key);
+    ASSERT_TRUE(now.ok()) << key << ": " << now.status().ToString();
+    EXPECT_EQ(now->value, value) << key;
+  }
+  // k1's first write, theirs, then one each of this call's.
+  auto history = store_->History(10);
+  ASSERT_TRUE(history.ok());
+  EXPECT_EQ(history->size(), 5u);
+}
+
 TEST_F(PostgresFenceAtFiveTest, WriteManyMakesTheFencesOfNewLocksWithoutGoingWriteByWrite) {
   // With a lock per entity most writes are their lock's first: the common batch makes their
   // fences at their tokens, in the statements it runs for all its writes.

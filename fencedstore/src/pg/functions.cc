@@ -272,8 +272,8 @@ BEGIN
                               WHERE NOT fencekit.leaves_fence(p_tokens[g.j], p_services[g.j],
                                                               f.highest, f.service))
                   FOR SHARE) AS fe;
-          EXIT WHEN FOUND OR pass = 2 OR EXISTS (
-              SELECT 1 FROM fencekit.fences f WHERE f.lock = fence_lock);
+          EXIT WHEN FOUND OR pass = 2;  -- a simple expression: no query run for it
+          EXIT WHEN EXISTS (SELECT 1 FROM fencekit.fences f WHERE f.lock = fence_lock);
           -- No fence: a write of this lock would make it. The first writes of this lock and of
           -- the batch's next locks without fences make theirs (in one statement, in lock order)
           -- at their token, unless a lock's writes differ (in token or service: then some would
@@ -310,36 +310,45 @@ BEGIN
     -- Every fence is locked and stays as it is: below it stale, at it accepted. The accepted
     -- writes' keys that existed are locked, so this statement reads their current versions.
     -- A write it leaves undecided (NULL: its key created by another transaction since it was
-    -- found absent, or under another lock) is decided below by fencekit.write.
+    -- found absent, or under another lock) is decided below by fencekit.write. Versions are
+    -- taken in the batch's order before the writes, so that a write's outcome and version need
+    -- no join of the writes with the rows changed and created (a nested loop, as hash and merge
+    -- joins are off: quadratic in the writes); only when some write was not made are they
+    -- looked up.
     WITH d AS MATERIALIZED (
-           SELECT g.i, fe.highest, p_tokens[g.i] = fe.highest AS ok, ob.version AS prior,
-                  ob.lock AS owner
+           SELECT g.i, p_keys[g.i] AS key, fe.highest, p_tokens[g.i] = fe.highest AS ok,
+                  ob.version AS prior, wr.written,
+                  CASE WHEN wr.written THEN nextval('fencekit.versions') END AS version
              FROM generate_series(1, n) AS g(i)
              JOIN fencekit.fences fe ON fe.lock = p_locks[g.i]
-             LEFT JOIN fencekit.objects ob ON ob.key = p_keys[g.i]),
+             LEFT JOIN fencekit.objects ob ON ob.key = p_keys[g.i]
+             -- To be written: accepted, its key this lock's (changed) or absent (created).
+             CROSS JOIN LATERAL (
+               SELECT p_tokens[g.i] = fe.highest AND coalesce(ob.lock = p_locks[g.i], true)
+                        AS written) AS wr),
          changed AS (
            UPDATE fencekit.objects ob SET value = p_values[d.i], lock = p_locks[d.i],
-               token = p_tokens[d.i], version = nextval('fencekit.versions')
+               token = p_tokens[d.i], version = d.version
              FROM d
-             WHERE d.ok AND d.owner = p_locks[d.i] AND ob.key = p_keys[d.i]
-             RETURNING d.i, ob.version),
+             WHERE d.written AND d.prior IS NOT NULL AND ob.key = d.key
+             RETURNING d.i),
          created AS (
            INSERT INTO fencekit.objects(key, value, lock, token, version)
-             SELECT p_keys[d.i], p_values[d.i], p_locks[d.i], p_tokens[d.i],
-                    nextval('fencekit.versions')
-               FROM d WHERE d.ok AND d.prior IS NULL ORDER BY d.i
+             SELECT d.key, p_values[d.i], p_locks[d.i], p_tokens[d.i], d.version
+               FROM d WHERE d.written AND d.prior IS NULL ORDER BY d.i
              ON CONFLICT (key) DO NOTHING
-             RETURNING key, version),
+             RETURNING key),
          decided AS MATERIALIZED (
            SELECT d.i, d.highest,
                   CASE WHEN NOT d.ok THEN 'stale_token'
-                       WHEN coalesce(changed.version, created.version) IS NOT NULL
+                       WHEN NOT d.written THEN NULL
+                       -- Every write made (the common case): nothing looked up.
+                       WHEN (SELECT count(*) FROM changed) + (SELECT count(*) FROM created)
+                              = (SELECT count(*) FROM d a WHERE a.written) THEN 'accepted'
+                       WHEN d.i IN (SELECT i FROM changed) OR d.key IN (SELECT key FROM created)
                          THEN 'accepted' END AS outcome,
-                  coalesce(changed.version, created.version, 0) AS version,
-                  CASE WHEN d.ok THEN coalesce(d.prior, 0) ELSE 0 END AS prior
-             FROM d
-             LEFT JOIN changed ON changed.i = d.i
-             LEFT JOIN created ON created.key = p_keys[d.i]),
+                  d.version, CASE WHEN d.ok THEN coalesce(d.prior, 0) ELSE 0 END AS prior
+             FROM d),
          recorded AS (
            INSERT INTO fencekit.history(time_ms, op, lock, token, key, accepted, highest,
                                         reason, principal)
@@ -349,7 +358,8 @@ BEGIN
                WHERE p_record AND outcome IS NOT NULL
                ORDER BY i)
     SELECT array_agg(outcome ORDER BY i), array_agg(highest ORDER BY i),
-           array_agg(version ORDER BY i), array_agg(prior ORDER BY i)
+           array_agg(CASE WHEN outcome = 'accepted' THEN version ELSE 0 END ORDER BY i),
+           array_agg(prior ORDER BY i)
       INTO outcomes, highests, versions, priors
       FROM decided;
     FOR i IN 1..n LOOP
