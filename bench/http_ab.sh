@@ -39,11 +39,7 @@ for i in $(seq 0 $((n - 1))); do
   "${bins[$i]}" --listen 127.0.0.1:0 --db "$work/$i/bench.db" >"$work/$i/fenced.log" 2>&1 &
   pids+=($!)
   pid[i]=$!
-  for _ in $(seq 200); do
-    grep -q "listening on" "$work/$i/fenced.log" && break
-    sleep 0.05
-  done
-  url[i]="$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$work/$i/fenced.log" | head -n1)"
+  url[i]="$(fenced_url "$work/$i/fenced.log" "${pid[i]}")"
   [ -n "${url[i]}" ] || { echo "http_ab: ${bins[$i]} did not start:" >&2; cat "$work/$i/fenced.log" >&2; exit 1; }
 done
 sleep 0.5

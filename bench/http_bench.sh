@@ -39,12 +39,7 @@ start_fenced() {
   "$fenced" --listen 127.0.0.1:0 --db "$work/bench.db" ${FENCED_ARGS:-} >"$work/fenced.log" 2>&1 &
   pids+=($!)
   fenced_pid=$!
-  for _ in $(seq 200); do
-    grep -q "listening on" "$work/fenced.log" && break
-    kill -0 "${pids[-1]}" 2>/dev/null || break
-    sleep 0.05
-  done
-  fenced_url="$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$work/fenced.log" | head -n1)"
+  fenced_url="$(fenced_url "$work/fenced.log" "$fenced_pid")"
   if [ -z "$fenced_url" ]; then
     echo "http_bench: fenced did not start:" >&2
     cat "$work/fenced.log" >&2

@@ -25,6 +25,18 @@ median() {
   sort -g | awk '{a[NR]=$1} END{if (NR==0) print 0; else print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'
 }
 
+# fenced_url LOG PID: waits until the fenced of PID says in LOG that it listens (at most 30 s;
+# less when it exits first) and prints its URL; prints nothing when it never did.
+fenced_url() {
+  local _
+  for _ in $(seq 600); do
+    grep -q "listening on" "$1" && break
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -o 'http://127\.0\.0\.1:[0-9]*' "$1" | head -n1 || true
+}
+
 # free_port: prints a loopback port nobody listens on at the moment of the call.
 free_port() {
   local p

@@ -96,12 +96,7 @@ start_fenced() {
   # shellcheck disable=SC2086  # FENCED_ARGS is a list of options
   "$fenced" --listen 127.0.0.1:0 --db "$db" --durability full ${FENCED_ARGS:-} "$@" >"$work/$name.log" 2>&1 &
   pids+=($!)
-  for _ in $(seq 300); do
-    grep -q "listening on" "$work/$name.log" && break
-    kill -0 "${pids[-1]}" 2>/dev/null || break
-    sleep 0.05
-  done
-  url="$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$work/$name.log" | head -n1 || true)"
+  url="$(fenced_url "$work/$name.log" "${pids[-1]}")"
   [ -n "$url" ] || { echo "pg_bench: fenced ($name, --db $db) did not start:" >&2; cat "$work/$name.log" >&2; exit 1; }
   declare -g "url_$name=$url" "pid_$name=${pids[-1]}"
 }

@@ -50,12 +50,7 @@ sql -d postgres -c 'ALTER DATABASE fencekit SET plan_cache_mode = force_generic_
 pg_url="postgresql://postgres@127.0.0.1:$pg_port/fencekit"
 "$fenced" --listen 127.0.0.1:0 --db "$pg_url" --durability full >"$work/fenced.log" 2>&1 &
 fenced_pid=$!
-for _ in $(seq 300); do
-  grep -q "listening on" "$work/fenced.log" && break
-  kill -0 "$fenced_pid" 2>/dev/null || break
-  sleep 0.05
-done
-grep -q "listening on" "$work/fenced.log" || { echo "pg_call_bench: fenced did not start:" >&2; cat "$work/fenced.log" >&2; exit 1; }
+[ -n "$(fenced_url "$work/fenced.log" "$fenced_pid")" ] || { echo "pg_call_bench: fenced did not start:" >&2; cat "$work/fenced.log" >&2; exit 1; }
 kill "$fenced_pid"
 wait "$fenced_pid" 2>/dev/null || true
 fenced_pid=""

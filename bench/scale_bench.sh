@@ -280,12 +280,7 @@ start_fenced() {
   "$fenced" --listen 127.0.0.1:0 --db "$db" --durability full ${FENCED_ARGS:-} "$@" >"$work/$name.log" 2>&1 &
   fenced_pid=$!
   pids+=("$fenced_pid")
-  for _ in $(seq 600); do
-    grep -q "listening on" "$work/$name.log" && break
-    kill -0 "$fenced_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  fenced_url="$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$work/$name.log" | head -n1 || true)"
+  fenced_url="$(fenced_url "$work/$name.log" "$fenced_pid")"
   [ -n "$fenced_url" ] || { echo "scale_bench: fenced ($name, --db $db) did not start:" >&2; cat "$work/$name.log" >&2; return 1; }
 }
 stop_fenced() {
