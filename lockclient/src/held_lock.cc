@@ -118,10 +118,11 @@ void HeldLock::RenewLoop() {
       const auto ttl = state_->lease.ttl;
       auto interval = std::max(std::chrono::milliseconds(1), ttl / 3);
       // On the client's clock, as validity is: a fake clock in a test paces renewals too. A
-      // third of the ttl after the validity's start (its grant or last renewal), not after this
-      // thread got to run: a thread scheduled late must not push the renewal late.
-      const auto wake_at = retry.count() > 0 ? clock->Now() + retry
-                                             : state_->lease.valid_until - ttl + interval;
+      // third of the ttl after the validity's start (its grant or last renewal; valid_until is
+      // start + ttl - drift), not after this thread got to run: a thread scheduled late must
+      // not push the renewal late.
+      const auto started = state_->lease.valid_until - ttl + state_->client->Drift(ttl);
+      const auto wake_at = retry.count() > 0 ? clock->Now() + retry : started + interval;
       while (!state_->stopping && !state_->lost &&
              clock->WaitUntil(state_->cv, state_->mu, wake_at)) {
       }

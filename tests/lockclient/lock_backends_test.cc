@@ -242,6 +242,25 @@ TEST(SqliteLockTest, AHeldLockRenewsAThirdOfTheTtlAfterTheGrantNotAfterItsThread
   EXPECT_FALSE(held.lost());
 }
 
+// The renewal's time is counted from the validity's start, not from its end less the ttl: a
+// drift allowance larger than a third of the ttl does not make every renewal due at once.
+TEST(SqliteLockTest, AHeldLockWithALargeDriftAllowanceRenewsOnceAThirdOfTheTtl) {
+  TempDir dir;
+  FakeClock clock;
+  auto client = LockClient::Open("sqlite://" + dir.File("locks.db"),
+                                 {.ttl = 3s, .drift_min = 1500ms, .clock = &clock})
+                    .value();
+  auto lease = client->TryAcquire("job");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  HeldLock held(*client, *lease, {.auto_renew = true});
+  clock.Advance(1s);  // a third of the ttl: one renewal due, the next a second of fake time on
+  ASSERT_TRUE(WaitFor([&] { return held.renewals() >= 1; }));
+  // The clock stands still: a renewal due at once after each renewal would show here.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(held.renewals(), 1u);
+  EXPECT_FALSE(held.lost());
+}
+
 TEST(SqliteLockTest, ADeadWaiterHoldsUpTheLineNoLongerThanADeadHolderWould) {
   TempDir dir;
   FakeClock clock;
