@@ -142,33 +142,9 @@ int ChildProcess::Wait() {
 
 std::optional<int> ChildProcess::WaitFor(std::chrono::milliseconds timeout) {
   if (pid_ <= 0) return -1;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  // A pidfd becomes readable when the process exits: no polling of waitpid (the system call:
-  // glibc 2.36's <sys/pidfd.h> lacks extern "C"; kernels before 5.3 have none: then waitpid
-  // every 5 ms).
-  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-  for (;;) {
-    int status = 0;
-    pid_t r = ::waitpid(pid_, &status, WNOHANG);
-    if (r < 0 && errno == EINTR) continue;
-    if (r != 0) {
-      if (fd >= 0) ::close(fd);
-      pid_ = -1;
-      return status;
-    }
-    // Rounded up: poll's milliseconds never end the wait before the deadline.
-    const auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    if (fd >= 0) {
-      pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
-      ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 60'000)));
-    } else {
-      ::usleep(5000);
-    }
-  }
-  if (fd >= 0) ::close(fd);
-  return std::nullopt;
+  const std::optional<int> status = WaitForChild(pid_, timeout);
+  if (status) pid_ = -1;
+  return status;
 }
 
 ChildProcess::Stopped ChildProcess::Stop(int signal, std::chrono::milliseconds grace) {
@@ -234,6 +210,36 @@ std::string ChildProcess::OutputTail(std::size_t max_bytes) const {
   s << in.rdbuf();
   std::string text = s.str();
   return text.size() > max_bytes ? text.substr(text.size() - max_bytes) : text;
+}
+
+// The system call: glibc 2.36's <sys/pidfd.h> lacks extern "C".
+int OpenExitFd(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+std::optional<int> WaitForChild(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const int fd = OpenExitFd(pid);
+  std::optional<int> result;
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r < 0 && errno == EINTR) continue;
+    if (r != 0) {
+      result = status;
+      break;
+    }
+    // Rounded up: poll's milliseconds never end the wait before the deadline.
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    if (fd >= 0) {
+      pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+      ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 60'000)));
+    } else {
+      ::usleep(5000);
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  return result;
 }
 
 Status RunToEnd(const std::vector<std::string>& argv, const std::string& log_path,

@@ -8,7 +8,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +19,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "fencekit/procutil/child_process.h"
 
 namespace fencekit::testing {
 
@@ -216,21 +217,15 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
             .err = "cannot run " + argv[0] + ": " + std::strerror(spawn_error) + "\n"};
   }
   if (timeout.count() <= 0) timeout = std::chrono::seconds(FullSoak() ? 1700 : 240);
-  // A pidfd is readable once the command exits.
   bool timed_out = false;
-  if (int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); fd >= 0) {
-    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
-    int n;
-    while ((n = poll(&p, 1, static_cast<int>(timeout.count() * 1000))) < 0 && errno == EINTR) {
-    }
-    close(fd);
-    if (n == 0) {
-      timed_out = true;
-      kill(pid, SIGKILL);
-    }
-  }
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  if (const std::optional<int> exited = procutil::WaitForChild(pid, timeout)) {
+    status = *exited;
+  } else {
+    timed_out = true;
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
   }
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -121,6 +122,29 @@ TEST(ChildProcessTest, WaitForGivesUpOnAProcessThatRunsOnAndReapsOneThatExits) {
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 5) << *status;
   EXPECT_EQ(quick.pid(), -1);
+}
+
+TEST(ChildProcessTest, AnExitFdBecomesReadableWhenTheChildExitsAndWaitForChildReapsIt) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::pause();  // async-signal-safe only, in a child of a possibly threaded process
+    ::_exit(0);
+  }
+  const int fd = OpenExitFd(pid);
+  ASSERT_GE(fd, 0) << "pidfd_open: " << std::strerror(errno);
+  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+  EXPECT_EQ(::poll(&p, 1, 0), 0);  // runs: not readable
+  EXPECT_EQ(WaitForChild(pid, std::chrono::milliseconds(20)), std::nullopt);
+  EXPECT_EQ(::kill(pid, 0), 0);  // neither signalled nor reaped
+
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(::poll(&p, 1, 30'000), 1);
+  ::close(fd);
+  const std::optional<int> status = WaitForChild(pid, std::chrono::seconds(30));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL) << *status;
+  EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1);  // reaped: no longer a child
 }
 
 TEST(ChildProcessTest, StopKillsAProcessThatIgnoresTheSignalPastTheGrace) {

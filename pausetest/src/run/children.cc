@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include <thread>
+#include <algorithm>
+
+#include "fencekit/procutil/child_process.h"
 
 namespace fencekit::pausetest {
 
@@ -17,16 +19,13 @@ Status ReapClients(const std::vector<pid_t>& clients,
                    std::chrono::steady_clock::time_point deadline, bool whole_groups) {
   Status result = Status::Ok();
   for (pid_t pid : clients) {
-    for (;;) {
-      pid_t r = ::waitpid(pid, nullptr, WNOHANG);
-      if (r == pid || r < 0) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(whole_groups ? -pid : pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-        result = Status::Unavailable("a client did not stop in time and was killed");
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const auto left = std::max(
+        std::chrono::milliseconds(0),
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+    if (!procutil::WaitForChild(pid, left)) {
+      ::kill(whole_groups ? -pid : pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      result = Status::Unavailable("a client did not stop in time and was killed");
     }
     if (whole_groups) ::kill(-pid, SIGKILL);  // what its worker left running
   }

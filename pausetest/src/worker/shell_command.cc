@@ -1,9 +1,7 @@
 #include "worker/shell_command.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +9,9 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
+
+#include "fencekit/procutil/child_process.h"
 
 extern char** environ;
 
@@ -58,8 +59,6 @@ std::string ShellResult::Describe() const {
   return DescribeWaitStatus(wait_status) + (timed_out ? " after its timeout" : "");
 }
 
-int OpenPidFd(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
-
 namespace {
 
 // The last `max_bytes` of `path` written after offset `from`.
@@ -93,31 +92,14 @@ Result<ShellResult> RunShell(const std::string& command, const ShellEnvironment&
   ::setpgid(pid, pid);
   ::close(out);
   ShellResult result;
-  bool reaped = false;
-  const int pidfd = OpenPidFd(pid);
-  // Real time (not Clock): a real process's limit, waited for with poll(2).
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      ::kill(-pid, SIGKILL);
-      result.timed_out = true;
-      break;
-    }
-    if (pidfd < 0) {  // no pidfd (an old kernel): poll the child's state
-      if (::waitpid(pid, &result.wait_status, WNOHANG) == pid) {
-        reaped = true;
-        break;
-      }
-      ::poll(nullptr, 0, 5);
-      continue;
-    }
-    pollfd p{pidfd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 60'000))) > 0) break;
+  // Real time (not Clock): a real process's limit.
+  if (const std::optional<int> status = procutil::WaitForChild(pid, timeout)) {
+    result.wait_status = *status;
+  } else {
+    ::kill(-pid, SIGKILL);
+    result.timed_out = true;
+    ::waitpid(pid, &result.wait_status, 0);
   }
-  if (pidfd >= 0) ::close(pidfd);
-  if (!reaped) ::waitpid(pid, &result.wait_status, 0);
   ::kill(-pid, SIGKILL);  // what it left running in its group
   result.output = Tail(output_path, size_before, 4096);
   return result;

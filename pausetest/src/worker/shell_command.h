@@ -2,8 +2,6 @@
 // environment plus the kit's variables, output to a file, and a bound on every wait.
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <string>
 #include <utility>
@@ -44,8 +42,5 @@ struct ShellResult {
 // waits at most `timeout` (then SIGKILLs the group). kUnavailable when it cannot start.
 Result<ShellResult> RunShell(const std::string& command, const ShellEnvironment& env,
                              std::chrono::milliseconds timeout, const std::string& output_path);
-
-// A descriptor that becomes readable when `pid` (a child) exits (pidfd_open); -1 on failure.
-int OpenPidFd(pid_t pid);
 
 }  // namespace fencekit::pausetest

@@ -17,6 +17,7 @@
 #include "fencekit/lockclient/held_lock.h"
 #include "fencekit/lockclient/lock_client.h"
 #include "fencekit/pausetest/history.h"
+#include "fencekit/procutil/child_process.h"
 #include "worker/shell_command.h"
 #include "run/children.h"
 
@@ -87,7 +88,7 @@ std::string RunWorker(const WorkerClientPlan& plan, const ShellEnvironment& env,
     return "not started: fork failed";
   }
   if (pid == 0) ExecShell(plan.worker.c_str(), env.envp(), log_fd);
-  const int pidfd = OpenPidFd(pid);
+  const int pidfd = procutil::OpenExitFd(pid);
   auto deadline = SteadyClock::now() + plan.worker_timeout;
   int stage = 0;  // 0 running, 1 sent SIGTERM, 2 sent SIGKILL
   bool stop_seen = false;

@@ -82,6 +82,15 @@ class ChildProcess {
   std::FILE* from_child_ = nullptr;
 };
 
+// A descriptor that becomes readable when `pid`, a child of this process, exits (pidfd_open,
+// Linux 5.3 and later): -1 when the kernel has none. The caller closes it.
+int OpenExitFd(pid_t pid);
+
+// Waits at most `timeout` for `pid`, a child of this process, to exit, and reaps it: its raw
+// wait status (see waitpid), or nullopt when it still runs at `timeout` (it is then neither
+// signalled nor reaped). Sleeps in poll(2) on OpenExitFd; without one, looks every 5 ms.
+std::optional<int> WaitForChild(pid_t pid, std::chrono::milliseconds timeout);
+
 // Runs `argv` to its end within `timeout` (SIGKILLed past it), its output appended to
 // `log_path`. kUnavailable, quoting that output, unless it exits 0; `what` names it in
 // messages, `hint` (e.g. "install postgresql-15") follows a program that cannot be run.
