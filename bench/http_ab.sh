@@ -9,7 +9,7 @@
 # Usage: bench/http_ab.sh SECONDS ROUNDS FENCED_BINARY...
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/bench/lib.sh"  # median, start_nginx
+source "$root/bench/lib.sh"  # median, start_nginx, stop_pids, on_exit
 [ $# -ge 3 ] || { echo "usage: bench/http_ab.sh SECONDS ROUNDS FENCED_BINARY..." >&2; exit 2; }
 secs="$1"
 rounds="$2"
@@ -22,14 +22,10 @@ done
 work="$(mktemp -d "${TMPDIR:-/tmp}/fencekit-http-ab.XXXXXX")"
 pids=()
 cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  stop_pids "${pids[@]}"
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 
 start_nginx
 

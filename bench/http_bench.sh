@@ -13,7 +13,7 @@
 #                           write path publishes every decision (default 0: nobody listens)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/bench/lib.sh"  # median, free_port, start_nginx
+source "$root/bench/lib.sh"  # median, free_port, start_nginx, stop_pids, on_exit
 fenced="${FENCED:-$root/build/bench/tools/fenced}"
 secs="${1:-10}"
 rounds="${2:-3}"
@@ -25,14 +25,10 @@ done
 work="$(mktemp -d "${TMPDIR:-/tmp}/fencekit-http-bench.XXXXXX")"
 pids=()
 cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  stop_pids "${pids[@]}"
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 
 start_fenced() {
   # shellcheck disable=SC2086  # FENCED_ARGS is a list of options

@@ -147,6 +147,21 @@ as_pg() {
   fi
 }
 
+# stop_pids PID...: SIGTERM to each, then waits for each; a PID already gone is no error.
+stop_pids() {
+  local p
+  for p in "$@"; do kill "$p" 2>/dev/null || true; done
+  for p in "$@"; do wait "$p" 2>/dev/null || true; done
+}
+
+# on_exit COMMAND: runs COMMAND when the script (or subshell) exits, also after Ctrl-C or a
+# SIGTERM, which end it with 130 or 143.
+on_exit() {
+  trap "$1" EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
 # stop_postgres: a fast shutdown of $pg_pid (rolls back open transactions, checkpoints, exits),
 # killed after 60 s; nothing when none runs.
 stop_postgres() {

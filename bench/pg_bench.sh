@@ -38,7 +38,7 @@
 #   PG_BENCH_WARMUP=6       seconds pgbench runs before arm a's window (see run_a)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/bench/lib.sh"  # median, free_port, wrk_figures
+source "$root/bench/lib.sh"  # median, free_port, wrk_figures, stop_pids, on_exit
 fenced="${FENCED:-$root/build/bench/tools/fenced}"
 secs="${1:-10}"
 rounds="${2:-3}"
@@ -64,15 +64,11 @@ pgdata="$work/pg/data"
 pids=()
 pg_pid=""
 cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  stop_pids "${pids[@]}"
   stop_postgres
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 
 # --- PostgreSQL: a fresh cluster in $work, owned by the postgres user when root.
 start_postgres pg_bench

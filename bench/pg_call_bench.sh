@@ -18,7 +18,7 @@
 #                           /usr/lib/postgresql/*/bin)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/bench/lib.sh"  # median, free_port, start_postgres, stop_postgres
+source "$root/bench/lib.sh"  # median, free_port, start_postgres, stop_postgres, on_exit
 fenced="${FENCED:-$root/build/bench/tools/fenced}"
 secs="${1:-5}"
 rounds="${2:-3}"
@@ -38,9 +38,7 @@ cleanup() {
   stop_postgres
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 
 start_postgres pg_call_bench -c synchronous_commit=off
 sql() { "$pg_bin/psql" -h 127.0.0.1 -p "$pg_port" -U postgres -v ON_ERROR_STOP=1 -Atq "$@"; }

@@ -55,7 +55,7 @@
 set -euo pipefail
 shopt -s inherit_errexit  # a failure inside $(...) fails the command that uses it
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/bench/lib.sh"  # median, free_port, wrk_figures
+source "$root/bench/lib.sh"  # median, free_port, wrk_figures, stop_pids, on_exit
 fenced="${FENCED:-$root/build/bench/tools/fenced}"
 secs="${1:-${SCALE_SECONDS:-5}}"
 rounds="${2:-${SCALE_ROUNDS:-1}}"
@@ -122,15 +122,11 @@ forget_pid() {
   pids=("${kept[@]}")
 }
 cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  stop_pids "${pids[@]}"
   stop_postgres
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 
 # --- PostgreSQL: a fresh cluster in $work for each benchmark (what one benchmark leaves, a
 # 2 GB database dropped, gigabytes of WAL, must not slow the next down: batches on PostgreSQL ran
@@ -627,10 +623,7 @@ run_section() {
   echo "== $name" >&2
   (
     pids=()
-    trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-          stop_postgres' EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
+    on_exit 'stop_pids "${pids[@]}"; stop_postgres'
     "$@"
   ) &
   pid=$!

@@ -9,7 +9,7 @@
 #   FENCED, FENCECTL   binaries (default build/bench/tools/{fenced,fencectl})
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/bench/lib.sh"  # median, free_port
+source "$root/bench/lib.sh"  # median, free_port, stop_pids, on_exit
 fenced="${FENCED:-$root/build/bench/tools/fenced}"
 fencectl="${FENCECTL:-$(dirname "$fenced")/fencectl}"
 secs="${1:-10}"
@@ -24,14 +24,10 @@ done
 work="$(mktemp -d "${TMPDIR:-/tmp}/fencekit-verify-bench.XXXXXX")"
 pids=()
 cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  stop_pids "${pids[@]}"
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 
 redis_port="$(free_port)"
 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
