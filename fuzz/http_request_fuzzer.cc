@@ -186,13 +186,11 @@ std::optional<Head> ReadHead(std::string_view out, std::size_t at, std::string* 
     *why = "status " + std::to_string(status);
     return std::nullopt;
   }
-  std::size_t lines = 0;
   for (std::size_t pos = head.find("\r\n"); pos != std::string_view::npos;) {
     std::size_t next = head.find("\r\n", pos + 2);
     std::string_view line = head.substr(
         pos + 2, next == std::string_view::npos ? std::string_view::npos : next - pos - 2);
     pos = next;
-    ++lines;
     auto colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0 ||
         line.find('\n') != std::string_view::npos || line.find('\r') != std::string_view::npos) {

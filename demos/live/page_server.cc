@@ -29,7 +29,9 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 
-namespace {
+// Named, not anonymous: PageServer::Impl holds a Shared, and GCC warns (-Wsubobject-linkage)
+// when a class of external linkage holds a type of internal linkage.
+namespace live_page {
 
 constexpr std::string_view kEventsPath = "/events";
 
@@ -214,7 +216,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::array<char, 256> dropped_{};
 };
 
-}  // namespace
+}  // namespace live_page
+
+using live_page::Connection;
+using live_page::kEventsPath;
+using live_page::Shared;
 
 struct PageServer::Impl {
   Impl(PageServerOptions o, StoryLog story)

@@ -84,7 +84,9 @@ class GuardConformanceTest : public ::testing::TestWithParam<std::string> {
                                        guard_->NamedAs() + " \""))
           << a.detail;
     }
-    if (highest) EXPECT_EQ(guard_->HighestOf(a), highest) << a.detail;
+    if (highest) {
+      EXPECT_EQ(guard_->HighestOf(a), highest) << a.detail;
+    }
   }
 
   TempDir dir_;

@@ -179,9 +179,13 @@ TEST(SqliteLockTest, AWaitersDeadlineIsReadOnTheInjectedClock) {
   clock.Advance(2s);
   bool gave_up = result.wait_for(10s) == std::future_status::ready;
   EXPECT_TRUE(gave_up) << "still waiting 10 s after its clock passed the deadline";
-  if (!gave_up) ASSERT_TRUE(holder->Release(*held).ok());  // lets the waiter end
+  if (!gave_up) {
+    ASSERT_TRUE(holder->Release(*held).ok());  // lets the waiter end
+  }
   waiting.join();
-  if (gave_up) EXPECT_TRUE(result.get().IsTimeout());
+  if (gave_up) {
+    EXPECT_TRUE(result.get().IsTimeout());
+  }
 }
 
 // Nothing sleeps here: the fake clock paces a waiter's wait, a held lock's renewals and the end

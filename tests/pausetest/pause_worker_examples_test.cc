@@ -57,7 +57,9 @@ Summary RunWorker(const TempDir& dir, const std::string& worker, std::vector<std
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto r = testing::RunCommand(argv, env);
   Summary s = testing::ParseWorkerRuns(r.exit_code, r.out, r.err);
-  if (s.runs > 0) EXPECT_GE(s.operations, s.runs) << "every run judged at least one operation";
+  if (s.runs > 0) {
+    EXPECT_GE(s.operations, s.runs) << "every run judged at least one operation";
+  }
   return s;
 }
 

@@ -41,12 +41,10 @@ TEST(ProcStatTest, WaitUntilStoppedReturnsOnceEveryThreadOfAStoppedProcessIsStop
     // Four busy threads: the ones a SIGSTOP reaches last.
     for (int i = 0; i < 3; ++i) {
       std::thread([] {
-        for (volatile unsigned n = 0;; n = n + 1) {
-        }
+        for (volatile unsigned n = 0;;) n = n + 1;
       }).detach();
     }
-    for (volatile unsigned n = 0;; n = n + 1) {
-    }
+    for (volatile unsigned n = 0;;) n = n + 1;
   }
   ASSERT_TRUE(testing::WaitFor([&] { return ThreadStates(child).size() == 4; }));
   // Running: not stopped within the bound.
