@@ -224,7 +224,7 @@ std::optional<int> WaitForChild(pid_t pid, std::chrono::milliseconds timeout) {
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r < 0 && errno == EINTR) continue;
     if (r != 0) {
-      result = status;
+      result = r > 0 ? status : -1;
       break;
     }
     // Rounded up: poll's milliseconds never end the wait before the deadline.

@@ -145,6 +145,12 @@ TEST(ChildProcessTest, AnExitFdBecomesReadableWhenTheChildExitsAndWaitForChildRe
   EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1);  // reaped: no longer a child
 }
 
+TEST(ChildProcessTest, WaitForChildOfAProcessThatIsNoChildGivesNoCleanExit) {
+  // The parent of this test is no child of it: waitpid fails (ECHILD), as it does for every
+  // child when SIGCHLD is ignored. A status of 0 would read as "exit 0".
+  EXPECT_EQ(WaitForChild(::getppid(), std::chrono::seconds(5)), -1);
+}
+
 TEST(ChildProcessTest, StopKillsAProcessThatIgnoresTheSignalPastTheGrace) {
   ChildProcess stubborn;
   ASSERT_TRUE(

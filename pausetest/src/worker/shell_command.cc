@@ -50,6 +50,7 @@ void ExecShell(const char* command, char* const* envp, int out_fd) {
 }
 
 std::string DescribeWaitStatus(int status) {
+  if (status == -1) return "ended with no status to read (not reaped by the kit)";
   if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
   return "ended (wait status " + std::to_string(status) + ")";

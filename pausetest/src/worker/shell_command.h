@@ -27,7 +27,7 @@ class ShellEnvironment {
 // dispositions, then `sh -c command`. Async-signal-safe; never returns (exits 127).
 [[noreturn]] void ExecShell(const char* command, char* const* envp, int out_fd);
 
-// "exit 0", "exit 3", "killed by signal 9" from a waitpid status.
+// "exit 0", "exit 3", "killed by signal 9" from a waitpid status; -1: its status is unknown.
 std::string DescribeWaitStatus(int wait_status);
 
 struct ShellResult {

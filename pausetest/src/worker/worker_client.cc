@@ -94,7 +94,7 @@ std::string RunWorker(const WorkerClientPlan& plan, const ShellEnvironment& env,
   bool stop_seen = false;
   bool at_run_end = false;  // SIGTERM because the run was over, not for its timeout
   std::string why;
-  int status = 0;
+  int status = -1;  // stays -1, a failure, if waitpid cannot reap it
   bool reaped = false;
   for (;;) {
     const auto now = SteadyClock::now();

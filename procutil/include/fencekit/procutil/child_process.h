@@ -88,7 +88,9 @@ int OpenExitFd(pid_t pid);
 
 // Waits at most `timeout` for `pid`, a child of this process, to exit, and reaps it: its raw
 // wait status (see waitpid), or nullopt when it still runs at `timeout` (it is then neither
-// signalled nor reaped). Sleeps in poll(2) on OpenExitFd; without one, looks every 5 ms.
+// signalled nor reaped). -1 when it cannot be waited for (not a child of this process, or
+// SIGCHLD ignored so that the kernel reaped it): never a status that reads as a clean exit.
+// Sleeps in poll(2) on OpenExitFd; without one, looks every 5 ms.
 std::optional<int> WaitForChild(pid_t pid, std::chrono::milliseconds timeout);
 
 // Runs `argv` to its end within `timeout` (SIGKILLed past it), its output appended to
