@@ -1,4 +1,5 @@
 // fencectl: locks with fencing tokens, and fenced writes, from a shell. See docs/lock-client.md.
+#include <csignal>
 #include <iostream>
 #include <string>
 #include <string_view>
@@ -75,6 +76,10 @@ Run 'fencectl COMMAND --help' for a command's options.
 }  // namespace
 
 int main(int argc, char** argv) {
+  // fencectl waits for its children (the pause kit's clients and the user's commands): a
+  // SIGCHLD ignored by whoever started it, inherited across exec, would have the kernel reap
+  // them and their exit statuses lost.
+  std::signal(SIGCHLD, SIG_DFL);
   // A pause-test client the kit started (pausetest/src/worker/worker_client.h).
   if (argc > 1 && std::string_view(argv[1]) == fencekit::pausetest::kWorkerClientCommand) {
     return fencekit::pausetest::WorkerClientEntry(argc, argv);

@@ -137,6 +137,17 @@ TEST_F(PauseWorkerTest, ACheckThatExitsNonZeroFailsItsRunWithItsCodeAndOutput) {
   EXPECT_NE(page.find("checking &lt;run&gt;"), std::string::npos);  // quoted, encoded
 }
 
+// Started with SIGCHLD ignored (bash passes an ignored signal on across exec; dash does not),
+// the kit still reads its children's exit statuses: the failing check is not a clean exit.
+TEST_F(PauseWorkerTest, ACheckFailsItsRunAlsoWhenTheKitWasStartedWithSigchldIgnored) {
+  auto r = RunCommand({"bash", "-c", "trap '' CHLD; exec \"$@\"", "bash", FencectlBinary(),
+                       "pause-test", "--worker", "true", "--work-dir", dir_.File("work"), "--keep",
+                       "--runs", "1", "--run-length", "300ms", "--check", "exit 3", "-q"});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  const std::string report = ReadWholeFile(Run(0) + "/report.txt");
+  EXPECT_NE(report.find("FAILED\n--check exit 3"), std::string::npos) << report;
+}
+
 // A check that crashed judged nothing: the harness says so (1), never a violation (4).
 TEST_F(PauseWorkerTest, ACheckThatCrashesStopsTheCommandAsNotJudged) {
   auto r = PauseTest("true", {"--runs", "2", "--run-length", "300ms", "--check",
