@@ -4,7 +4,7 @@
 # fenced arms' order rotated every round; medians of the rounds printed. Each fenced keeps its
 # own database (in a temp dir) for the whole run. For a before/after of a change to the request
 # path on a shared machine: rates swing between rounds, while the per-round ratio to nginx and
-# fenced's CPU time per request (user + system, from /proc) swing less.
+# each server's CPU time per request (user + system, from /proc; nginx's worker's) swing less.
 #
 # Usage: bench/http_ab.sh SECONDS ROUNDS FENCED_BINARY...
 set -euo pipefail
@@ -69,7 +69,7 @@ run() {
 
 for round in $(seq "$rounds"); do
   echo "round $round/$rounds (${secs}s per run)" >&2
-  run nginx "http://127.0.0.1:$nginx_port/" -
+  run nginx "http://127.0.0.1:$nginx_port/" "$nginx_worker"
   for j in $(seq 0 $((n - 1))); do
     i=$(((j + round) % n))
     run "$i" "${url[i]}" "${pid[i]}" -s "$root/bench/put.lua"
@@ -85,7 +85,6 @@ for arm in nginx $(seq 0 $((n - 1))); do
   col() { awk -v a="$arm" -v c="$1" '$1 == a {print $c}' "$work/results"; }
   ratio="$(awk -v a="$arm" '$1 == "nginx" {n[$2] = $3} $1 == a && n[$2] > 0 {print $3 / n[$2]}' "$work/results" | median)"
   cpu="$(col 5 | median)"
-  [ "$arm" = nginx ] && cpu="-"
   printf "%-40s %9.0f %8.2f %11s %14.3f %9d\n" "$name" "$(col 3 | median)" "$(col 4 | median)" "$cpu" \
     "$ratio" "$(col 6 | awk '{s += $1} END {print s + 0}')"
 done

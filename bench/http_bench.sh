@@ -58,9 +58,9 @@ batch_counters() {
     awk '$1=="fenced_commit_batch_size_sum"{s=$2} $1=="fenced_commit_batch_size_count"{c=$2} END{print s+0, c+0}'
 }
 
-# fenced's CPU time so far (user + system), in clock ticks: less swayed by a busy machine than
-# its rate.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$fenced_pid/stat"; }
+# A server's CPU time so far (user + system), in clock ticks: less swayed by a busy machine than
+# its rate. fenced's, or nginx's worker's.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 tick_us=$((1000000 / $(getconf CLK_TCK)))
 
 # run NAME CONNECTIONS URL [wrk args...]: appends "NAME req/s p99_ms failures writes/commit
@@ -69,12 +69,18 @@ run() {
   local name="$1" conns="$2" url="$3"; shift 3
   local threads=2 out="$work/wrk.out" before=(0 0) after=(0 0) cpu0=0 cpu1=0
   [ "$conns" -lt 2 ] && threads=1  # wrk needs at least one connection per thread
-  case "$name" in fenced*) read -r -a before < <(batch_counters); cpu0="$(cpu_ticks)" ;; esac
+  case "$name" in
+    fenced*) read -r -a before < <(batch_counters); cpu0="$(cpu_ticks "$fenced_pid")" ;;
+    nginx*) cpu0="$(cpu_ticks "$nginx_worker")" ;;
+  esac
   wrk -t"$threads" -c"$conns" -d"${secs}s" --latency "$@" "$url" >"$out" &
   pids+=($!)
   wait "${pids[-1]}"
   unset 'pids[-1]'
-  case "$name" in fenced*) read -r -a after < <(batch_counters); cpu1="$(cpu_ticks)" ;; esac
+  case "$name" in
+    fenced*) read -r -a after < <(batch_counters); cpu1="$(cpu_ticks "$fenced_pid")" ;;
+    nginx*) cpu1="$(cpu_ticks "$nginx_worker")" ;;
+  esac
   cp "$out" "$work/$name.round$round.txt"
   awk -v name="$name" -v ws="$((after[0] - before[0]))" -v wc="$((after[1] - before[1]))" \
       -v cpu_us="$(((cpu1 - cpu0) * tick_us))" -v secs="$secs" '
@@ -126,15 +132,16 @@ for name in nginx_c64 fenced_c1 fenced_c64 fenced_batch_c64; do
   bad="$(col "$name" 4 | awk '{s+=$1} END{print s+0}')"
   wpc="$(col "$name" 5 | awk '$1 != "-"' | median)"
   cpu="$(col "$name" 6 | awk '$1 != "-"' | median)"
-  [ "$name" = nginx_c64 ] && wpc="-" && cpu="-"
+  [ "$name" = nginx_c64 ] && wpc="-"
   printf "%-34s %10.0f %9.2f %9d %13s %13s\n" "${label[$name]}" "$rps" "$p99" "$bad" "$wpc" "$cpu"
-  declare "rps_$name=$rps" "p99_$name=$p99" "bad_$name=$bad"
+  declare "rps_$name=$rps" "p99_$name=$p99" "bad_$name=$bad" "cpu_$name=$cpu"
 done
 echo
-awk -v f="$rps_fenced_c64" -v n="$rps_nginx_c64" -v p="$p99_fenced_c64" -v b="$rps_fenced_batch_c64" -v size="$batch" -v bad="$((bad_fenced_c1 + bad_fenced_c64 + bad_fenced_batch_c64))" 'BEGIN{
+awk -v fc="${cpu_fenced_c64/-/0}" -v nc="${cpu_nginx_c64/-/0}" -v f="$rps_fenced_c64" -v n="$rps_nginx_c64" -v p="$p99_fenced_c64" -v b="$rps_fenced_batch_c64" -v size="$batch" -v bad="$((bad_fenced_c1 + bad_fenced_c64 + bad_fenced_batch_c64))" 'BEGIN{
   printf "fenced c64 writes/s: %.0f (target >= 30000: %s)\n", f, (f >= 30000 ? "met" : sprintf("MISSED, %.0f%% of it", 100 * f / 30000))
   printf "fenced c64 p99:      %.2f ms (target <= 10 ms: %s)\n", p, (p <= 10 ? "met" : "MISSED")
   printf "fenced/nginx c64:    %.3f (target >= 0.5: %s)\n", (n > 0 ? f / n : 0), (n > 0 && f / n >= 0.5 ? "met" : "not met")
+  if (fc > 0 && nc > 0) printf "CPU per request c64:  fenced %.1f us, nginx %.1f us: %.1fx (no target; the rates above share the CPUs with wrk)\n", fc, nc, fc / nc
   printf "batch c64 writes/s:  %.0f, %.1fx single PUTs (target >= 3x: %s)\n", b * size, (f > 0 ? b * size / f : 0), (b * size >= 3 * f ? "met" : "MISSED")
   if (bad > 0) printf "WARNING: %d fenced requests failed (non-2xx or socket errors)\n", bad
 }'

@@ -48,7 +48,8 @@ free_port() {
 
 # start_nginx: nginx, 1 worker, not a daemon, every path it writes inside $work, answering
 # `return 200 "ok"` on 127.0.0.1:$nginx_port (set here): the ceiling for a plain HTTP answer on
-# this machine. Its pid is appended to the caller's `pids` array; exits 1 when it will not start.
+# this machine. Its pid is appended to the caller's `pids` array and its worker's pid (the process
+# that answers, for its CPU time) set in nginx_worker; exits 1 when it will not start.
 start_nginx() {
   local attempt
   mkdir -p "$work/nginx/tmp"
@@ -79,6 +80,7 @@ CONF
     for _ in $(seq 100); do
       if [ "$(curl -s "http://127.0.0.1:$nginx_port/" 2>/dev/null)" = "ok" ]; then
         pids+=("$pid")
+        nginx_worker="$(pgrep -P "$pid" | head -n1)"
         return
       fi
       kill -0 "$pid" 2>/dev/null || break
