@@ -26,11 +26,10 @@ work="$(mktemp -d)"
 data="${ETCD_DIR:-$work/etcd}"
 etcd_pid=""
 cleanup() {
-  if [ -n "$etcd_pid" ]; then kill "$etcd_pid" 2>/dev/null || true; wait "$etcd_pid" 2>/dev/null || true; fi
+  stop_pids ${etcd_pid:+"$etcd_pid"}
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit cleanup
 
 start_etcd "$data" "$work/etcd.log"
 uri="etcd://127.0.0.1:$port"

@@ -19,11 +19,10 @@ command -v redis-server >/dev/null || { echo "redis-server not found (apt-get in
 work="$(mktemp -d)"  # holds the SQLite database: keep TMPDIR on a real disk, not tmpfs
 redis_pid=""
 cleanup() {
-  [ -z "$redis_pid" ] || { kill "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; }
+  stop_pids ${redis_pid:+"$redis_pid"}
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit cleanup
 
 port="$(free_port)"
 redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning \

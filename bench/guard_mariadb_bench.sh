@@ -42,7 +42,7 @@
 #                       dilute it; compare the two with each other)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/bench/lib.sh"  # median, free_port
+source "$root/bench/lib.sh"  # median, free_port, stop_pids, on_exit
 block="${1:-50}"
 cycles="${2:-100}"
 for b in /usr/sbin/mariadbd mariadb-install-db mariadb; do
@@ -56,15 +56,10 @@ as_mysql() {
   if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=mysql --regid=mysql --init-groups -- "$@"; else "$@"; fi
 }
 cleanup() {
-  if [ -n "$server_pid" ]; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
+  stop_pids ${server_pid:+"$server_pid"}
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 
 mkdir -p "$data"
 if [ "$(id -u)" -eq 0 ]; then

@@ -23,11 +23,10 @@ done
 work="$(mktemp -d)"
 pid=""
 cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  stop_pids ${pid:+"$pid"}
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit cleanup
 
 port="$(free_port)"
 # shellcheck disable=SC2086

@@ -27,12 +27,10 @@ done
 work="$(mktemp -d)"  # also holds the SQLite database: keep TMPDIR on a real disk, not tmpfs
 redis_pids=()
 cleanup() {
-  for p in "${redis_pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${redis_pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  stop_pids "${redis_pids[@]}"
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit cleanup
 
 nodes=()
 start_redis() {  # starts a loopback redis-server on a free port and appends the port to nodes

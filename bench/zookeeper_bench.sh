@@ -24,11 +24,10 @@ work="$(mktemp -d)"
 data="${ZK_DIR:-$work/zk}"
 zk_pid=""
 cleanup() {
-  if [ -n "$zk_pid" ]; then kill "$zk_pid" 2>/dev/null || true; wait "$zk_pid" 2>/dev/null || true; fi
+  stop_pids ${zk_pid:+"$zk_pid"}
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+on_exit cleanup
 
 # One standalone server: port, data folder, tickTime 2000 (sessions of 4-40 s), as zoo.cfg's
 # sample has it.
