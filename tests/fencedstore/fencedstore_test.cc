@@ -249,6 +249,59 @@ TEST_P(FencedStoreEngineTest, HistoryRecordsDecisionsAndStaysBounded) {
   EXPECT_EQ(all->back().token, 402);
 }
 
+// A batch records a decision per write: the history's trim must count records, not batches.
+// After one single write, every batch of 16 ends the history at 1 past a multiple of 16; a trim
+// that looked for a multiple of 64 among a commit's batches (not its records) never came.
+TEST_P(FencedStoreEngineTest, HistoryStaysBoundedUnderBatchesOfManyWrites) {
+  constexpr std::size_t kLimit = 100, kBatches = 200, kWrites = 16;
+  auto store = Open({.history_limit = kLimit});
+  ASSERT_TRUE(store->Put("lock", T(1), "single", "v").ok());
+  for (std::size_t b = 0; b < kBatches; ++b) {
+    BatchRequest batch{.lock = "lock", .token = T(1)};
+    for (std::size_t w = 0; w < kWrites; ++w) {
+      batch.writes.push_back({.key = "k" + std::to_string(w), .value = std::to_string(b)});
+    }
+    auto r = store->WriteBatch(std::move(batch));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  auto all = store->History(100000);
+  ASSERT_TRUE(all.ok());
+  // PostgreSQL trims every 64 commits: at most 64 batches' records over the limit.
+  EXPECT_LE(all->size(), kLimit + 64 * kWrites) << "of " << 1 + kBatches * kWrites << " records";
+  EXPECT_GE(all->size(), kLimit);
+  EXPECT_EQ(all->back().key, "k15");
+}
+
+// A history far over its limit (the store reopened with a lower one) shrinks by at most 4,096
+// rows per trim, over several commits: no single commit pays for deleting all of it.
+TEST_F(FencedStoreTest, AHistoryFarOverItsLimitShrinksOverSeveralCommits) {
+  auto write_batches = [](FencedStore& store, int batches, int writes) {
+    for (int b = 0; b < batches; ++b) {
+      BatchRequest batch{.lock = "lock", .token = T(1)};
+      for (int w = 0; w < writes; ++w) {
+        batch.writes.push_back({.key = "k" + std::to_string(w), .value = std::to_string(b)});
+      }
+      auto r = store.WriteBatch(std::move(batch));
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  };
+  auto history_size = [](FencedStore& store) {
+    auto all = store.History(100000);
+    EXPECT_TRUE(all.ok());
+    return all.ok() ? all->size() : 0;
+  };
+  {
+    auto store = Open({.history_limit = 1'000'000});
+    write_batches(*store, 10, 1000);
+    EXPECT_EQ(history_size(*store), 10'000u);
+  }
+  auto store = Open({.history_limit = 100});
+  write_batches(*store, 1, 64);  // 10,064 records: one trim, of the 4,096 oldest
+  EXPECT_EQ(history_size(*store), 10'064u - 4'096u);
+  write_batches(*store, 3, 64);  // three more trims bring it down to the limit
+  EXPECT_EQ(history_size(*store), 100u);
+}
+
 // Many threads submit writes with random tokens through group commit. The history (in commit
 // order) must never show an accepted token below an earlier accepted one for its lock, every
 // acknowledged outcome must match the history, and batches must really form.

@@ -83,7 +83,10 @@ Status SqliteEngine::Prepare(sqlite::Db db, sqlite::TxnStatements txn) {
       {&e->insert_history_,
        "INSERT INTO history(time_ms, op, lock, token, key, accepted, highest, reason, principal) "
        "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
-      {&e->trim_history_, "DELETE FROM history WHERE seq <= ?1"},
+      // At most 4,096 of the oldest rows per trim: a history far over its limit (a lower
+      // --history than before) shrinks over several commits, not in one long delete.
+      {&e->trim_history_,
+       "DELETE FROM history WHERE seq <= min(?1, (SELECT min(seq) FROM history) + 4095)"},
       {&e->set_fence_,
        "INSERT INTO fences(lock, highest, service, confirmed) VALUES(?1, ?2, NULL, 0) "
        "ON CONFLICT(lock) DO UPDATE SET highest = excluded.highest, confirmed = 0, "
@@ -158,9 +161,11 @@ Status SqliteEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now_m
     write_counter_.BindInt(1, last_version_);
     failure = Run(write_counter_, "writing the version counter");
   }
-  if (failure.ok() && last_seq > static_cast<std::int64_t>(options_.history_limit) &&
-      last_seq % 64 < static_cast<std::int64_t>(batch.size())) {
-    // Trimming every ~64 records keeps the history bounded without a delete per commit.
+  if (failure.ok() && untrimmed_ >= 64 &&
+      last_seq > static_cast<std::int64_t>(options_.history_limit)) {
+    // Trimming every 64 records or more keeps the history bounded without a delete per commit.
+    // Records, not batches: a client's batch records a decision per write.
+    untrimmed_ = 0;
     trim_history_.BindInt(1, last_seq - static_cast<std::int64_t>(options_.history_limit));
     int rc = trim_history_.Step();
     if (rc != SQLITE_DONE) failure = sqlite::Error(db_.get(), rc, "trimming the history");
@@ -406,6 +411,7 @@ Status SqliteEngine::Record(const WriteRequest& w, bool accepted, std::int64_t h
   int rc = insert_history_.Step();
   if (rc != SQLITE_DONE) return sqlite::Error(db_.get(), rc, "recording the decision");
   last_seq = sqlite3_last_insert_rowid(db_.get());
+  ++untrimmed_;
   return Status::Ok();
 }
 

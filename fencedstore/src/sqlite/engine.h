@@ -69,6 +69,9 @@ class SqliteEngine final : public Engine {
   // The store-wide version counter (fencekit/fencedstore/types.h): the last version given, read at the
   // start of each transaction and written back at its end when it moved.
   std::int64_t last_version_ = 0;
+  // History records made since the last trim (also in transactions rolled back since: the trim
+  // then comes a little early).
+  std::int64_t untrimmed_ = 0;
 };
 
 }  // namespace fencekit::fencedstore
