@@ -273,8 +273,9 @@ TEST_P(FencedStoreEngineTest, HistoryStaysBoundedUnderBatchesOfManyWrites) {
 }
 
 // A history far over its limit (the store reopened with a lower one) shrinks by at most 4,096
-// rows per trim, over several commits: no single commit pays for deleting all of it.
-TEST_F(FencedStoreTest, AHistoryFarOverItsLimitShrinksOverSeveralCommits) {
+// rows per trim, over several trims: no single commit pays for deleting all of it. SQLite trims
+// after 64 records or more, PostgreSQL every 64 commits.
+TEST_P(FencedStoreEngineTest, AHistoryFarOverItsLimitShrinksOverSeveralTrims) {
   auto write_batches = [](FencedStore& store, int batches, int writes) {
     for (int b = 0; b < batches; ++b) {
       BatchRequest batch{.lock = "lock", .token = T(1)};
@@ -295,11 +296,13 @@ TEST_F(FencedStoreTest, AHistoryFarOverItsLimitShrinksOverSeveralCommits) {
     write_batches(*store, 10, 1000);
     EXPECT_EQ(history_size(*store), 10'000u);
   }
+  // 64 commits of one record each, and 64 records: one trim on either engine, of the 4,096
+  // oldest rows.
   auto store = Open({.history_limit = 100});
-  write_batches(*store, 1, 64);  // 10,064 records: one trim, of the 4,096 oldest
+  write_batches(*store, 64, 1);
   EXPECT_EQ(history_size(*store), 10'064u - 4'096u);
-  write_batches(*store, 3, 64);  // three more trims bring it down to the limit
-  EXPECT_EQ(history_size(*store), 100u);
+  write_batches(*store, 3 * 64, 1);  // three more trims bring it down to the limit
+  EXPECT_LE(history_size(*store), 100u + 64u);
 }
 
 // Many threads submit writes with random tokens through group commit. The history (in commit

@@ -332,10 +332,13 @@ Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<st
   if (options_.history_limit > 0 && ++commits_ % 64 == 0) {
     // Trimming every 64 commits keeps the history bounded without a delete per commit. The
     // lower bound makes it a scan of the index over the rows to delete (about 64 batches'),
-    // not of the whole table, dead rows and all.
+    // not of the whole table, dead rows and all. At most the 4,096 oldest rows go per trim: a
+    // history far over its limit (a lower --history than before) shrinks over several trims,
+    // not in one long delete.
     txn.Add(
         Command{"DELETE FROM fencekit.history WHERE seq <= "
-                "(SELECT max(seq) FROM fencekit.history) - $1::int8 AND "
+                "least((SELECT max(seq) FROM fencekit.history) - $1::int8, "
+                "(SELECT min(seq) FROM fencekit.history) + 4095) AND "
                 "seq >= (SELECT min(seq) FROM fencekit.history)"}
             .Int(static_cast<std::int64_t>(options_.history_limit)));
   }
