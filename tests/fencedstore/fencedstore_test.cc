@@ -22,6 +22,19 @@ using testing::TempDir;
 
 FencingToken T(std::int64_t v) { return FencingToken::FromInt(v).value(); }
 
+// Writes `batches` batches of `writes` puts (keys k0, k1, ...) under lock "lock", token 1, one
+// after the other: a commit each.
+void WriteBatches(FencedStore& store, int batches, int writes) {
+  for (int b = 0; b < batches; ++b) {
+    BatchRequest batch{.lock = "lock", .token = T(1)};
+    for (int w = 0; w < writes; ++w) {
+      batch.writes.push_back({.key = "k" + std::to_string(w), .value = std::to_string(b)});
+    }
+    auto r = store.WriteBatch(std::move(batch));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+}
+
 class FencedStoreTest : public testing::EngineFixture {
  protected:
   std::unique_ptr<FencedStore> Open(StoreOptions o = {}) {
@@ -253,21 +266,15 @@ TEST_P(FencedStoreEngineTest, HistoryRecordsDecisionsAndStaysBounded) {
 // After one single write, every batch of 16 ends the history at 1 past a multiple of 16; a trim
 // that looked for a multiple of 64 among a commit's batches (not its records) never came.
 TEST_P(FencedStoreEngineTest, HistoryStaysBoundedUnderBatchesOfManyWrites) {
-  constexpr std::size_t kLimit = 100, kBatches = 200, kWrites = 16;
+  constexpr std::size_t kLimit = 100;
+  constexpr int kBatches = 200, kWrites = 16;
   auto store = Open({.history_limit = kLimit});
   ASSERT_TRUE(store->Put("lock", T(1), "single", "v").ok());
-  for (std::size_t b = 0; b < kBatches; ++b) {
-    BatchRequest batch{.lock = "lock", .token = T(1)};
-    for (std::size_t w = 0; w < kWrites; ++w) {
-      batch.writes.push_back({.key = "k" + std::to_string(w), .value = std::to_string(b)});
-    }
-    auto r = store->WriteBatch(std::move(batch));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteBatches(*store, kBatches, kWrites));
   auto all = store->History(100000);
   ASSERT_TRUE(all.ok());
   // PostgreSQL trims every 64 commits: at most 64 batches' records over the limit.
-  EXPECT_LE(all->size(), kLimit + 64 * kWrites) << "of " << 1 + kBatches * kWrites << " records";
+  EXPECT_LE(all->size(), kLimit + 64u * kWrites) << "of " << 1 + kBatches * kWrites << " records";
   EXPECT_GE(all->size(), kLimit);
   EXPECT_EQ(all->back().key, "k15");
 }
@@ -276,16 +283,6 @@ TEST_P(FencedStoreEngineTest, HistoryStaysBoundedUnderBatchesOfManyWrites) {
 // rows per trim, over several trims: no single commit pays for deleting all of it. SQLite trims
 // after 64 records or more, PostgreSQL every 64 commits.
 TEST_P(FencedStoreEngineTest, AHistoryFarOverItsLimitShrinksOverSeveralTrims) {
-  auto write_batches = [](FencedStore& store, int batches, int writes) {
-    for (int b = 0; b < batches; ++b) {
-      BatchRequest batch{.lock = "lock", .token = T(1)};
-      for (int w = 0; w < writes; ++w) {
-        batch.writes.push_back({.key = "k" + std::to_string(w), .value = std::to_string(b)});
-      }
-      auto r = store.WriteBatch(std::move(batch));
-      ASSERT_TRUE(r.ok()) << r.status().ToString();
-    }
-  };
   auto history_size = [](FencedStore& store) {
     auto all = store.History(100000);
     EXPECT_TRUE(all.ok());
@@ -293,15 +290,15 @@ TEST_P(FencedStoreEngineTest, AHistoryFarOverItsLimitShrinksOverSeveralTrims) {
   };
   {
     auto store = Open({.history_limit = 1'000'000});
-    write_batches(*store, 10, 1000);
+    ASSERT_NO_FATAL_FAILURE(WriteBatches(*store, 10, 1000));
     EXPECT_EQ(history_size(*store), 10'000u);
   }
   // 64 commits of one record each, and 64 records: one trim on either engine, of the 4,096
   // oldest rows.
   auto store = Open({.history_limit = 100});
-  write_batches(*store, 64, 1);
+  ASSERT_NO_FATAL_FAILURE(WriteBatches(*store, 64, 1));
   EXPECT_EQ(history_size(*store), 10'064u - 4'096u);
-  write_batches(*store, 3 * 64, 1);  // three more trims bring it down to the limit
+  ASSERT_NO_FATAL_FAILURE(WriteBatches(*store, 3 * 64, 1));  // three more trims bring it down to the limit
   EXPECT_LE(history_size(*store), 100u + 64u);
 }
 
