@@ -298,7 +298,8 @@ TEST_P(FencedStoreEngineTest, AHistoryFarOverItsLimitShrinksOverSeveralTrims) {
   auto store = Open({.history_limit = 100});
   ASSERT_NO_FATAL_FAILURE(WriteBatches(*store, 64, 1));
   EXPECT_EQ(history_size(*store), 10'064u - 4'096u);
-  ASSERT_NO_FATAL_FAILURE(WriteBatches(*store, 3 * 64, 1));  // three more trims bring it down to the limit
+  // Three more trims bring it down to the limit.
+  ASSERT_NO_FATAL_FAILURE(WriteBatches(*store, 3 * 64, 1));
   EXPECT_LE(history_size(*store), 100u + 64u);
 }
 
