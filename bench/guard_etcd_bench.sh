@@ -190,10 +190,11 @@ med = lambda arm, i: statistics.median(x[i] for x in results[arm])
 ratios = lambda arm: [p[0] / g[0] for p, g in zip(results[base[arms[arm][0]]], results[arm])]
 for protocol, guarded in (("grpc", "grpc-guarded"), ("gateway", "guarded")):
     put = base[protocol]
+    ratio = med(put, 0) / med(guarded, 0)
     print("%-7s put %.0f/s (p50 %.0f us)  guarded %.0f/s (p50 %.0f us)  ratio (put/guarded) "
-          "%.2fx, same-round ratios %s" % (
-              protocol, med(put, 0), med(put, 1), med(guarded, 0), med(guarded, 1),
-              med(put, 0) / med(guarded, 0), " ".join("%.2f" % x for x in ratios(guarded))))
+          "%.2fx (target <= 1.2x: %s), same-round ratios %s" % (
+              protocol, med(put, 0), med(put, 1), med(guarded, 0), med(guarded, 1), ratio,
+              "met" if ratio <= 1.2 else "not met", " ".join("%.2f" % x for x in ratios(guarded))))
 if explain:
     for arm in arms:
         print("  %-16s %6.0f/s  time / its protocol's put: %.2f (median of the rounds' ratios)  "

@@ -187,5 +187,7 @@ for arm in "${arms[@]}"; do
     END { for (c in m) printf "%.6f\n", m[c] / u[c] }' "$work/blocks" | median)"
   awk -v arm="$arm" -v total="$total" -v n="$((cycles * block))" -v ratio="$ratio" \
     -v utotal="$(awk '$1 == "unguarded" { s += $3 } END { printf "%.6f", s }' "$work/blocks")" 'BEGIN {
-      printf "  %-10s %8.1f writes/s   time / unguarded: %.2f of the totals, %.2f median per cycle\n", arm, n / total, total / utotal, ratio }'
+      printf "  %-10s %8.1f writes/s   time / unguarded: %.2f of the totals, %.2f median per cycle%s\n", arm,
+             n / total, total / utotal, ratio,
+             (arm !~ /^(call|statement|with-begin|with-write)$/ ? "" : sprintf(" (target <= 1.2x: %s)", ratio <= 1.2 ? "met" : "not met")) }'
 done

@@ -62,7 +62,8 @@ echo "requests=$n clients=$clients rounds=$rounds redis=$(redis-server --version
 set_us="$(awk '$1=="set" {print $3}' "$work/results" | median)"
 fcall_us="$(awk '$1=="fcall" {print $3}' "$work/results" | median)"
 echo "per run (name requests/s server_us/call): $(tr '\n' ';' <"$work/results")"
-printf 'SET %.0f/s  FCALL fencekit_set %.0f/s  ratio (SET/FCALL) %.2fx\n' \
-  "$set_rps" "$fcall_rps" "$(awk -v a="$set_rps" -v b="$fcall_rps" 'BEGIN {print a / b}')"
+awk -v a="$set_rps" -v b="$fcall_rps" 'BEGIN {
+  printf "SET %.0f/s  FCALL fencekit_set %.0f/s  ratio (SET/FCALL) %.2fx (target <= 1.2x: %s)\n",
+         a, b, a / b, (a / b <= 1.2 ? "met" : "not met") }'
 printf 'server time per call: SET %.2f us  FCALL fencekit_set %.2f us  ratio %.2fx\n' \
   "$set_us" "$fcall_us" "$(awk -v a="$set_us" -v b="$fcall_us" 'BEGIN {print b / a}')"
