@@ -24,9 +24,8 @@ Event Step(std::int64_t t, const std::string& lane, const std::string& text, Kin
 }
 
 std::unique_ptr<PageServer> StartServer(PageServerOptions options = {}) {
-  auto server = PageServer::Start(options, StoryLog("gc-pause", true, 1s));
-  EXPECT_TRUE(server.ok()) << server.status().ToString();
-  return server.ok() ? std::move(server).value() : nullptr;
+  return testing::ValueOrThrow(PageServer::Start(options, StoryLog("gc-pause", true, 1s)),
+                               "starting the page server");
 }
 
 TEST(DemoPageServerTest, ServesThePageAndItsFeedAndRefusesTheRestWithoutEcho) {

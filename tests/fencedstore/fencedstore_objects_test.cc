@@ -30,9 +30,7 @@ class ObjectsFixture : public testing::EngineFixture {
  protected:
   std::unique_ptr<FencedStore> Open(StoreOptions o = {}) {
     o.path = Db();
-    auto s = FencedStore::Open(std::move(o));
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
-    return s.ok() ? std::move(s).value() : nullptr;
+    return testing::ValueOrThrow(FencedStore::Open(std::move(o)), "opening the store");
   }
 
   static WriteRequest Conditional(std::string lock, FencingToken token, std::string key,

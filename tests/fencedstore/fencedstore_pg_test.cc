@@ -25,9 +25,7 @@ using testing::QuerySql;
 FencingToken T(std::int64_t v) { return FencingToken::FromInt(v).value(); }
 
 std::unique_ptr<FencedStore> Open(StoreOptions o) {
-  auto s = FencedStore::Open(o);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return s.ok() ? std::move(s).value() : nullptr;
+  return testing::ValueOrThrow(FencedStore::Open(o), "opening the store");
 }
 
 // The backends of fencekit's connections (application_name "fencekit") to the database at

@@ -39,9 +39,7 @@ class FencedStoreTest : public testing::EngineFixture {
  protected:
   std::unique_ptr<FencedStore> Open(StoreOptions o = {}) {
     if (o.path.empty()) o.path = Db();
-    auto s = FencedStore::Open(o);
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
-    return s.ok() ? std::move(s).value() : nullptr;
+    return testing::ValueOrThrow(FencedStore::Open(o), "opening the store");
   }
 };
 

@@ -66,9 +66,7 @@ class VerifyTest : public testing::EngineFixture {
   std::unique_ptr<FencedStore> Open(StoreOptions o = {}) {
     o.path = Db();
     o.verify = Verifier();
-    auto s = FencedStore::Open(o);
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
-    return s.ok() ? std::move(s).value() : nullptr;
+    return testing::ValueOrThrow(FencedStore::Open(o), "opening the store");
   }
 
   Lease Acquire(const std::string& lock) {

@@ -51,9 +51,8 @@ class MultiFencedTest : public ::testing::Test {
   }
 
   std::unique_ptr<StoreClient> Client(int store) {
-    auto c = StoreClient::Open(fenced_[store].url(), {.timeout = 5s});
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
+    return testing::ValueOrThrow(StoreClient::Open(fenced_[store].url(), {.timeout = 5s}),
+                                 "opening the store client");
   }
 
   TempDir dir_;

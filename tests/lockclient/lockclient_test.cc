@@ -53,9 +53,7 @@ class LockBackendTest : public ::testing::TestWithParam<Backend> {
   }
 
   std::unique_ptr<LockClient> Open(LockOptions options = {}) {
-    auto c = LockClient::Open(uri_, options);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
+    return testing::ValueOrThrow(LockClient::Open(uri_, options), "opening the lock client");
   }
 
   // Removes the lock's key behind the holder's back.

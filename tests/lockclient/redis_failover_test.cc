@@ -28,9 +28,7 @@ using testing::TempDir;
 using testing::WaitFor;
 
 std::unique_ptr<procutil::DelayProxy> Proxy(std::uint16_t target) {
-  auto proxy = procutil::DelayProxy::Start(target);
-  EXPECT_TRUE(proxy.ok()) << proxy.status().ToString();
-  return proxy.ok() ? std::move(proxy).value() : nullptr;
+  return testing::ValueOrThrow(procutil::DelayProxy::Start(target), "starting the delay proxy");
 }
 
 // A lease granted and released at once; its token.

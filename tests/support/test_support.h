@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -15,6 +16,14 @@
 #include "fencekit/procutil/fenced_server.h"
 
 namespace fencekit::testing {
+
+// `r`'s value; on an error throws, which fails the test with "`doing`: <status>" (GoogleTest
+// reports an exception from a test body), where a helper returning null would crash it.
+template <typename T>
+T ValueOrThrow(Result<T> r, std::string_view doing) {
+  if (!r.ok()) throw std::runtime_error(std::string(doing) + ": " + r.status().ToString());
+  return std::move(r).value();
+}
 
 // A fresh folder under $TMPDIR, removed with its contents on destruction.
 class TempDir {
