@@ -13,7 +13,7 @@
 #                           write path publishes every decision (default 0: nobody listens)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-source "$root/bench/lib.sh"  # median, free_port, start_nginx, stop_pids, on_exit
+source "$root/bench/lib.sh"  # median, free_port, start_nginx, stop_pids, on_exit, children_cpu_us
 fenced="${FENCED:-$root/build/bench/tools/fenced}"
 secs="${1:-10}"
 rounds="${2:-3}"
@@ -64,7 +64,7 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 tick_us=$((1000000 / $(getconf CLK_TCK)))
 
 # run NAME CONNECTIONS URL [wrk args...]: appends "NAME req/s p99_ms failures writes/commit
-# cpu_us_per_request".
+# cpu_us_per_request wrk_cpu_us_per_request".
 run() {
   local name="$1" conns="$2" url="$3"; shift 3
   local threads=2 out="$work/wrk.out" before=(0 0) after=(0 0) cpu0=0 cpu1=0
@@ -73,9 +73,11 @@ run() {
     fenced*) read -r -a before < <(batch_counters); cpu0="$(cpu_ticks "$fenced_pid")" ;;
     nginx*) cpu0="$(cpu_ticks "$nginx_worker")" ;;
   esac
+  times >"$work/times.before"
   wrk -t"$threads" -c"$conns" -d"${secs}s" --latency "$@" "$url" >"$out" &
   pids+=($!)
   wait "${pids[-1]}"
+  times >"$work/times.after"
   unset 'pids[-1]'
   case "$name" in
     fenced*) read -r -a after < <(batch_counters); cpu1="$(cpu_ticks "$fenced_pid")" ;;
@@ -83,7 +85,8 @@ run() {
   esac
   cp "$out" "$work/$name.round$round.txt"
   awk -v name="$name" -v ws="$((after[0] - before[0]))" -v wc="$((after[1] - before[1]))" \
-      -v cpu_us="$(((cpu1 - cpu0) * tick_us))" -v secs="$secs" '
+      -v cpu_us="$(((cpu1 - cpu0) * tick_us))" -v secs="$secs" \
+      -v wrk_us="$(children_cpu_us "$work/times.before" "$work/times.after")" '
     function ms(v) {
       if (v ~ /us$/) { sub(/us$/, "", v); return v / 1000 }
       if (v ~ /ms$/) { sub(/ms$/, "", v); return v + 0 }
@@ -99,8 +102,9 @@ run() {
     /Socket errors:/ { gsub(/,/, ""); sock_bad = $4 + $6 + $8 + $10 }
     END {
       bad = sock_bad + (lua ? lua_bad : wrk_bad)
-      printf "%s %s %s %d %s %s\n", name, rps, p99, bad, (wc > 0 ? sprintf("%.1f", ws / wc) : "-"),
-             (cpu_us > 0 && requests > 0 ? sprintf("%.0f", cpu_us / requests) : "-")
+      printf "%s %s %s %d %s %s %s\n", name, rps, p99, bad, (wc > 0 ? sprintf("%.1f", ws / wc) : "-"),
+             (cpu_us > 0 && requests > 0 ? sprintf("%.1f", cpu_us / requests) : "-"),
+             (wrk_us > 0 && requests > 0 ? sprintf("%.1f", wrk_us / requests) : "-")
     }' "$out" >>"$work/results"
   tail -n1 "$work/results" >&2
 }
@@ -118,8 +122,8 @@ col() { awk -v n="$1" -v c="$2" '$1==n{print $c}' "$work/results"; }
 
 echo
 echo "HTTP: medians of $rounds rounds of ${secs}s each ($(nproc) CPUs, loopback)"
-printf "%-34s %10s %9s %9s %13s %13s\n" "run" "req/s" "p99 ms" "failures" "writes/commit" \
-  "cpu us/req"
+printf "%-34s %10s %9s %9s %13s %11s %11s\n" "run" "req/s" "p99 ms" "failures" "writes/commit" \
+  "cpu us/req" "wrk us/req"
 declare -A label=(
   [nginx_c64]="nginx return 200, -t2 -c64"
   [fenced_c1]="fenced PUT, -t1 -c1"
@@ -132,16 +136,25 @@ for name in nginx_c64 fenced_c1 fenced_c64 fenced_batch_c64; do
   bad="$(col "$name" 4 | awk '{s+=$1} END{print s+0}')"
   wpc="$(col "$name" 5 | awk '$1 != "-"' | median)"
   cpu="$(col "$name" 6 | awk '$1 != "-"' | median)"
+  wrk_cpu="$(col "$name" 7 | awk '$1 != "-"' | median)"
   [ "$name" = nginx_c64 ] && wpc="-"
-  printf "%-34s %10.0f %9.2f %9d %13s %13s\n" "${label[$name]}" "$rps" "$p99" "$bad" "$wpc" "$cpu"
-  declare "rps_$name=$rps" "p99_$name=$p99" "bad_$name=$bad" "cpu_$name=$cpu"
+  printf "%-34s %10.0f %9.2f %9d %13s %11s %11s\n" "${label[$name]}" "$rps" "$p99" "$bad" "$wpc" \
+    "${cpu:--}" "${wrk_cpu:--}"
+  declare "rps_$name=$rps" "p99_$name=$p99" "bad_$name=$bad" "cpu_$name=${cpu:--}" \
+    "wrk_$name=${wrk_cpu:--}"
 done
 echo
-awk -v fc="${cpu_fenced_c64/-/0}" -v nc="${cpu_nginx_c64/-/0}" -v f="$rps_fenced_c64" -v n="$rps_nginx_c64" -v p="$p99_fenced_c64" -v b="$rps_fenced_batch_c64" -v size="$batch" -v bad="$((bad_fenced_c1 + bad_fenced_c64 + bad_fenced_batch_c64))" 'BEGIN{
+awk -v fc="${cpu_fenced_c64/-/0}" -v nc="${cpu_nginx_c64/-/0}" -v fw="${wrk_fenced_c64/-/0}" -v nw="${wrk_nginx_c64/-/0}" -v cpus="$(nproc)" -v f="$rps_fenced_c64" -v n="$rps_nginx_c64" -v p="$p99_fenced_c64" -v b="$rps_fenced_batch_c64" -v size="$batch" -v bad="$((bad_fenced_c1 + bad_fenced_c64 + bad_fenced_batch_c64))" 'BEGIN{
   printf "fenced c64 writes/s: %.0f (target >= 30000: %s)\n", f, (f >= 30000 ? "met" : sprintf("MISSED, %.0f%% of it", 100 * f / 30000))
   printf "fenced c64 p99:      %.2f ms (target <= 10 ms: %s)\n", p, (p <= 10 ? "met" : "MISSED")
   printf "fenced/nginx c64:    %.3f (target >= 0.5: %s)\n", (n > 0 ? f / n : 0), (n > 0 && f / n >= 0.5 ? "met" : "not met")
   if (fc > 0 && nc > 0) printf "CPU per request c64:  fenced %.1f us, nginx %.1f us: %.1fx (no target; the rates above share the CPUs with wrk)\n", fc, nc, fc / nc
+  # The rates share the cores with wrk: fenced/nginx = (nginx + wrk) / (fenced + wrk) CPU per
+  # request, times the share of the cores each run keeps busy (fenced waits on fsyncs too).
+  if (fc > 0 && nc > 0 && fw > 0 && nw > 0) {
+    printf "  counting wrk:       fenced + wrk %.1f us, nginx + wrk %.1f us: %.3f; the cores busy %.0f%% against %.0f%%\n", fc + fw, nc + nw, (nc + nw) / (fc + fw), 100 * f * (fc + fw) / 1e6 / cpus, 100 * n * (nc + nw) / 1e6 / cpus
+    printf "  0.5 at equal use of the cores needs fenced at %.1f us per request\n", 2 * (nc + nw) - fw
+  }
   printf "batch c64 writes/s:  %.0f, %.1fx single PUTs (target >= 3x: %s)\n", b * size, (f > 0 ? b * size / f : 0), (b * size >= 3 * f ? "met" : "MISSED")
   if (bad > 0) printf "WARNING: %d fenced requests failed (non-2xx or socket errors)\n", bad
 }'

@@ -132,6 +132,15 @@ wrk_figures() {
     END { printf "%s %s %d %d\n", rps + 0, p99 + 0, bad, n + 0 }' "$1"
 }
 
+# children_cpu_us BEFORE AFTER: the CPU time (user + system, in us) of the children this shell
+# reaped between two `times >FILE`, each run in the shell itself (a subshell's count starts at 0).
+# Taken around the wait for wrk, it is the load generator's own, which shares the cores with the
+# server it measures.
+children_cpu_us() {
+  awk 'FNR == 2 { for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t[FILENAME] += a[1] * 60 + a[2] } }
+       END { printf "%.0f\n", (t[ARGV[2]] - t[ARGV[1]]) * 1e6 }' "$1" "$2"
+}
+
 # --- A PostgreSQL server of the benchmark's own (pg_bench.sh, scale_bench.sh). These use the
 # caller's $work, $pgdata and $pg_bin, and set $pg_port and $pg_pid.
 
