@@ -1,26 +1,40 @@
 #include "fencekit/procutil/proc_stat.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace fencekit::procutil {
 
 namespace {
 
-// A stat file of /proc: a process's, or one of its threads'.
+// A stat file of /proc: a process's, or one of its threads'. Read with read(2): a process that
+// ends between the open and the read fails the read with ESRCH, on which libstdc++'s filebuf
+// throws; here it reads as gone, as one that ended before the open.
 ProcStat ReadStatFile(const std::string& path) {
-  std::ifstream in(path);
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ProcStat out;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  // The whole line: 52 fields of at most 20 digits, and a name of at most 64 bytes.
+  char buf[4096];
+  ssize_t n;
+  do {
+    n = ::read(fd, buf, sizeof buf);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n <= 0) return out;
+  const std::string_view stat(buf, static_cast<std::size_t>(n));
   // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last
   // ')'.
-  ProcStat out;
   auto close = stat.rfind(')');
-  if (close == std::string::npos) return out;
-  std::istringstream rest(stat.substr(close + 1));
+  if (close == std::string_view::npos) return out;
+  std::istringstream rest{std::string(stat.substr(close + 1))};
   char state = '?';
   pid_t parent = 0;
   if (rest >> state >> parent) out = {state, parent};

@@ -1,7 +1,7 @@
 // procutil: child processes and servers started for real on loopback.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,8 +22,8 @@
 #include "fencekit/procutil/delay_proxy.h"
 #include "fencekit/procutil/etcd_cluster.h"
 #include "fencekit/procutil/fenced_server.h"
-#include "fencekit/procutil/proc_stat.h"
 #include "fencekit/procutil/mariadb_server.h"
+#include "fencekit/procutil/proc_stat.h"
 #include "fencekit/procutil/redis_failover.h"
 #include "fencekit/procutil/redis_server.h"
 #include "support/test_support.h"
@@ -57,6 +59,43 @@ TEST(ProcStatTest, WaitUntilStoppedReturnsOnceEveryThreadOfAStoppedProcessIsStop
   ASSERT_EQ(waitpid(child, &status, 0), child);
   // Gone: nothing left to wait for.
   EXPECT_TRUE(WaitUntilStopped(child, std::chrono::milliseconds(20)));
+}
+
+TEST(ProcStatTest, AProcessThatEndsWhileItsStatIsReadReadsAsGone) {
+  // Children that end and are reaped as fast as they come, each read while it ends: some end
+  // between the open of their /proc/<pid>/stat and its read, which then fails with ESRCH. That
+  // reads as gone ('?'), as if the child had ended before the open.
+  std::atomic<bool> done{false};
+  std::atomic<pid_t> latest{0};
+  std::thread spawner([&] {
+    while (!done.load()) {
+      const pid_t child = fork();
+      if (child == 0) _exit(0);
+      if (child < 0) continue;
+      latest.store(child);
+      int status = 0;
+      waitpid(child, &status, 0);
+    }
+  });
+  int live = 0, gone = 0;
+  // Until each outcome came up 300 times (under a second here), at most 10 s.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  try {
+    while ((live < 300 || gone < 300) && std::chrono::steady_clock::now() < until) {
+      const pid_t child = latest.load();
+      if (child == 0) continue;
+      (ReadProcStat(child).state == '?' ? gone : live) += 1;
+      // The listing reads every process's stat the same way.
+      for (pid_t listed : ChildrenOf(getpid())) EXPECT_GT(listed, 0);
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "reading /proc threw: " << e.what();
+  }
+  done = true;
+  spawner.join();
+  // Both outcomes came up: the reads met children alive (or ending) and children gone.
+  EXPECT_GE(live, 300);
+  EXPECT_GE(gone, 300);
 }
 
 TEST(ChildProcessTest, ProgramThatCannotRunIsReportedByStart) {
