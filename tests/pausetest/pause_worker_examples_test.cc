@@ -64,14 +64,19 @@ Summary RunWorker(const TempDir& dir, const std::string& worker, std::vector<std
 }
 
 // The runs of each arm. The control arms need more runs to catch the lost update reliably: a
-// pause must land on a holder between its read and its write, and outlive its lease. Measured
-// on the 2-core machine (2026-11-26): the curl control arm fails 7 runs of 12 (6 runs miss one
-// time in 200); the Python one, with 0.2 s of work between read and write, 7 of 8 (without it,
-// 2 of 12: an increment is mostly psql starting, outside the read-modify-write).
+// pause must land on a holder between its read and its write, and outlive its lease. The seed
+// fixes each run's pause schedule, so the same runs tend to miss. Measured on the 2-core machine
+// (2026-12-03, the ASan debug build, a fresh fenced per command): with no work between the
+// curl worker's read and its write, its control arm failed 11 runs of 24 (all 6 of a command
+// miss about one time in 40, which failed CI once); with 0.1 s of work (kCurlWork), 19 of 24.
+// The Python one, with 0.2 s of work between read and write, 7 of 8 (without it, 2 of 12: an
+// increment is mostly psql starting, outside the read-modify-write).
 const std::vector<std::string> kCurlRuns = {"--runs", "3", "--seed", "31", "--run-length",
                                             "1500ms"};
 const std::vector<std::string> kCurlControlRuns = {"--runs", "6", "--seed", "31", "--run-length",
                                                    "1500ms"};
+// Both curl arms run the same worker: only fenced's fencing differs.
+const std::string kCurlWork = "WORK_SECONDS=0.1";
 // A Python worker's increment is two psql processes (a few hundred ms each on a busy machine):
 // a longer ttl makes the pauses (0.5-3x the ttl) long enough for another holder to read
 // meanwhile, and 0.3 s of work between read and write (WORK_SECONDS) puts more pauses inside
@@ -92,8 +97,8 @@ TEST(PauseWorkerExamplesTest, CurlWorkerWithFencingFailsNoRun) {
   TempDir dir;
   FencedProcess fenced(dir.File("store.db"));
   Summary s = RunWorker(dir, Example("counter-curl.sh"), kCurlRuns,
-                        {"FENCED_URL=" + fenced.url()});
-  EXPECT_EQ(s.exit_code, 0);
+                        {"FENCED_URL=" + fenced.url(), kCurlWork});
+  EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(s.runs, 3);
   EXPECT_EQ(s.failed_runs, 0);
   EXPECT_GT(s.expired, 0);  // the pauses really outlived leases
@@ -124,8 +129,8 @@ TEST(PauseWorkerExamplesTest, CurlWorkerAgainstNoFencingStoreIsCaught) {
   TempDir dir;
   FencedProcess fenced(dir.File("store.db"), {"--no-fencing"});
   Summary s = RunWorker(dir, Example("counter-curl.sh"), kCurlControlRuns,
-                        {"FENCED_URL=" + fenced.url()});
-  EXPECT_EQ(s.exit_code, 4);
+                        {"FENCED_URL=" + fenced.url(), kCurlWork});
+  EXPECT_EQ(s.exit_code, 4) << s.err;
   EXPECT_EQ(s.runs, 6);
   EXPECT_GT(s.failed_runs, 0);
 }
