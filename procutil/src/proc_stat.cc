@@ -32,9 +32,9 @@ ProcStat ReadStatFile(const std::string& path) {
   const std::string_view stat(buf, static_cast<std::size_t>(n));
   // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last
   // ')'.
-  auto close = stat.rfind(')');
-  if (close == std::string_view::npos) return out;
-  std::istringstream rest{std::string(stat.substr(close + 1))};
+  auto last_paren = stat.rfind(')');
+  if (last_paren == std::string_view::npos) return out;
+  std::istringstream rest{std::string(stat.substr(last_paren + 1))};
   char state = '?';
   pid_t parent = 0;
   if (rest >> state >> parent) out = {state, parent};
