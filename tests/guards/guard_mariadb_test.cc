@@ -480,10 +480,10 @@ const std::vector<std::string> kMariadbControlRuns = {"--runs", "6",     "--seed
 
 TEST_F(MariadbWorkerFullSoak, WithTheGuardFailsNoRun) {
   Summary s = Run(kMariadbRuns, true);
-  EXPECT_EQ(s.exit_code, 0);
+  EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(s.runs, 3);
   EXPECT_EQ(s.failed_runs, 0);
-  EXPECT_GT(s.expired, 0);  // the pauses really outlived leases
+  EXPECT_GT(s.expired, 0) << s.err;  // the pauses really outlived leases
   // The workers did write. Not every run's row: under ctest -j2 beside the control arm, one
   // 3 s run in three committed no write (each refused or cut by the run's end; seen once).
   EXPECT_GE(std::atoi(rows_written_.c_str()), 1) << rows_written_;
@@ -491,7 +491,7 @@ TEST_F(MariadbWorkerFullSoak, WithTheGuardFailsNoRun) {
 
 TEST_F(MariadbWorkerFullSoak, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kMariadbControlRuns, false);
-  EXPECT_EQ(s.exit_code, 4);
+  EXPECT_EQ(s.exit_code, 4) << s.err;
   EXPECT_EQ(s.runs, 6);
   EXPECT_GT(s.failed_runs, 0);
 }

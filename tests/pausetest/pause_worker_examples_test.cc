@@ -101,7 +101,7 @@ TEST(PauseWorkerExamplesTest, CurlWorkerWithFencingFailsNoRun) {
   EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(s.runs, 3);
   EXPECT_EQ(s.failed_runs, 0);
-  EXPECT_GT(s.expired, 0);  // the pauses really outlived leases
+  EXPECT_GT(s.expired, 0) << s.err;  // the pauses really outlived leases
 }
 
 // A second command against the same fenced with a lock service of its own (the first one's
@@ -156,10 +156,10 @@ class PostgresWorkerFullSoak : public ::testing::Test {
 
 TEST_F(PostgresWorkerFullSoak, WithTheGuardFailsNoRun) {
   Summary s = Run(kPostgresRuns, true);
-  EXPECT_EQ(s.exit_code, 0);
+  EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(s.runs, 3);
   EXPECT_EQ(s.failed_runs, 0);
-  EXPECT_GT(s.expired, 0);
+  EXPECT_GT(s.expired, 0) << s.err;
   // The workers did write (on a loaded machine a run may see every increment refused or cut
   // short by the pauses, so not necessarily in every run).
   auto rows = testing::QuerySql(database_, "SELECT count(*) FROM pause_counter WHERE value > 0");
@@ -170,7 +170,7 @@ TEST_F(PostgresWorkerFullSoak, WithTheGuardFailsNoRun) {
 
 TEST_F(PostgresWorkerFullSoak, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kPostgresControlRuns, false);
-  EXPECT_EQ(s.exit_code, 4);
+  EXPECT_EQ(s.exit_code, 4) << s.err;
   EXPECT_EQ(s.runs, 6);
   EXPECT_GT(s.failed_runs, 0);
 }
@@ -207,10 +207,10 @@ const std::vector<std::string> kEtcdControlRuns = {"--runs", "8",  "--seed",    
 
 TEST_F(RedisWorkerFullSoak, WithTheGuardFailsNoRun) {
   Summary s = Run(kRedisRuns, true);
-  EXPECT_EQ(s.exit_code, 0);
+  EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(s.runs, 3);
   EXPECT_EQ(s.failed_runs, 0);
-  EXPECT_GT(s.expired, 0);
+  EXPECT_GT(s.expired, 0) << s.err;
   // The workers did write: every run's counter is there.
   for (int run = 0; run < 3; ++run) {
     std::string value =
@@ -221,7 +221,7 @@ TEST_F(RedisWorkerFullSoak, WithTheGuardFailsNoRun) {
 
 TEST_F(RedisWorkerFullSoak, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kRedisControlRuns, false);
-  EXPECT_EQ(s.exit_code, 4);
+  EXPECT_EQ(s.exit_code, 4) << s.err;
   EXPECT_EQ(s.runs, 6);
   EXPECT_GT(s.failed_runs, 0);
 }
@@ -257,10 +257,10 @@ class EtcdWorkerFullSoak : public ::testing::Test {
 
 TEST_F(EtcdWorkerFullSoak, WithTheGuardFailsNoRun) {
   Summary s = Run(kEtcdRuns, true);
-  EXPECT_EQ(s.exit_code, 0);
+  EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(s.runs, 3);
   EXPECT_EQ(s.failed_runs, 0);
-  EXPECT_GT(s.expired, 0);
+  EXPECT_GT(s.expired, 0) << s.err;
   // The workers did write: every run's counter is there, and the fence holds a 20-digit token.
   for (int run = 0; run < 3; ++run) {
     EXPECT_TRUE(testing::FullMatch(Value("pause-test/pause-counter/run-" + std::to_string(run)),
@@ -272,7 +272,7 @@ TEST_F(EtcdWorkerFullSoak, WithTheGuardFailsNoRun) {
 
 TEST_F(EtcdWorkerFullSoak, WithoutTheTokenCheckIsCaught) {
   Summary s = Run(kEtcdControlRuns, false);
-  EXPECT_EQ(s.exit_code, 4);
+  EXPECT_EQ(s.exit_code, 4) << s.err;
   EXPECT_EQ(s.runs, 8);
   EXPECT_GT(s.failed_runs, 0);
 }

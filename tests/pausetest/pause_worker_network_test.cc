@@ -377,7 +377,7 @@ TEST_F(PgThroughProxyFullSoak, WithTheGuardFailsNoRun) {
   Summary s = Run(3, true);
   EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(s.failed_runs, 0) << s.err;
-  EXPECT_GT(s.expired, 0);
+  EXPECT_GT(s.expired, 0) << s.err;
 }
 
 TEST_F(PgThroughProxyFullSoak, WithoutTheTokenCheckIsCaught) {
