@@ -217,6 +217,67 @@ TEST_F(FencedStoreTest, CloseCommitsAWriteWaitingInALingerAtOnce) {
   EXPECT_TRUE(closed.ok()) << closed.ToString();
 }
 
+// Submits `batch` and then `put` while the writer lingers after a transaction of two writes, so
+// that both land in one commit (max_batch 3: the batch's two writes and the put fill it).
+struct OneCommit {
+  std::future<Result<std::vector<WriteReceipt>>> batch;
+  std::future<Result<WriteReceipt>> put;
+};
+OneCommit SubmitInOneCommit(FencedStore& store, BatchRequest batch, WriteRequest put) {
+  EXPECT_TRUE(
+      store.WriteBatch({"lock", T(1), "", "", {{false, "b", "1"}, {false, "c", "1"}}}).ok());
+  auto b = std::make_shared<std::promise<Result<std::vector<WriteReceipt>>>>();
+  auto p = std::make_shared<std::promise<Result<WriteReceipt>>>();
+  store.SubmitBatch(std::move(batch),
+                    [b](Result<std::vector<WriteReceipt>> r) { b->set_value(std::move(r)); });
+  store.Submit(std::move(put), [p](Result<WriteReceipt> r) { p->set_value(std::move(r)); });
+  return {b->get_future(), p->get_future()};
+}
+
+// A commit skips the fence's statement for a write at a token it already let through; a batch
+// refused after it moved the fence is undone, and the next write at its token moves the fence
+// itself.
+TEST_F(FencedStoreTest, AWriteAtTheTokenOfARefusedBatchInTheSameCommitMovesTheFence) {
+  auto store = Open({.max_batch = 3, .batch_linger = std::chrono::minutes(10)});
+  ASSERT_NE(store, nullptr);
+  // The batch moves the fence from 1 to 5 with "x", then fails its precondition on "y".
+  auto commit =
+      SubmitInOneCommit(*store, {"lock", T(5), "", "", {{false, "x", "1"}, {false, "y", "1", 42}}},
+                        {WriteRequest::Kind::kPut, "lock", T(5), "z", "1"});
+  auto batch = commit.batch.get();
+  ASSERT_FALSE(batch.ok());
+  EXPECT_EQ(batch.status().code(), StatusCode::kPreconditionFailed) << batch.status().ToString();
+  auto put = commit.put.get();
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(store->Stats().commits, 2u);  // the first batch's, then one for both
+  auto fence = store->Fence("lock");
+  ASSERT_TRUE(fence.ok() && fence->has_value());
+  EXPECT_EQ((*fence)->highest, T(5));
+  EXPECT_FALSE(store->Get("x").ok());
+  // Without the linger (a lone write would wait out its ten minutes), the fence holds.
+  ASSERT_TRUE(store->Close().ok());
+  store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->Put("lock", T(4), "z", "2").status().IsStaleToken());
+}
+
+// In one commit, a write at the token another write let through, with a service other than the
+// one the fence is now bound to, is refused.
+TEST_F(FencedStoreTest, AWriteOfAnotherServiceAtTheSameTokenInTheSameCommitIsRefused) {
+  auto store = Open({.max_batch = 3, .batch_linger = std::chrono::minutes(10)});
+  ASSERT_NE(store, nullptr);
+  auto commit = SubmitInOneCommit(
+      *store, {"lock", T(5), "redis:aaaa", "", {{false, "x", "1"}, {false, "y", "1"}}},
+      {WriteRequest::Kind::kPut, "lock", T(5), "z", "1", "etcd:bbbb"});
+  ASSERT_TRUE(commit.batch.get().ok());
+  auto put = commit.put.get();
+  EXPECT_TRUE(put.status().IsWrongService()) << put.status().ToString();
+  EXPECT_EQ(store->Stats().commits, 2u);
+  auto fence = store->Fence("lock");
+  ASSERT_TRUE(fence.ok() && fence->has_value());
+  EXPECT_EQ((*fence)->service, "redis:aaaa");
+}
+
 TEST_F(FencedStoreTest, RefusesNonFencekitDatabase) {
   std::string path = dir_.File("other.db");
   sqlite3* db = nullptr;
