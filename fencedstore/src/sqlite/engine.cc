@@ -140,7 +140,7 @@ Status SqliteEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now_m
                                  Verifier* verifier) {
   if (auto s = RecoverIfSuspect(); !s.ok()) return s;
   Status failure = Status::Ok();
-  passed_.clear();
+  passed_.Clear();
   auto txn = sqlite::Transaction::Begin(txn_);
   if (!txn.ok()) failure = txn.status();
   if (failure.ok()) {
@@ -234,7 +234,7 @@ Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
   }
   if (atomic) {
     if (p.outcome != Outcome::kAccepted) {
-      passed_.clear();  // the fences it moved are back where they were
+      passed_.Clear();  // the fences it moved are back where they were
       if (auto s = Run(rollback_to_, "undoing a refused batch"); !s.ok()) return s;
     }
     if (auto s = Run(release_, "closing a savepoint"); !s.ok()) return s;
@@ -287,67 +287,19 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
     return Refuse(p, WrongLockStatus(p, key_lock, prefix_lock != nullptr));
   }
 
-  // 2. The fence: advance it iff the token is new enough, of the fence's service, and (under
-  // verify) confirmed when it moves the fence up; or create it. A write at a token this
-  // transaction already let through needs no statement: most of a group commit's writes come
-  // from few holders, each at its one token.
+  // 2. The fence (PassFence), unless this transaction already let the lock through at this token.
   p.highest = w.token.value();
-  if (!FencePassed(w, service)) {
-    advance_fence_.BindBlob(1, w.lock);
-    advance_fence_.BindInt(2, w.token.value());
-    BindTextOrNull(advance_fence_, 3, service);
-    if (options_.verify && !options_.unguarded) advance_fence_.BindInt(4, verified ? 1 : 0);
-    rc = advance_fence_.Step();
-    advance_fence_.Reset();
-    if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "checking the fence");
-    bool accepted = sqlite3_changes(db) == 1;
-    if (!accepted || options_.unguarded) {
-      bool exists = false;
-      std::string fence_service;
-      if (auto s = ReadFence(w.lock, &exists, &p.highest, &fence_service); !s.ok()) return s;
-      if (!accepted && exists) {
-        if (!service.empty() && !fence_service.empty() && fence_service != service) {
-          return Refuse(p, FenceServiceStatus(p, fence_service, service));
-        }
-        if (w.token.value() < p.highest || (options_.strict && w.token.value() == p.highest) ||
-            options_.unguarded) {
-          return Refuse(p, StaleTokenStatus(p, p.highest, options_.strict));
-        }
-      }
-      if (!accepted && (exists || (verifier != nullptr && !verified && !options_.unguarded))) {
-        // The token would move the fence up (or create it) and the lock service has not confirmed
-        // it yet.
-        p.highest = exists ? p.highest : 0;
-        if (verifier == nullptr) {  // unreachable: without verify the fence takes such a token
-          p.outcome = Outcome::kFailed;
-          p.result = Status::Internal("the fence refused a token above it; nothing was written");
-          return Status::Ok();
-        }
-        if (p.verdict == nullptr) {
-          p.verdict = verifier->Answer(w.lock, w.token);
-          if (p.verdict != nullptr) return Decide(p, i, verifier, receipt);
-          p.outcome = Outcome::kDeferred;  // not recorded: it comes back with the answer
-          return Status::Ok();
-        }
-        if (!p.verdict->ok()) {  // fail closed: nothing changed, nothing recorded
-          p.outcome = Outcome::kFailed;
-          p.result = p.verdict->status();
-          return Status::Ok();
-        }
-        return Refuse(p, UnverifiedStatus(p));
-      }
-      if (!accepted) {  // the lock's first write
-        insert_fence_.BindBlob(1, w.lock);
-        insert_fence_.BindInt(2, w.token.value());
-        BindTextOrNull(insert_fence_, 3, service);
-        insert_fence_.BindInt(4, verified ? 1 : 0);
-        rc = insert_fence_.Step();
-        insert_fence_.Reset();
-        if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "creating the fence");
-        p.highest = w.token.value();
-      }
+  if (!passed_.Passed(w.lock, w.token.value(), service)) {
+    bool through = false;
+    if (auto s = PassFence(p, i, verifier, service, verified, receipt, &through);
+        !s.ok() || !through) {
+      return s;
     }
-    RememberFencePassed(w, service);
+    // Strict fences refuse a second write at a token, unguarded ones take any, and under verify
+    // the statement's answer depends on the fence's confirmation: there it runs every time.
+    if (!options_.strict && !options_.unguarded && !options_.verify) {
+      passed_.Remember(w.lock, w.token.value(), service);
+    }
   }
 
   // 3. The precondition, once the fence let the write through (the savepoint undoes the fence's
@@ -381,28 +333,70 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
   return Status::Ok();
 }
 
-bool SqliteEngine::FencePassed(const WriteRequest& w, std::string_view service) const {
-  for (const auto& f : passed_) {
-    if (f.lock == w.lock) {
-      return f.token == w.token.value() && (service.empty() || service == f.service);
+// Advances the fence iff the token is new enough, of the fence's service, and (under verify)
+// confirmed when it moves the fence up; or creates it. Decides the write again from the top
+// when the verifier has its answer already.
+Status SqliteEngine::PassFence(Pending& p, std::size_t i, Verifier* verifier,
+                               std::string_view service, bool verified, WriteReceipt* receipt,
+                               bool* through) {
+  sqlite3* db = db_.get();
+  const WriteRequest& w = p.writes[i];
+  advance_fence_.BindBlob(1, w.lock);
+  advance_fence_.BindInt(2, w.token.value());
+  BindTextOrNull(advance_fence_, 3, service);
+  if (options_.verify && !options_.unguarded) advance_fence_.BindInt(4, verified ? 1 : 0);
+  int rc = advance_fence_.Step();
+  advance_fence_.Reset();
+  if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "checking the fence");
+  const bool accepted = sqlite3_changes(db) == 1;
+  if (!accepted || options_.unguarded) {
+    bool exists = false;
+    std::string fence_service;
+    if (auto s = ReadFence(w.lock, &exists, &p.highest, &fence_service); !s.ok()) return s;
+    if (!accepted && exists) {
+      if (!service.empty() && !fence_service.empty() && fence_service != service) {
+        return Refuse(p, FenceServiceStatus(p, fence_service, service));
+      }
+      if (w.token.value() < p.highest || (options_.strict && w.token.value() == p.highest) ||
+          options_.unguarded) {
+        return Refuse(p, StaleTokenStatus(p, p.highest, options_.strict));
+      }
+    }
+    if (!accepted && (exists || (verifier != nullptr && !verified && !options_.unguarded))) {
+      // The token would move the fence up (or create it) and the lock service has not confirmed
+      // it yet.
+      p.highest = exists ? p.highest : 0;
+      if (verifier == nullptr) {  // unreachable: without verify the fence takes such a token
+        p.outcome = Outcome::kFailed;
+        p.result = Status::Internal("the fence refused a token above it; nothing was written");
+        return Status::Ok();
+      }
+      if (p.verdict == nullptr) {
+        p.verdict = verifier->Answer(w.lock, w.token);
+        if (p.verdict != nullptr) return Decide(p, i, verifier, receipt);  // from the top
+        p.outcome = Outcome::kDeferred;  // not recorded: it comes back with the answer
+        return Status::Ok();
+      }
+      if (!p.verdict->ok()) {  // fail closed: nothing changed, nothing recorded
+        p.outcome = Outcome::kFailed;
+        p.result = p.verdict->status();
+        return Status::Ok();
+      }
+      return Refuse(p, UnverifiedStatus(p));
+    }
+    if (!accepted) {  // the lock's first write
+      insert_fence_.BindBlob(1, w.lock);
+      insert_fence_.BindInt(2, w.token.value());
+      BindTextOrNull(insert_fence_, 3, service);
+      insert_fence_.BindInt(4, verified ? 1 : 0);
+      rc = insert_fence_.Step();
+      insert_fence_.Reset();
+      if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "creating the fence");
+      p.highest = w.token.value();
     }
   }
-  return false;
-}
-
-void SqliteEngine::RememberFencePassed(const WriteRequest& w, std::string_view service) {
-  // Strict fences refuse a second write at a token, unguarded ones take any, and under verify
-  // whether the statement accepts depends on the fence's confirmation: those run it each time.
-  if (options_.strict || options_.unguarded || options_.verify) return;
-  for (auto& f : passed_) {
-    if (f.lock == w.lock) {
-      f.token = w.token.value();
-      if (!service.empty()) f.service = service;
-      return;
-    }
-  }
-  if (passed_.size() < 16)
-    passed_.push_back(PassedFence{w.lock, w.token.value(), std::string(service)});
+  *through = true;
+  return Status::Ok();
 }
 
 Status SqliteEngine::Refuse(Pending& p, Status refusal) {

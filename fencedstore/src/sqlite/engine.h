@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "store_engine.h"
+#include "sqlite/passed_fences.h"
 #include "sqlite/sqlite_util.h"
 #include "sqlite/transaction.h"
+#include "store_engine.h"
 
 namespace fencekit::fencedstore {
 
@@ -57,11 +58,10 @@ class SqliteEngine final : public Engine {
                 std::int64_t now_ms, std::int64_t& last_seq);
   // Steps `stmt`, which returns no row.
   Status Run(sqlite::Stmt& stmt, std::string_view doing);
-  // Whether this transaction already let a write of `lock` at `token` through the fence with
-  // `service` (or the write has none): the fence's statement would then accept it and change
-  // nothing. Only where that holds: not strict, not unguarded, not under verify.
-  bool FencePassed(const WriteRequest& w, std::string_view service) const;
-  void RememberFencePassed(const WriteRequest& w, std::string_view service);
+  // Decide's step 2: whether the fence lets write `i` of `p` through (`*through`), moving or
+  // creating it; else the refusal or deferral is left in `p`.
+  Status PassFence(Pending& p, std::size_t i, Verifier* verifier, std::string_view service,
+                   bool verified, WriteReceipt* receipt, bool* through);
 
   const StoreOptions& options_;
   std::string suspect_;  // why the last commit failed; empty when it did not
@@ -77,15 +77,10 @@ class SqliteEngine final : public Engine {
   // History records made since the last trim (also in transactions rolled back since: the trim
   // then comes a little early).
   std::int64_t untrimmed_ = 0;
-  // The fences this transaction moved to (or found at) a write's token, for FencePassed:
-  // emptied when a transaction begins and when a savepoint is rolled back. A few entries (a
-  // batch's writes come from few holders); past the bound a write runs the statement.
-  struct PassedFence {
-    std::string lock;
-    std::int64_t token;
-    std::string service;
-  };
-  std::vector<PassedFence> passed_;
+  // The fences this transaction let writes through, so that later writes at the same tokens
+  // skip the fence's statement: cleared when a transaction begins and when a savepoint is
+  // rolled back.
+  PassedFences passed_;
 };
 
 }  // namespace fencekit::fencedstore
