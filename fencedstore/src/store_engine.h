@@ -25,9 +25,12 @@ enum class Outcome { kAccepted, kRefused, kFailed, kDeferred };
 // decided together: all accepted or none (`culprit` names the write that refused them).
 struct Pending {
   std::vector<WriteRequest> writes;  // at least one
+  // The caller's answer: `done` for a client batch, `done_one` for a single write (Submit),
+  // called by Answer. One of them is set.
   FencedStore::BatchCallback done;
-  // Per write: lock_for's lock for its key (the longest matching prefix), or null. Set by
-  // Submit.
+  FencedStore::WriteCallback done_one;
+  // Per write: lock_for's lock for its key (the longest matching prefix), or null; empty
+  // without lock_for. Set by Submit; read through prefix_lock.
   std::vector<const std::string*> prefix_locks;
   // The lock service's answer on (lock, token), once asked; `resumed` when it came back from
   // a flight of the verifier (which is told once the write is processed).
@@ -43,6 +46,16 @@ struct Pending {
 
   // The grant every write names.
   const WriteRequest& grant() const { return writes.front(); }
+  // lock_for's lock for write `i`'s key, or null.
+  const std::string* prefix_lock(std::size_t i) const {
+    return prefix_locks.empty() ? nullptr : prefix_locks[i];
+  }
+  // Hands `r` to the caller (a single write gets its one receipt).
+  void Answer(Result<std::vector<WriteReceipt>> r) {
+    if (!done_one) return done(std::move(r));
+    if (!r.ok()) return done_one(r.status());
+    done_one(std::move(r->front()));
+  }
   // Decided on its own (one write, no precondition) or in a savepoint of its own.
   bool atomic() const { return writes.size() > 1 || writes.front().if_version.has_value(); }
 };

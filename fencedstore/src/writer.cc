@@ -25,10 +25,7 @@ void Writer::Start(std::unique_ptr<Engine> engine) {
 void Writer::Submit(WriteRequest request, FencedStore::WriteCallback done) {
   Pending p;
   p.writes.push_back(std::move(request));
-  p.done = [done = std::move(done)](Result<std::vector<WriteReceipt>> r) {
-    if (!r.ok()) return done(r.status());
-    done(std::move(r->front()));
-  };
+  p.done_one = std::move(done);
   Enqueue(std::move(p));
 }
 
@@ -81,15 +78,17 @@ void Writer::Enqueue(Pending p) {
                                     "; versions are >= 1 (0 asks for an absent key)");
     }
   }
-  if (!bad.ok()) return p.done(bad);
-  p.prefix_locks.assign(p.writes.size(), nullptr);
-  for (std::size_t i = 0; i < p.writes.size(); ++i) {
-    std::size_t longest = 0;
-    for (const auto& [prefix, lock] : options_.lock_for) {
-      if (p.writes[i].key.starts_with(prefix) &&
-          (p.prefix_locks[i] == nullptr || prefix.size() > longest)) {
-        p.prefix_locks[i] = &lock;
-        longest = prefix.size();
+  if (!bad.ok()) return p.Answer(bad);
+  if (!options_.lock_for.empty()) {  // without it, no vector per write
+    p.prefix_locks.assign(p.writes.size(), nullptr);
+    for (std::size_t i = 0; i < p.writes.size(); ++i) {
+      std::size_t longest = 0;
+      for (const auto& [prefix, lock] : options_.lock_for) {
+        if (p.writes[i].key.starts_with(prefix) &&
+            (p.prefix_locks[i] == nullptr || prefix.size() > longest)) {
+          p.prefix_locks[i] = &lock;
+          longest = prefix.size();
+        }
       }
     }
   }
@@ -107,7 +106,7 @@ void Writer::Enqueue(Pending p) {
       return;
     }
   }
-  p.done(Status::Unavailable("the store is closed; writes are no longer accepted"));
+  p.Answer(Status::Unavailable("the store is closed; writes are no longer accepted"));
 }
 
 void Writer::SetFence(std::string lock, FencingToken highest, std::string principal, bool unbind,
@@ -258,7 +257,7 @@ void Writer::WriterLoop() {
       if (p.outcome == Outcome::kDeferred) {
         Defer(p);
       } else {
-        p.done(std::move(p.result));
+        p.Answer(std::move(p.result));
       }
     }
     batch.clear();

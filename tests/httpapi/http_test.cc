@@ -1,7 +1,9 @@
 // The fenced HTTP server on an ephemeral loopback port, spoken to with raw bytes.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "fencekit/fencedstore/store.h"
 #include "fencekit/httpapi/server.h"
@@ -169,6 +171,31 @@ TEST_F(HttpTest, PipelinedRequestsAreAnsweredInOrder) {
     ASSERT_EQ(r.status, 200);
     EXPECT_EQ(r.body, "value" + std::to_string(i));
   }
+}
+
+TEST_F(HttpTest, WritesOnManyConnectionsOverSeveralIoThreadsEachGetTheirOwnAnswer) {
+  // The answers of one commit come back together (AnswerOutbox) and then go to each
+  // connection's strand: none may reach another connection, or be lost.
+  StartServer({.threads = 3});
+  constexpr int kClients = 8, kWrites = 25;
+  std::vector<std::string> failures(kClients);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      RawConnection conn(server_->port());
+      for (int i = 0; i < kWrites && failures[c].empty(); ++i) {
+        const std::string key = "c" + std::to_string(c) + "-" + std::to_string(i);
+        conn.Send(Request("PUT", "/v1/objects/" + key, {{"Fencing-Token", "1"}}, key));
+        auto r = conn.Read();
+        if (r.status != 201 || r.body.find("\"key\":\"" + key + "\"") == std::string::npos) {
+          failures[c] = key + ": " + std::to_string(r.status) + " " + r.body;
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (int c = 0; c < kClients; ++c) EXPECT_EQ(failures[c], "") << "client " << c;
+  EXPECT_EQ(Call("GET", "/v1/objects/c7-24").body, "c7-24");
 }
 
 TEST_P(HttpEngineTest, PercentEncodedAndNonAsciiKeysRoundTripByteExact) {

@@ -143,9 +143,9 @@ void PostgresEngine::AddWrite(WriteMany& many, const Pending& p, bool lock_fence
   many.values.push_back(put ? std::optional<std::string_view>(w.value) : std::nullopt);
   many.services.push_back(service.empty() ? std::nullopt
                                           : std::optional<std::string_view>(service));
-  many.prefix_locks.push_back(p.prefix_locks[0] == nullptr
+  many.prefix_locks.push_back(p.prefix_lock(0) == nullptr
                                   ? std::nullopt
-                                  : std::optional<std::string_view>(*p.prefix_locks[0]));
+                                  : std::optional<std::string_view>(*p.prefix_lock(0)));
   many.verifies.emplace_back(VerifyCode(p));
   many.refusals.push_back(mismatch.ok()
                               ? std::nullopt
@@ -187,9 +187,9 @@ pg::Command PostgresEngine::WriteCommand(const Pending& p, std::int64_t now_ms) 
     deletes.push_back(!put);
     keys.emplace_back(w.key);
     values.push_back(put ? std::optional<std::string_view>(w.value) : std::nullopt);
-    prefix_locks.push_back(p.prefix_locks[i] == nullptr
+    prefix_locks.push_back(p.prefix_lock(i) == nullptr
                                ? std::nullopt
-                               : std::optional<std::string_view>(*p.prefix_locks[i]));
+                               : std::optional<std::string_view>(*p.prefix_lock(i)));
     if_versions.push_back(w.if_version);
   }
   c.BoolArray(deletes).BytesArray(keys).BytesArray(values).BytesArray(prefix_locks);
@@ -257,7 +257,7 @@ Status PostgresEngine::ReadDecision(Pending& p, const PGresult* r, int row) cons
       refusal = StaleTokenStatus(p, p.highest, options_.strict);
       break;
     case StatusCode::kWrongLock:
-      refusal = WrongLockStatus(p, pg::GetBytes(r, row, 3), p.prefix_locks[p.culprit] != nullptr);
+      refusal = WrongLockStatus(p, pg::GetBytes(r, row, 3), p.prefix_lock(p.culprit) != nullptr);
       break;
     case StatusCode::kWrongService: {
       std::string_view service;

@@ -262,7 +262,7 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
   // The write being decided: every refusal below names it (refusals.cc reads p.culprit).
   p.culprit = i;
   const WriteRequest& w = p.writes[i];
-  const std::string* prefix_lock = p.prefix_locks[i];
+  const std::string* prefix_lock = p.prefix_lock(i);
   const bool verified = Verified(p);
   std::string_view service;
   if (Status mismatch = ResolveService(p, &service); !mismatch.ok()) {

@@ -187,7 +187,8 @@ class ServerImpl final : public Server {
                          &registry_,
                          &events_,
                          options_.access_log ? &log_ : nullptr,
-                         &answers_};
+                         &answers_,
+                         &outbox_};
         if (tls_) {
           std::make_shared<TlsSession>(host, std::move(socket), *tls_)->Start();
         } else {
@@ -319,6 +320,8 @@ class ServerImpl final : public Server {
   SessionRegistry registry_{&metrics_};
   const unsigned io_threads_;
   net::io_context ioc_;
+  // After ioc_: the sessions it holds close their sockets while ioc_ is still there.
+  AnswerOutbox outbox_{ioc_};
   tcp::acceptor acceptor_;
   net::steady_timer drain_timer_;
   // After ioc_: its probe threads post timeouts there, and it is destroyed (joined) first.

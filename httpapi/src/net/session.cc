@@ -173,11 +173,21 @@ void Session<Stream>::OnBody(beast::error_code ec) {
   host_.handler->Handle(
       parser_->release(),
       [self = Self()](HttpResponse res) {
-        // The store answers writes on its writer thread: hop back to this connection's strand.
-        net::post(self->stream_.get_executor(),
-                  [self, res = std::move(res)]() mutable { self->Write(std::move(res)); });
+        // The store answers writes on its writer thread: back to this connection's strand,
+        // beside the other answers of the same commit.
+        self->host_.outbox->Hand(self, &Session::Deliver, std::move(res));
       },
       &who_, &reserved_);
+}
+
+template <class Stream>
+void Session<Stream>::Deliver(std::shared_ptr<SessionBase> session, HttpResponse&& res) {
+  auto self = std::static_pointer_cast<Session>(std::move(session));
+  // With one I/O thread the strand is that thread, where this runs: written at once.
+  auto executor = self->stream_.get_executor();
+  net::dispatch(executor, [self = std::move(self), res = std::move(res)]() mutable {
+    self->Write(std::move(res));
+  });
 }
 
 template <class Stream>

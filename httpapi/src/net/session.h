@@ -21,13 +21,14 @@
 #include <unordered_set>
 #include <vector>
 
-#include "observe/events.h"
 #include "fencekit/common/mutex.h"
 #include "fencekit/httpapi/server.h"
 #include "handlers/handler.h"
+#include "net/answer_outbox.h"
+#include "net/response_budget.h"
+#include "observe/events.h"
 #include "observe/log_sink.h"
 #include "observe/metrics.h"
-#include "net/response_budget.h"
 #include "wire.h"
 
 namespace fencekit::httpapi {
@@ -66,6 +67,7 @@ struct SessionHost {
   EventHub* events;         // the feed of GET /v1/events
   LogSink* access_log;      // null without ServerOptions::access_log
   ResponseBudget* answers;  // ServerOptions::max_response_memory
+  AnswerOutbox* outbox;     // the way answers come back from the store's writer thread
 };
 
 // What the server's watchdogs and Stop() see of a session, plain or TLS. Virtual calls happen
@@ -172,6 +174,8 @@ class Session final : public SessionBase {
   void ReadBody();
   void OnBody(beast::error_code ec);
   void Write(HttpResponse res);
+  // AnswerOutbox::Deliver: writes `res` on the session's strand.
+  static void Deliver(std::shared_ptr<SessionBase> session, HttpResponse&& res);
   void OnWrite(bool keep_alive, beast::error_code ec);
   // An answer over ResponseBudget::kUncharged is charged to the server's budget while it is
   // written; false when it does not fit (then `res` is replaced by 503 busy). An answer the
