@@ -165,10 +165,16 @@ TEST_P(FencedStoreEngineTest, RestartKeepsHighestToken) {
   EXPECT_EQ(store->Get("k")->value, "v");
 }
 
-// Commits a transaction of two writes, then queues a put: what the put answers.
-std::future<Result<WriteReceipt>> PutAfterATransactionOfTwo(FencedStore& store) {
+// Commits a transaction of two writes: a writer with a linger then waits for the next one to
+// fill its batch.
+void CommitATransactionOfTwo(FencedStore& store) {
   EXPECT_TRUE(
       store.WriteBatch({"lock", T(1), "", "", {{false, "b", "1"}, {false, "c", "1"}}}).ok());
+}
+
+// Commits a transaction of two writes, then queues a put: what the put answers.
+std::future<Result<WriteReceipt>> PutAfterATransactionOfTwo(FencedStore& store) {
+  CommitATransactionOfTwo(store);
   auto put = std::make_shared<std::promise<Result<WriteReceipt>>>();
   store.Submit({WriteRequest::Kind::kPut, "lock", T(1), "d", "1"},
                [put](Result<WriteReceipt> r) { put->set_value(std::move(r)); });
@@ -224,8 +230,7 @@ struct OneCommit {
   std::future<Result<WriteReceipt>> put;
 };
 OneCommit SubmitInOneCommit(FencedStore& store, BatchRequest batch, WriteRequest put) {
-  EXPECT_TRUE(
-      store.WriteBatch({"lock", T(1), "", "", {{false, "b", "1"}, {false, "c", "1"}}}).ok());
+  CommitATransactionOfTwo(store);
   auto b = std::make_shared<std::promise<Result<std::vector<WriteReceipt>>>>();
   auto p = std::make_shared<std::promise<Result<WriteReceipt>>>();
   store.SubmitBatch(std::move(batch),
