@@ -19,13 +19,13 @@ void AnswerOutbox::DeliverQueued() {
   {
     MutexLock lock(mu_);
     answers.swap(queued_);
-    queued_.swap(spare_);
     posted_ = false;
   }
   for (auto& a : answers) a.deliver(std::move(a.session), std::move(a.res));
   answers.clear();
+  // The drained buffer goes back for the next burst, unless one has begun in a buffer of its own.
   MutexLock lock(mu_);
-  if (answers.capacity() > spare_.capacity()) spare_.swap(answers);
+  if (queued_.empty() && queued_.capacity() < answers.capacity()) queued_.swap(answers);
 }
 
 }  // namespace fencekit::httpapi

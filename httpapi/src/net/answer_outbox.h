@@ -41,8 +41,7 @@ class AnswerOutbox {
   boost::asio::io_context& ioc_;
   Mutex mu_;
   std::vector<Answer> queued_ FENCEKIT_GUARDED_BY(mu_);
-  std::vector<Answer> spare_ FENCEKIT_GUARDED_BY(mu_);  // a drained buffer, kept for reuse
-  bool posted_ FENCEKIT_GUARDED_BY(mu_) = false;        // a hop is on its way
+  bool posted_ FENCEKIT_GUARDED_BY(mu_) = false;  // a hop is on its way
 };
 
 }  // namespace fencekit::httpapi

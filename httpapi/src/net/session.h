@@ -67,7 +67,7 @@ struct SessionHost {
   EventHub* events;         // the feed of GET /v1/events
   LogSink* access_log;      // null without ServerOptions::access_log
   ResponseBudget* answers;  // ServerOptions::max_response_memory
-  AnswerOutbox* outbox;     // the way answers come back from the store's writer thread
+  AnswerOutbox* outbox;     // how answers reach the session (most from the writer thread)
 };
 
 // What the server's watchdogs and Stop() see of a session, plain or TLS. Virtual calls happen
