@@ -74,14 +74,21 @@ class Engine {
  public:
   virtual ~Engine() = default;
 
+  // The batch to send behind the one committing, or null when none is queued; sets its time.
+  using TakeNext = std::function<std::vector<Pending>*(std::int64_t* now_ms)>;
+
   // Decides every write of `batch` and applies the accepted ones in one transaction, with one
   // record per decision in the history; returns once that transaction is durable. A write the
   // engine cannot decide before the lock service answers is left kDeferred, unrecorded and
   // unchanged (`verifier` may hold the answer already; null without verification). On a storage
   // error nothing of the batch may be acknowledged: returns the status every write of the batch
   // fails with, worded for the client (and saying whether the batch may have been stored).
-  virtual Status CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms,
-                             Verifier* verifier) = 0;
+  // An engine may call `next` (once at most, if set) once the batch is decided and only its
+  // commit is awaited, and send the batch it returns behind this one (PostgreSQL), so that the
+  // database need not wait for it. REQUIRES: that batch is the next one given to CommitBatch,
+  // with no other call between.
+  virtual Status CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms, Verifier* verifier,
+                             const TakeNext& next) = 0;
   // As FencedStore::SetFence, in a transaction of its own.
   virtual Result<Decision> SetFence(const AdminOp& op, std::int64_t now_ms) = 0;
   // As FencedStore::CheckWritable: recovers as CommitBatch would, then commits a transaction

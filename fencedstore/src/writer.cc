@@ -203,15 +203,42 @@ std::int64_t Writer::NowMs() const {
       .count();
 }
 
+std::size_t Writer::TakeWrites(std::vector<Pending>& batch) {
+  // Client batches are never split: take them while the transaction holds fewer writes.
+  std::size_t writes = 0;
+  while (!queue_.empty() && writes < options_.max_batch) {
+    writes += queue_.front().writes.size();
+    batch.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  queued_writes_ -= writes;
+  return writes;
+}
+
 void Writer::WriterLoop() {
-  std::vector<Pending> batch;
+  std::vector<Pending> batch, next;
   batch.reserve(options_.max_batch);
+  next.reserve(options_.max_batch);
   std::vector<AdminOp> admin;
   std::vector<std::function<void(Status)>> probes;
   std::size_t last_writes = 0;  // in the last transaction
-  for (;;) {
-    const std::chrono::microseconds linger = last_writes > 1 ? Linger() : std::chrono::microseconds(0);
+  // While a batch commits, the engine may send the queued writes behind it (never an
+  // administration or a probe: those wait for a turn with nothing in flight).
+  const Engine::TakeNext take_next = [&](std::int64_t* now_ms) -> std::vector<Pending>* {
     {
+      MutexLock lock(mu_);
+      if (queue_.empty() || !admin_.empty() || !probes_.empty()) return nullptr;
+      last_writes = TakeWrites(next);
+    }
+    *now_ms = NowMs();
+    return &next;
+  };
+  for (;;) {
+    if (!next.empty()) {
+      batch.swap(next);  // already sent behind the last commit: finished first
+    } else {
+      const std::chrono::microseconds linger =
+          last_writes > 1 ? Linger() : std::chrono::microseconds(0);
       MutexLock lock(mu_);
       while (queue_.empty() && admin_.empty() && probes_.empty() && !(closing_ && awaiting_ == 0)) {
         cv_.Wait(mu_);
@@ -229,15 +256,8 @@ void Writer::WriterLoop() {
       admin_.clear();
       for (auto& p : probes_) probes.push_back(std::move(p));
       probes_.clear();
-      // Client batches are never split: take them while the transaction holds fewer writes.
-      std::size_t writes = 0;
-      while (!queue_.empty() && writes < options_.max_batch) {
-        writes += queue_.front().writes.size();
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-      queued_writes_ -= writes;
-      if (!batch.empty()) last_writes = writes;
+      const std::size_t writes = TakeWrites(batch);
+      if (writes > 0) last_writes = writes;
     }
     for (auto& op : admin) op.done(engine_->SetFence(op, NowMs()));
     admin.clear();
@@ -249,7 +269,7 @@ void Writer::WriterLoop() {
     }
     recoveries_.store(engine_->recoveries(), std::memory_order_relaxed);
     if (batch.empty()) continue;
-    CommitBatch(batch);
+    CommitBatch(batch, take_next);
     recoveries_.store(engine_->recoveries(), std::memory_order_relaxed);
     retries_.store(engine_->retries(), std::memory_order_relaxed);
     for (auto& p : batch) {
@@ -280,8 +300,8 @@ std::chrono::microseconds Writer::Linger() {
 
 // Decides and applies every write of `batch` in one transaction. On any storage error every
 // write of the batch fails: nothing is acknowledged.
-void Writer::CommitBatch(std::vector<Pending>& batch) {
-  Status failure = engine_->CommitBatch(batch, NowMs(), verifier_.get());
+void Writer::CommitBatch(std::vector<Pending>& batch, const Engine::TakeNext& next) {
+  Status failure = engine_->CommitBatch(batch, NowMs(), verifier_.get(), next);
   if (!failure.ok()) {
     for (auto& p : batch) {
       p.result = failure;

@@ -55,7 +55,10 @@ class Writer {
   // Checks the names and bounds of `p`'s writes, finds their lock_for locks and queues it.
   void Enqueue(Pending p);
   void WriterLoop();
-  void CommitBatch(std::vector<Pending>& batch);
+  // Moves queued writes into `batch`, up to a transaction's worth; returns how many.
+  std::size_t TakeWrites(std::vector<Pending>& batch) FENCEKIT_REQUIRES(mu_);
+  // `next`: as Engine::CommitBatch's.
+  void CommitBatch(std::vector<Pending>& batch, const Engine::TakeNext& next);
   // Hands a deferred write to the verifier; applies an answer it already has at once.
   void Defer(Pending& p);
   // Queues a write coming back from the verifier (also while closing).

@@ -228,6 +228,7 @@ Status Conn::Wait(Done done, std::chrono::steady_clock::time_point deadline) {
 // Every deadline below is the socket's, in real time (not Clock): poll(2) measures it.
 Result<ResultPtr> Conn::Exec(const std::string& sql, std::chrono::milliseconds timeout) {
   if (!usable()) return Lost("starting a query");
+  if (in_flight_ > 0) return Status::Internal("a query was started while a pipeline is in flight");
   auto deadline = std::chrono::steady_clock::now() + timeout;
   if (PQsendQuery(conn_, sql.c_str()) == 0) return Lost("sending a query");
   ResultPtr last, error;
@@ -251,6 +252,9 @@ Result<ResultPtr> Conn::Exec(const std::string& sql, std::chrono::milliseconds t
 Status Conn::Prepare(const std::string& name, const std::string& sql,
                      std::chrono::milliseconds timeout) {
   if (!usable()) return Lost("preparing a statement");
+  if (in_flight_ > 0) {
+    return Status::Internal("a statement was prepared while a pipeline is in flight");
+  }
   auto deadline = std::chrono::steady_clock::now() + timeout;
   if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), 0, nullptr) == 0) {
     return Lost("preparing a statement");
@@ -269,12 +273,21 @@ Status Conn::Prepare(const std::string& name, const std::string& sql,
 
 Result<std::vector<ResultPtr>> Conn::Pipeline(const std::vector<Command>& commands,
                                               std::chrono::milliseconds timeout) {
-  if (!usable()) return Lost("starting a pipeline");
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  if (PQenterPipelineMode(conn_) == 0) return Lost("entering pipeline mode");
+  if (auto s = Send(commands); !s.ok()) return s;
+  return Receive(commands.size(), deadline);
+}
+
+Status Conn::Send(const std::vector<Command>& commands, bool flush_before_last) {
+  if (!usable()) return Lost("starting a pipeline");
+  if (in_flight_ == 0 && PQenterPipelineMode(conn_) == 0) return Lost("entering pipeline mode");
   std::vector<const char*> values;
   std::vector<int> lengths;
   for (const Command& c : commands) {
+    if (flush_before_last && &c == &commands.back() && commands.size() > 1 &&
+        PQsendFlushRequest(conn_) == 0) {
+      return Lost("sending a pipeline");
+    }
     values.clear();
     lengths.clear();
     for (const auto& v : c.values) {
@@ -289,10 +302,22 @@ Result<std::vector<ResultPtr>> Conn::Pipeline(const std::vector<Command>& comman
     if (sent == 0) return Lost("sending a pipeline");
   }
   if (PQpipelineSync(conn_) == 0) return Lost("sending a pipeline");
+  ++in_flight_;
+  // Out now, not when its results are first waited for: the server may be idle.
+  if (PQflush(conn_) < 0) return Lost("sending a pipeline");
+  return Status::Ok();
+}
+
+Result<std::vector<ResultPtr>> Conn::Receive(std::size_t count,
+                                             std::chrono::steady_clock::time_point deadline,
+                                             const std::function<void()>& before_last) {
+  if (in_flight_ == 0 || !usable()) return Lost("reading a pipeline");
   std::vector<ResultPtr> out;
-  out.reserve(commands.size());
+  out.reserve(count);
+  bool failed = false;
   auto ready = [&] { return PQisBusy(conn_) == 0; };
-  for (std::size_t i = 0; i < commands.size(); ++i) {
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i + 1 == count && !failed && before_last) before_last();
     ResultPtr first;
     for (;;) {
       if (auto s = Wait(ready, deadline); !s.ok()) return s;
@@ -301,14 +326,16 @@ Result<std::vector<ResultPtr>> Conn::Pipeline(const std::vector<Command>& comman
       if (first == nullptr) first = std::move(r);
     }
     if (first == nullptr || PQstatus(conn_) != CONNECTION_OK) return Lost("reading a pipeline");
+    ExecStatusType st = PQresultStatus(first.get());
+    failed = failed || (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK);
     out.push_back(std::move(first));
   }
   if (auto s = Wait(ready, deadline); !s.ok()) return s;
   ResultPtr sync(PQgetResult(conn_));
-  if (sync == nullptr || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC ||
-      PQexitPipelineMode(conn_) == 0) {
+  if (sync == nullptr || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
     return Lost("ending a pipeline");
   }
+  if (--in_flight_ == 0 && PQexitPipelineMode(conn_) == 0) return Lost("ending a pipeline");
   return out;
 }
 

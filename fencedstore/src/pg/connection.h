@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,20 @@ class Conn {
   // connection is lost or `timeout` passes (the connection is then unusable).
   Result<std::vector<ResultPtr>> Pipeline(const std::vector<Command>& commands,
                                           std::chrono::milliseconds timeout);
+  // Pipeline in two halves, so that more pipelines may be sent before the results of the first
+  // are read: Send queues `commands` and a sync point behind the pipelines in flight and returns
+  // without waiting; Receive reads the results of the oldest pipeline in flight (`count`, its
+  // number of commands) by `deadline`. When every result but the last has come back and none
+  // failed, Receive calls `before_last` (which may Send the next pipeline) before waiting for
+  // the last. Exec and Prepare fail while a pipeline is in flight. `flush_before_last`: the
+  // server sends the results before the last command's as soon as they are made, not with it
+  // (a server buffers a pipeline's results until its sync point otherwise).
+  Status Send(const std::vector<Command>& commands, bool flush_before_last = false);
+  Result<std::vector<ResultPtr>> Receive(std::size_t count,
+                                         std::chrono::steady_clock::time_point deadline,
+                                         const std::function<void()>& before_last = {});
+  // Pipelines sent and not yet received.
+  int in_flight() const { return in_flight_; }
   // Whether the server sent a WARNING since the last call (e.g. a commit that stopped waiting
   // for its synchronous standby), then forgets it.
   bool TakeWarning();
@@ -93,6 +108,7 @@ class Conn {
   PGconn* conn_;
   bool broken_ = false;
   bool warned_ = false;
+  int in_flight_ = 0;
 };
 
 }  // namespace fencekit::fencedstore::pg

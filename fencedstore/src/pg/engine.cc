@@ -7,7 +7,6 @@
 #include <tuple>
 #include <utility>
 
-#include "pg/transaction.h"
 #include "refusals.h"
 
 namespace fencekit::fencedstore {
@@ -90,26 +89,27 @@ Status PostgresEngine::Connected() {
 }
 
 Status PostgresEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms,
-                                   Verifier* verifier) {
-  // Each write locks its lock's fence and its key's row until the commit. Taking them in one
-  // order (by lock, then by key, which belongs to one lock; writes of one key keeping their
-  // order) keeps the batches of several fenced from deadlocking in most cases; the rest are
-  // retried.
-  std::vector<std::size_t> order(batch.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    const WriteRequest& x = batch[a].grant();
-    const WriteRequest& y = batch[b].grant();
-    return std::tie(x.lock, x.key) < std::tie(y.lock, y.key);
-  });
+                                   Verifier* verifier, const TakeNext& next) {
+  std::optional<Sent> sent = std::exchange(sent_, std::nullopt);
+  if (sent && sent->first != batch.data()) {
+    conn_.reset();  // the sent batch's results are no batch's now
+    return BatchFailure(Status::Internal("a batch was committed out of the order it was sent in"),
+                        false);
+  }
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     bool retry = false;
-    Status s = Attempt(batch, order, now_ms, &retry);
+    Status s = sent ? Finish(batch, *sent, next, &retry) : Attempt(batch, now_ms, next, &retry);
+    sent.reset();
     if (!retry) {
       if (!s.ok()) return s;
       break;
     }
     ++retries_;
+    if (sent_) {
+      // Aborted at its COMMIT, after the next batch was sent behind it: run again now, it would
+      // come after that one; nothing of it was stored.
+      return BatchFailure(Status::Unavailable("PostgreSQL aborted the batch at its commit"), false);
+    }
     if (attempt + 1 == kAttempts) {
       return BatchFailure(
           Status::Unavailable("PostgreSQL aborted the batch " + std::to_string(kAttempts) +
@@ -279,17 +279,30 @@ Status PostgresEngine::ReadDecision(Pending& p, const PGresult* r, int row) cons
   return Status::Ok();
 }
 
-Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<std::size_t>& order,
-                               std::int64_t now_ms, bool* retry) {
-  if (auto s = Connected(); !s.ok()) return BatchFailure(s, false);
-  pg::Transaction txn(*conn_, options_.database_timeout);
+PostgresEngine::Sent PostgresEngine::Build(const std::vector<Pending>& batch, std::int64_t now_ms) {
+  Sent sent;
+  sent.first = batch.data();
+  // Each write locks its lock's fence and its key's row until the commit. Taking them in one
+  // order (by lock, then by key, which belongs to one lock; writes of one key keeping their
+  // order) keeps the batches of several fenced from deadlocking in most cases; the rest are
+  // retried.
+  std::vector<std::size_t>& order = sent.order;
+  order.resize(batch.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const WriteRequest& x = batch[a].grant();
+    const WriteRequest& y = batch[b].grant();
+    return std::tie(x.lock, x.key) < std::tie(y.lock, y.key);
+  });
+  sent.txn = std::make_unique<pg::Transaction>(*conn_, options_.database_timeout);
+  pg::Transaction& txn = *sent.txn;
+  std::vector<std::pair<std::size_t, int>>& result_of = sent.result_of;
+  result_of.resize(order.size());
   // A write that leaves its fence as it is locks it shared, one that moves it exclusively. Two
   // such writes of one lock in this batch would upgrade a shared lock that another batch's
   // write may hold too, each then waiting for the other (a deadlock PostgreSQL breaks by
   // aborting a batch). So when the writes of one lock differ (token, service, verification),
   // the fence is locked exclusively before the first of them.
-  // The result of batch[order[j]]: its command's, and its row there.
-  std::vector<std::pair<std::size_t, int>> result_of(order.size());
   std::size_t commands = 0;
   // The unconditional writes since the last other command: one call for them all.
   WriteMany many;
@@ -342,8 +355,30 @@ Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<st
                 "seq >= (SELECT min(seq) FROM fencekit.history)"}
             .Int(static_cast<std::int64_t>(options_.history_limit)));
   }
+  return sent;
+}
+
+Status PostgresEngine::Attempt(std::vector<Pending>& batch, std::int64_t now_ms,
+                               const TakeNext& next, bool* retry) {
+  if (auto s = Connected(); !s.ok()) return BatchFailure(s, false);
+  Sent sent = Build(batch, now_ms);
+  sent.txn->Send(/*early=*/static_cast<bool>(next));
+  return Finish(batch, sent, next, retry);
+}
+
+Status PostgresEngine::Finish(std::vector<Pending>& batch, Sent& sent, const TakeNext& next,
+                              bool* retry) {
+  // Decided, the batch waits for its commit: the next one goes out behind it, so that the
+  // server turns to it at once rather than after a round trip and this thread's answers.
+  auto send_next = [&] {
+    std::int64_t at = 0;
+    std::vector<Pending>* following = next ? next(&at) : nullptr;
+    if (following == nullptr || following->empty()) return;
+    sent_ = Build(*following, at);
+    sent_->txn->Send(/*early=*/true);
+  };
   pg::Transaction::Failure failure;
-  auto results = txn.Commit("the batch", &failure);
+  auto results = sent.txn->Finish("the batch", &failure, send_next);
   if (!results.ok()) {
     if (failure.sql_state == "40P01" || failure.sql_state == "40001") {
       *retry = true;
@@ -351,8 +386,9 @@ Status PostgresEngine::Attempt(std::vector<Pending>& batch, const std::vector<st
     }
     return BatchFailure(failure.status, failure.maybe_committed);
   }
+  const std::vector<std::size_t>& order = sent.order;
   for (std::size_t j = 0; j < order.size(); ++j) {
-    const auto [command, row] = result_of[j];
+    const auto [command, row] = sent.result_of[j];
     if (auto s = ReadDecision(batch[order[j]], (*results)[command].get(), row); !s.ok()) {
       return s;
     }
@@ -424,6 +460,9 @@ Result<Decision> PostgresEngine::SetFence(const AdminOp& op, std::int64_t now_ms
   return failure.IsUnavailable() ? Status::Unavailable(message) : Status::IoError(message);
 }
 
-void PostgresEngine::Close() { conn_.reset(); }
+void PostgresEngine::Close() {
+  sent_.reset();  // before the connection its transaction names
+  conn_.reset();
+}
 
 }  // namespace fencekit::fencedstore

@@ -11,10 +11,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
-#include "store_engine.h"
 #include "pg/connection.h"
+#include "pg/transaction.h"
+#include "store_engine.h"
 
 namespace fencekit::fencedstore {
 
@@ -25,7 +27,8 @@ class PostgresEngine final : public Engine {
   // first batch connects).
   PostgresEngine(const StoreOptions& options, std::unique_ptr<pg::Conn> conn);
 
-  Status CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms, Verifier* verifier) override;
+  Status CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms, Verifier* verifier,
+                     const TakeNext& next) override;
   Result<Decision> SetFence(const AdminOp& op, std::int64_t now_ms) override;
   Status ProbeCommit() override;
   void Close() override;
@@ -41,10 +44,22 @@ class PostgresEngine final : public Engine {
  private:
   // A usable connection, remade when lost.
   Status Connected();
+  // A batch's transaction, built and sent, and where each write's decision is in its results
+  // (batch[order[j]]'s: its command's, and its row there).
+  struct Sent {
+    const Pending* first = nullptr;  // the batch's data(), to know it again
+    std::vector<std::size_t> order;
+    std::vector<std::pair<std::size_t, int>> result_of;
+    std::unique_ptr<pg::Transaction> txn;
+  };
+  // The batch's transaction on conn_, not yet sent.
+  Sent Build(const std::vector<Pending>& batch, std::int64_t now_ms);
   // One attempt at the batch; `retry` is set when PostgreSQL aborted it for a deadlock or a
-  // serialization failure (nothing was stored; it may simply run again).
-  Status Attempt(std::vector<Pending>& batch, const std::vector<std::size_t>& order,
-                 std::int64_t now_ms, bool* retry);
+  // serialization failure (nothing was stored; it may simply run again). `next` as CommitBatch.
+  Status Attempt(std::vector<Pending>& batch, std::int64_t now_ms, const TakeNext& next,
+                 bool* retry);
+  // Reads the results of `sent` (sent on conn_, the oldest in flight) into `batch`, as Attempt.
+  Status Finish(std::vector<Pending>& batch, Sent& sent, const TakeNext& next, bool* retry);
 
   // The unconditional writes (not Pending::atomic) of a run of the batch, as the arguments of
   // one call of fencekit.write_many. The views point into the batch's writes.
@@ -75,6 +90,8 @@ class PostgresEngine final : public Engine {
 
   const StoreOptions& options_;
   std::unique_ptr<pg::Conn> conn_;
+  // The next batch, sent behind a commit (CommitBatch's `next`) and finished by the next call.
+  std::optional<Sent> sent_;
   std::uint64_t commits_ = 0;
   std::uint64_t retries_ = 0;
 };

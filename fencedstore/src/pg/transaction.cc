@@ -10,9 +10,22 @@ Transaction& Transaction::Add(Command command) {
 }
 
 Result<std::vector<ResultPtr>> Transaction::Commit(std::string_view doing, Failure* failure) {
+  Send();
+  return Finish(doing, failure);
+}
+
+void Transaction::Send(bool early) {
   commands_.push_back(Command{"COMMIT"});
-  (void)conn_.TakeWarning();
-  auto results = conn_.Pipeline(commands_, timeout_);
+  deadline_ = std::chrono::steady_clock::now() + timeout_;
+  // A warning left from before concerns no transaction in flight (none's commit has been read).
+  if (conn_.in_flight() == 0) (void)conn_.TakeWarning();
+  sent_ = conn_.Send(commands_, early);
+}
+
+Result<std::vector<ResultPtr>> Transaction::Finish(std::string_view doing, Failure* failure,
+                                                   const std::function<void()>& before_commit) {
+  auto results = sent_.ok() ? conn_.Receive(commands_.size(), deadline_, before_commit)
+                            : Result<std::vector<ResultPtr>>(sent_);
   if (!results.ok()) {
     *failure = {results.status(), /*maybe_committed=*/true, {}};
     return failure->status;
@@ -23,7 +36,8 @@ Result<std::vector<ResultPtr>> Transaction::Commit(std::string_view doing, Failu
     *failure = {
         Status::IoError("PostgreSQL refused " + std::string(doing) + ": " + ErrorText(r.get())),
         false, SqlState(r.get())};
-    if (conn_.usable()) (void)conn_.Exec("ROLLBACK", timeout_);
+    // A failed COMMIT ended the transaction (and another may be in flight behind it).
+    if (&r != &results->back() && conn_.usable()) (void)conn_.Exec("ROLLBACK", timeout_);
     return failure->status;
   }
   if (conn_.TakeWarning()) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,10 +37,23 @@ class Transaction {
   // warning), after a ROLLBACK when a command failed and the connection still works. Call once.
   Result<std::vector<ResultPtr>> Commit(std::string_view doing, Failure* failure);
 
+  // Commit in two halves, so that the next transaction can be on its way to the server while
+  // this one commits: Send sends BEGIN, the commands and COMMIT behind the transactions in
+  // flight on the connection and returns at once; Finish reads their results as Commit does.
+  // Once every command has succeeded and only the COMMIT's result is awaited, Finish calls
+  // `before_commit`, which may Send the next transaction; `early` asks the server to send the
+  // commands' results before it commits, for that. Call Send, then Finish, once each, finishing
+  // transactions in the order they were sent.
+  void Send(bool early = false);
+  Result<std::vector<ResultPtr>> Finish(std::string_view doing, Failure* failure,
+                                        const std::function<void()>& before_commit = {});
+
  private:
   Conn& conn_;
   const std::chrono::milliseconds timeout_;
   std::vector<Command> commands_{Command{"BEGIN"}};
+  std::chrono::steady_clock::time_point deadline_{};
+  Status sent_ = Status::Ok();
 };
 
 }  // namespace fencekit::fencedstore::pg

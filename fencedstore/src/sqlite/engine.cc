@@ -135,9 +135,10 @@ Status SqliteEngine::Recover() {
 }
 
 // Decides and applies every write of `batch` in one transaction. On any storage error the
-// transaction is rolled back and every write of the batch fails: nothing is acknowledged.
+// transaction is rolled back and every write of the batch fails: nothing is acknowledged. One
+// transaction at a time: SQLite's commit is this thread's own fsync, with nothing to overlap.
 Status SqliteEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms,
-                                 Verifier* verifier) {
+                                 Verifier* verifier, const TakeNext& /*next*/) {
   if (auto s = RecoverIfSuspect(); !s.ok()) return s;
   Status failure = Status::Ok();
   passed_.Clear();

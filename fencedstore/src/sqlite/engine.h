@@ -26,7 +26,8 @@ class SqliteEngine final : public Engine {
   static Result<std::unique_ptr<Engine>> Make(const StoreOptions& options, sqlite::Db db,
                                               sqlite::TxnStatements txn);
 
-  Status CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms, Verifier* verifier) override;
+  Status CommitBatch(std::vector<Pending>& batch, std::int64_t now_ms, Verifier* verifier,
+                     const TakeNext& next) override;
   Result<Decision> SetFence(const AdminOp& op, std::int64_t now_ms) override;
   Status ProbeCommit() override;
   void Close() override;

@@ -1,0 +1,150 @@
+// pg::Transaction on a real PostgreSQL server, sent in two halves (Send, Finish): the next
+// transaction goes out while one waits for its COMMIT, and what a failure before or at the
+// COMMIT does to the one behind it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "pg/connection.h"
+#include "pg/transaction.h"
+#include "support/servers/pg_client.h"
+#include "support/servers/store_engines.h"
+#include "support/test_support.h"
+
+namespace fencekit::fencedstore::pg {
+namespace {
+
+constexpr std::chrono::seconds kTimeout{30};
+
+// Table t's tags are unique, checked at COMMIT; every COMMIT that inserted into it first takes
+// advisory lock 7 shared (a deferred trigger), so a session holding the lock holds it up.
+constexpr const char* kSchema = R"sql(
+CREATE TABLE t (id int4 PRIMARY KEY, tag int4 UNIQUE DEFERRABLE INITIALLY DEFERRED);
+CREATE FUNCTION wait_for_7() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_advisory_xact_lock_shared(7); RETURN NULL; END $$;
+CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON t DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW EXECUTE FUNCTION wait_for_7();
+)sql";
+
+Command Insert(int id, int tag) {
+  Command c{"INSERT INTO t VALUES ($1::int4, $2::int4)"};
+  c.Int(id).Int(tag);
+  return c;
+}
+
+class PostgresTransactionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = testing::NewPostgresDatabase();
+    ASSERT_FALSE(db_.empty());
+    look_ = std::make_unique<testing::PgClient>(db_);
+    ASSERT_TRUE(look_->ok()) << look_->error();
+    auto made = look_->Query(kSchema);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    auto conn = Conn::Connect(db_);
+    ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+    conn_ = std::move(conn).value();
+  }
+
+  // t's ids, in order, joined by commas.
+  std::string Ids() {
+    auto ids = look_->Value("SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '') FROM t");
+    return ids.ok() ? *ids : ids.status().ToString();
+  }
+
+  std::string db_;
+  std::unique_ptr<testing::PgClient> look_;  // a connection of the test's own
+  std::unique_ptr<Conn> conn_;
+};
+
+TEST_F(PostgresTransactionTest, TheNextTransactionIsSentWhileOneWaitsForItsCommit) {
+  testing::PgClient holder(db_);
+  ASSERT_TRUE(holder.Query("SELECT pg_advisory_lock(7)").ok());
+  Transaction first(*conn_, kTimeout), second(*conn_, kTimeout);
+  first.Add(Insert(1, 1));
+  second.Add(Insert(2, 2));
+  first.Send(/*early=*/true);
+  std::promise<void> sent;
+  auto finished = std::async(std::launch::async, [&] {
+    Transaction::Failure failure;
+    auto r = first.Finish("the first", &failure, [&] {
+      second.Send(/*early=*/true);
+      sent.set_value();
+    });
+    return r.ok() ? Status::Ok() : failure.status;
+  });
+  // The first's insert is done and its COMMIT waits for lock 7: the second is sent meanwhile.
+  const bool sent_meanwhile =
+      sent.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  const bool committed_meanwhile =
+      finished.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready;
+  ASSERT_TRUE(holder.Query("SELECT pg_advisory_unlock(7)").ok());
+  EXPECT_TRUE(sent_meanwhile);
+  EXPECT_FALSE(committed_meanwhile);
+  Status first_done = finished.get();
+  EXPECT_TRUE(first_done.ok()) << first_done.ToString();
+  Transaction::Failure failure;
+  auto second_done = second.Finish("the second", &failure);
+  EXPECT_TRUE(second_done.ok()) << failure.status.ToString();
+  EXPECT_EQ(Ids(), "1,2");
+  EXPECT_EQ(conn_->in_flight(), 0);
+  EXPECT_TRUE(conn_->Exec("SELECT 1", kTimeout).ok());  // out of pipeline mode
+}
+
+TEST_F(PostgresTransactionTest, AFailedCommitLeavesTheTransactionSentBehindItToCommit) {
+  ASSERT_TRUE(look_->Query("INSERT INTO t VALUES (0, 9)").ok());
+  Transaction first(*conn_, kTimeout), second(*conn_, kTimeout);
+  first.Add(Insert(1, 9));  // a tag taken: refused at COMMIT, after the insert succeeded
+  second.Add(Insert(2, 2));
+  first.Send(/*early=*/true);
+  bool sent = false;
+  Transaction::Failure failure;
+  auto r = first.Finish("the first", &failure, [&] {
+    second.Send(/*early=*/true);
+    sent = true;
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(sent);
+  EXPECT_EQ(failure.sql_state, "23505");
+  EXPECT_FALSE(failure.maybe_committed);
+  Transaction::Failure second_failure;
+  auto second_done = second.Finish("the second", &second_failure);
+  EXPECT_TRUE(second_done.ok()) << second_failure.status.ToString();
+  EXPECT_EQ(Ids(), "0,2");
+  EXPECT_TRUE(conn_->usable());
+}
+
+TEST_F(PostgresTransactionTest, AFailedCommandSendsNothingBehindItsTransactionAndRollsItBack) {
+  Transaction first(*conn_, kTimeout);
+  first.Add(Insert(1, 1)).Add(Command{"SELECT 1 / 0"});
+  first.Send(/*early=*/true);
+  bool called = false;
+  Transaction::Failure failure;
+  auto r = first.Finish("the first", &failure, [&] { called = true; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_FALSE(called);
+  EXPECT_EQ(failure.sql_state, "22012");
+  ASSERT_TRUE(conn_->usable());
+  Transaction next(*conn_, kTimeout);
+  next.Add(Insert(3, 3));
+  Transaction::Failure next_failure;
+  EXPECT_TRUE(next.Commit("the next", &next_failure).ok()) << next_failure.status.ToString();
+  EXPECT_EQ(Ids(), "3");
+}
+
+TEST_F(PostgresTransactionTest, AQueryWhileAPipelineIsInFlightFailsAndLeavesItIntact) {
+  Transaction first(*conn_, kTimeout);
+  first.Add(Insert(1, 1));
+  first.Send();
+  auto query = conn_->Exec("SELECT 1", kTimeout);
+  EXPECT_FALSE(query.ok());
+  Transaction::Failure failure;
+  EXPECT_TRUE(first.Finish("the first", &failure).ok()) << failure.status.ToString();
+  EXPECT_EQ(Ids(), "1");
+}
+
+}  // namespace
+}  // namespace fencekit::fencedstore::pg
