@@ -94,6 +94,49 @@ TEST_F(PostgresTransactionTest, TheNextTransactionIsSentWhileOneWaitsForItsCommi
   EXPECT_TRUE(conn_->Exec("SELECT 1", kTimeout).ok());  // out of pipeline mode
 }
 
+TEST_F(PostgresTransactionTest,
+       ATransactionSentBehindACommitWhoseConnectionIsLostMayHaveCommitted) {
+  testing::PgClient holder(db_);
+  ASSERT_TRUE(holder.Query("SELECT pg_advisory_lock(7)").ok());
+  Transaction first(*conn_, kTimeout), second(*conn_, kTimeout);
+  first.Add(Insert(1, 1));
+  second.Add(Insert(2, 2));
+  first.Send(/*early=*/true);
+  std::promise<void> sent;
+  Transaction::Failure first_failure;
+  auto finished = std::async(std::launch::async, [&] {
+    return first
+        .Finish("the first", &first_failure,
+                [&] {
+                  second.Send(/*early=*/true);
+                  sent.set_value();
+                })
+        .ok();
+  });
+  const bool sent_meanwhile =
+      sent.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  // The connection's backend, its COMMIT waiting for lock 7, is ended.
+  auto ended = look_->Value(
+      "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
+      "current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()");
+  const auto start = std::chrono::steady_clock::now();
+  const bool first_ok = finished.get();
+  Transaction::Failure second_failure;
+  const bool second_ok = second.Finish("the second", &second_failure).ok();
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(holder.Query("SELECT pg_advisory_unlock(7)").ok());
+  EXPECT_TRUE(sent_meanwhile);
+  EXPECT_EQ(ended.ok() ? *ended : ended.status().ToString(), "1");
+  EXPECT_FALSE(first_ok);
+  EXPECT_TRUE(first_failure.maybe_committed) << first_failure.status.ToString();
+  EXPECT_FALSE(second_ok);
+  EXPECT_TRUE(second_failure.maybe_committed) << second_failure.status.ToString();
+  EXPECT_TRUE(second_failure.status.IsUnavailable()) << second_failure.status.ToString();
+  EXPECT_LT(took, std::chrono::seconds(10));  // not the 30 s timeout
+  EXPECT_FALSE(conn_->usable());
+  EXPECT_EQ(Ids(), "");
+}
+
 TEST_F(PostgresTransactionTest, AFailedCommitLeavesTheTransactionSentBehindItToCommit) {
   ASSERT_TRUE(look_->Query("INSERT INTO t VALUES (0, 9)").ok());
   Transaction first(*conn_, kTimeout), second(*conn_, kTimeout);
