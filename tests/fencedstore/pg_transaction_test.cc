@@ -55,39 +55,52 @@ class PostgresTransactionTest : public ::testing::Test {
     return ids.ok() ? *ids : ids.status().ToString();
   }
 
+  // With lock 7 held by another session: sends a transaction inserting row 1 and finishes it
+  // on another thread (its outcome in `first_failure_` and the future); once its insert is done
+  // and only its COMMIT is awaited, sends `second_` (inserting row 2) behind it. The COMMIT
+  // then waits for lock 7. Whether the second was sent within 10 s.
+  bool SendTheSecondWhileTheFirstCommits() {
+    holder_ = std::make_unique<testing::PgClient>(db_);
+    if (!holder_->Query("SELECT pg_advisory_lock(7)").ok()) return false;
+    first_ = std::make_unique<Transaction>(*conn_, kTimeout);
+    second_ = std::make_unique<Transaction>(*conn_, kTimeout);
+    first_->Add(Insert(1, 1));
+    second_->Add(Insert(2, 2));
+    first_->Send(/*early=*/true);
+    finished_ = std::async(std::launch::async, [this] {
+      return first_
+          ->Finish("the first", &first_failure_,
+                   [this] {
+                     second_->Send(/*early=*/true);
+                     sent_.set_value();
+                   })
+          .ok();
+    });
+    return sent_.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  }
+  // Lets the first's COMMIT go on.
+  bool Release() { return holder_->Query("SELECT pg_advisory_unlock(7)").ok(); }
+
   std::string db_;
   std::unique_ptr<testing::PgClient> look_;  // a connection of the test's own
   std::unique_ptr<Conn> conn_;
+  std::unique_ptr<testing::PgClient> holder_;  // holds lock 7
+  std::unique_ptr<Transaction> first_, second_;
+  Transaction::Failure first_failure_;
+  std::promise<void> sent_;
+  std::future<bool> finished_;  // the first's Finish succeeded
 };
 
 TEST_F(PostgresTransactionTest, TheNextTransactionIsSentWhileOneWaitsForItsCommit) {
-  testing::PgClient holder(db_);
-  ASSERT_TRUE(holder.Query("SELECT pg_advisory_lock(7)").ok());
-  Transaction first(*conn_, kTimeout), second(*conn_, kTimeout);
-  first.Add(Insert(1, 1));
-  second.Add(Insert(2, 2));
-  first.Send(/*early=*/true);
-  std::promise<void> sent;
-  auto finished = std::async(std::launch::async, [&] {
-    Transaction::Failure failure;
-    auto r = first.Finish("the first", &failure, [&] {
-      second.Send(/*early=*/true);
-      sent.set_value();
-    });
-    return r.ok() ? Status::Ok() : failure.status;
-  });
-  // The first's insert is done and its COMMIT waits for lock 7: the second is sent meanwhile.
-  const bool sent_meanwhile =
-      sent.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  const bool sent_meanwhile = SendTheSecondWhileTheFirstCommits();
   const bool committed_meanwhile =
-      finished.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready;
-  ASSERT_TRUE(holder.Query("SELECT pg_advisory_unlock(7)").ok());
+      finished_.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready;
+  ASSERT_TRUE(Release());
   EXPECT_TRUE(sent_meanwhile);
   EXPECT_FALSE(committed_meanwhile);
-  Status first_done = finished.get();
-  EXPECT_TRUE(first_done.ok()) << first_done.ToString();
+  EXPECT_TRUE(finished_.get()) << first_failure_.status.ToString();
   Transaction::Failure failure;
-  auto second_done = second.Finish("the second", &failure);
+  auto second_done = second_->Finish("the second", &failure);
   EXPECT_TRUE(second_done.ok()) << failure.status.ToString();
   EXPECT_EQ(Ids(), "1,2");
   EXPECT_EQ(conn_->in_flight(), 0);
@@ -96,39 +109,21 @@ TEST_F(PostgresTransactionTest, TheNextTransactionIsSentWhileOneWaitsForItsCommi
 
 TEST_F(PostgresTransactionTest,
        ATransactionSentBehindACommitWhoseConnectionIsLostMayHaveCommitted) {
-  testing::PgClient holder(db_);
-  ASSERT_TRUE(holder.Query("SELECT pg_advisory_lock(7)").ok());
-  Transaction first(*conn_, kTimeout), second(*conn_, kTimeout);
-  first.Add(Insert(1, 1));
-  second.Add(Insert(2, 2));
-  first.Send(/*early=*/true);
-  std::promise<void> sent;
-  Transaction::Failure first_failure;
-  auto finished = std::async(std::launch::async, [&] {
-    return first
-        .Finish("the first", &first_failure,
-                [&] {
-                  second.Send(/*early=*/true);
-                  sent.set_value();
-                })
-        .ok();
-  });
-  const bool sent_meanwhile =
-      sent.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  const bool sent_meanwhile = SendTheSecondWhileTheFirstCommits();
   // The connection's backend, its COMMIT waiting for lock 7, is ended.
   auto ended = look_->Value(
       "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
       "current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()");
   const auto start = std::chrono::steady_clock::now();
-  const bool first_ok = finished.get();
+  const bool first_ok = finished_.get();
   Transaction::Failure second_failure;
-  const bool second_ok = second.Finish("the second", &second_failure).ok();
+  const bool second_ok = second_->Finish("the second", &second_failure).ok();
   const auto took = std::chrono::steady_clock::now() - start;
-  ASSERT_TRUE(holder.Query("SELECT pg_advisory_unlock(7)").ok());
+  ASSERT_TRUE(Release());
   EXPECT_TRUE(sent_meanwhile);
   EXPECT_EQ(ended.ok() ? *ended : ended.status().ToString(), "1");
   EXPECT_FALSE(first_ok);
-  EXPECT_TRUE(first_failure.maybe_committed) << first_failure.status.ToString();
+  EXPECT_TRUE(first_failure_.maybe_committed) << first_failure_.status.ToString();
   EXPECT_FALSE(second_ok);
   EXPECT_TRUE(second_failure.maybe_committed) << second_failure.status.ToString();
   EXPECT_TRUE(second_failure.status.IsUnavailable()) << second_failure.status.ToString();
