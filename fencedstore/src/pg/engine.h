@@ -1,8 +1,10 @@
 // The PostgreSQL engine: a batch of writes sent as one pipeline (BEGIN, one call of
 // fencekit.write_many for the batch's unconditional writes, one of fencekit.write_batch per
 // client batch or conditional write, COMMIT), so that a batch costs one round trip and one commit
-// however many writes it holds. The connection is remade after it is lost (libpq picks a
-// read-write host of the URI's list), so fenced rides out a failover. Private to fencedstore.
+// however many writes it holds; the next batch goes out behind the COMMIT once the batch's
+// decisions are back (CommitBatch's `next`), so the server need not wait for it. The connection is
+// remade after it is lost (libpq picks a read-write host of the URI's list), so fenced rides out
+// a failover. Private to fencedstore.
 #pragma once
 
 #include <chrono>
