@@ -110,7 +110,14 @@ TEST_F(PostgresTransactionTest, TheNextTransactionIsSentWhileOneWaitsForItsCommi
 TEST_F(PostgresTransactionTest,
        ATransactionSentBehindACommitWhoseConnectionIsLostMayHaveCommitted) {
   const bool sent_meanwhile = SendTheSecondWhileTheFirstCommits();
-  // The connection's backend, its COMMIT waiting for lock 7, is ended.
+  // The connection's backend is ended once its COMMIT waits for lock 7: the second may have
+  // been sent before the COMMIT reached the lock.
+  const bool commit_waited = testing::WaitFor([&] {
+    auto waiting = look_->Value(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+        "wait_event_type = 'Lock' AND pid <> pg_backend_pid()");
+    return waiting.ok() && *waiting == "1";
+  });
   auto ended = look_->Value(
       "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
       "current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()");
@@ -121,6 +128,7 @@ TEST_F(PostgresTransactionTest,
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_TRUE(Release());
   EXPECT_TRUE(sent_meanwhile);
+  EXPECT_TRUE(commit_waited);
   EXPECT_EQ(ended.ok() ? *ended : ended.status().ToString(), "1");
   EXPECT_FALSE(first_ok);
   EXPECT_TRUE(first_failure_.maybe_committed) << first_failure_.status.ToString();
