@@ -175,8 +175,8 @@ int main(int argc, char** argv) {
             << " received; finishing in-flight requests" << std::endl;
   (*server)->Stop();
   (*server)->Wait();
-  // The store first: writes still waiting (e.g. for the lock service to confirm a token) answer
-  // into the server's stopped io_context, which must still exist; then the server.
+  // The store first: it answers the writes still waiting (e.g. for the lock service to confirm
+  // a token), so that destroying the server then finds none left to wait for.
   Status closed = (*store)->Close();
   server->reset();
   if (!closed.ok()) return Fail("closing the database: " + closed.message());

@@ -1,6 +1,8 @@
 // The fenced HTTP server on an ephemeral loopback port, spoken to with raw bytes.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -352,6 +354,34 @@ TEST_F(HttpTest, StopFinishesInFlightRequestAndClosesIdleConnections) {
   EXPECT_TRUE(busy.ClosedByPeer());
   server_->Wait();
   EXPECT_EQ(store_->Get("last")->value, "hello");
+}
+
+// A write's answer reaches the server's metrics, write watch and connection: destroying the
+// server before the store answers must wait for it, not free what the answer uses.
+TEST_F(HttpTest, DestroyingTheServerWaitsForTheStoreToAnswerItsWrites) {
+  std::promise<void> asked;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  StoreOptions store_options;
+  store_options.verify = [&asked, released](std::string_view, FencingToken) {
+    asked.set_value();  // one write, one verification
+    released.wait_for(std::chrono::seconds(30));
+    return Result<TokenVerdict>(TokenVerdict{.current = true});
+  };
+  StartServer({.drain_timeout = std::chrono::milliseconds(50)}, std::move(store_options));
+  RawConnection c(server_->port());
+  c.Send(Request("PUT", "/v1/objects/k", {{"Fencing-Token", "1"}}, "v"));
+  ASSERT_EQ(asked.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  auto destroyed = std::async(std::launch::async, [this] { server_.reset(); });
+  // Past the drain timeout, the server has stopped but for the write the store holds.
+  const bool gone_first =
+      destroyed.wait_for(std::chrono::milliseconds(500)) == std::future_status::ready;
+  release.set_value();
+  EXPECT_FALSE(gone_first);
+  EXPECT_EQ(destroyed.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  auto stored = store_->Get("k");
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->value, "v");
 }
 
 }  // namespace

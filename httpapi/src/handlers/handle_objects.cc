@@ -164,9 +164,9 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
 
   Metrics* metrics = metrics_;
   std::string write_lock = w.lock;
-  store_->Submit(std::move(w), [respond = std::move(respond), metrics, version, keep_alive, is_put,
-                                who, write_lock = std::move(write_lock), writes = hooks_.writes,
-                                facts = std::move(facts)](Result<WriteReceipt> r) {
+  auto done = [respond = std::move(respond), metrics, version, keep_alive, is_put, who,
+               write_lock = std::move(write_lock), writes = hooks_.writes,
+               facts = std::move(facts)](Result<WriteReceipt> r) {
     if (writes != nullptr) writes->Decided(facts, r);  // the feed, the log, the write state
     if (r.ok()) {
       metrics->CountAccepted();
@@ -183,7 +183,8 @@ void Handler::HandleObject(HttpRequest&& req, std::string key, Respond& respond,
     }
     metrics->CountRefused(wire::ErrorForStoreStatus(r.status()));
     respond(WriteRefusal(r.status(), who, write_lock, version, keep_alive));
-  });
+  };
+  store_->Submit(std::move(w), StoreCallbacks::Counted(hooks_.store_callbacks, std::move(done)));
 }
 
 void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond& respond,
@@ -264,9 +265,7 @@ void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond&
   std::string lock = batch->lock;
   FencingToken token = batch->token;
   Metrics* metrics = metrics_;
-  store_->SubmitBatch(
-      BatchRequest{std::move(batch->lock), batch->token, std::move(batch->service),
-                   who != nullptr ? who->name : std::string(), std::move(batch->writes)},
+  auto done =
       [respond = std::move(respond), metrics, version, keep_alive, lock = std::move(lock), token,
        who, is_delete = std::move(is_delete), writes = hooks_.writes,
        facts = std::move(facts)](Result<std::vector<WriteReceipt>> r) {
@@ -286,7 +285,11 @@ void Handler::HandleBatch(const HttpRequest& req, const Principal* who, Respond&
         }
         metrics->CountRefused(wire::ErrorForStoreStatus(r.status()));
         respond(WriteRefusal(r.status(), who, lock, version, keep_alive));
-      });
+      };
+  store_->SubmitBatch(
+      BatchRequest{std::move(batch->lock), batch->token, std::move(batch->service),
+                   who != nullptr ? who->name : std::string(), std::move(batch->writes)},
+      StoreCallbacks::Counted(hooks_.store_callbacks, std::move(done)));
 }
 
 }  // namespace fencekit::httpapi

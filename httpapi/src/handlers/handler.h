@@ -9,8 +9,9 @@
 #include <string_view>
 
 #include "handlers/auth.h"
-#include "observe/metrics.h"
 #include "net/response_budget.h"
+#include "net/store_callbacks.h"
+#include "observe/metrics.h"
 #include "wire.h"
 
 namespace fencekit {
@@ -41,6 +42,9 @@ struct HandlerHooks {
   // The memory of answers not yet read (ServerOptions::max_response_memory): a batch reserves
   // its receipts' bound there before the store decides it. Null: no reservation.
   ResponseBudget* answers = nullptr;
+  // Counts the write callbacks given to the store and not yet done with (store_callbacks.h).
+  // Null: not counted.
+  StoreCallbacks* store_callbacks = nullptr;
 };
 
 // Thread safety: safe for concurrent use; the store and metrics must outlive it.

@@ -22,22 +22,25 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
-#include "handlers/auth.h"
-#include "observe/events.h"
 #include "fencekit/common/mutex.h"
 #include "fencekit/fencedstore/store.h"
+#include "handlers/auth.h"
 #include "handlers/handler.h"
-#include "observe/health.h"
-#include "observe/log_sink.h"
 #include "net/session.h"
+#include "net/store_callbacks.h"
 #include "net/tls_context.h"
 #include "net/work_queue.h"
 #include "net/write_watch.h"
+#include "observe/events.h"
+#include "observe/health.h"
+#include "observe/log_sink.h"
 
 namespace fencekit::httpapi {
 namespace {
@@ -71,6 +74,9 @@ unsigned IoThreads(const ServerOptions& options) {
   return options.threads != 0 ? options.threads : std::max(1u, cores - 1);
 }
 
+// How long destroying the server waits for the store to answer the writes of its connections.
+constexpr std::chrono::seconds kStoreCallbacksBound{300};
+
 class ServerImpl final : public Server {
  public:
   ServerImpl(ServerOptions options, FencedStore* store, std::unique_ptr<Authorizer> auth,
@@ -87,8 +93,9 @@ class ServerImpl final : public Server {
                  .max_queued_bytes = options_.max_queued_event_bytes},
                 &metrics_),
         write_watch_(&events_, &log_),
-        handler_(store, &metrics_, &long_reads_, auth_.get(), options_.extra_metrics,
-                 HandlerHooks{&write_watch_, &health_, &fence_admin_, &answers_}),
+        handler_(
+            store, &metrics_, &long_reads_, auth_.get(), options_.extra_metrics,
+            HandlerHooks{&write_watch_, &health_, &fence_admin_, &answers_, &store_callbacks_}),
         io_threads_(IoThreads(options_)),
         acceptor_(net::make_strand(ioc_)),
         drain_timer_(ioc_),
@@ -99,6 +106,7 @@ class ServerImpl final : public Server {
     Wait();
     long_reads_.Stop();  // its tasks post to sessions' strands: done before ioc_ goes
     fence_admin_.Stop();
+    AwaitStoreCallbacks();
   }
 
   Status Bind() {
@@ -291,6 +299,24 @@ class ServerImpl final : public Server {
     });
   }
 
+  // A write's callback answers into this server (its metrics, write watch, sessions and
+  // outbox), so none may run once it is gone. The store runs every callback it was given,
+  // within its own timeouts (at once for a store closed first); past kStoreCallbacksBound the
+  // process ends rather than free memory that a late answer would write to.
+  void AwaitStoreCallbacks() {
+    const auto start = std::chrono::steady_clock::now();
+    if (store_callbacks_.AwaitNone(start + options_.drain_timeout)) return;
+    const std::string waiting = " fenced: the store has not answered " +
+                                std::to_string(store_callbacks_.pending()) +
+                                " write(s) of stopped connections";
+    log_.Log(LogTime(std::chrono::system_clock::now()) + waiting +
+             "; the server waits for them before it goes");
+    if (store_callbacks_.AwaitNone(start + kStoreCallbacksBound)) return;
+    std::fprintf(stderr, "%s after %lld s; aborting\n", waiting.c_str(),
+                 static_cast<long long>(kStoreCallbacksBound.count()));
+    std::abort();
+  }
+
   void WatchDrain() {
     std::size_t live = registry_.size();
     if (live == 0) return;  // nothing left: the threads run out of work and return
@@ -311,6 +337,7 @@ class ServerImpl final : public Server {
   WorkQueue long_reads_;
   WorkQueue fence_admin_;
   ResponseBudget answers_;
+  StoreCallbacks store_callbacks_;
   // Before ioc_, so that they outlive the sessions that ioc_'s pending handlers still hold.
   LogSink log_;
   EventHub events_;

@@ -87,9 +87,11 @@ struct ServerOptions {
 };
 
 // Thread safety: Start/Stop/Wait may be called from any thread; Stop is also safe from a
-// signal-handling thread. The store must outlive the server, and the store's writes must all
-// be answered before the server is destroyed: Stop(), Wait(), close the store, then destroy the
-// server (a write waiting for verification may otherwise answer into a destroyed server).
+// signal-handling thread. The store must outlive the server. Destroying the server stops it,
+// waits for it, then waits for the store to answer every write the server gave it (an answer
+// reaches the server's connections and metrics): at once when the store was closed first, else
+// as long as the store takes (a write waiting for the lock service to confirm its token), up to
+// 5 minutes, past which the process aborts rather than free what a late answer would use.
 class Server {
  public:
   // Binds and starts serving on background threads. The store is not owned. kInvalidArgument
