@@ -188,6 +188,9 @@ stop_postgres() {
 # start_postgres WHO [-c NAME=VALUE...]: a fresh cluster in $work/pg (owned by the postgres user
 # when root) on a free loopback port, fsync, synchronous_commit and full_page_writes on, plus the
 # settings given; exits saying why (WHO: the script's name) when it does not start.
+# wal_init_zero off: a fresh cluster has no WAL segments to recycle, and zero-filling each new
+# 16 MB segment held up the commits waiting on it by 100-350 ms, once a second at fenced's WAL
+# rate (docs/benchmarks.md); a server that has run a while recycles its segments instead.
 start_postgres() {
   local who="$1" attempt _
   shift
@@ -207,7 +210,7 @@ start_postgres() {
   local settings=(
     -c listen_addresses=127.0.0.1 -c "unix_socket_directories=$work/pg"
     -c fsync=on -c synchronous_commit=on -c full_page_writes=on
-    -c max_connections=300 -c shared_buffers=256MB -c max_wal_size=4GB "$@"
+    -c max_connections=300 -c shared_buffers=256MB -c max_wal_size=4GB -c wal_init_zero=off "$@"
   )
   for attempt in 1 2 3 4 5; do
     pg_port="$(free_port)"
