@@ -306,10 +306,10 @@ class ServerImpl final : public Server {
   void AwaitStoreCallbacks() {
     const auto start = std::chrono::steady_clock::now();
     if (store_callbacks_.AwaitNone(start + options_.drain_timeout)) return;
-    const std::string waiting = " fenced: the store has not answered " +
+    const std::string waiting = "fenced: the store has not answered " +
                                 std::to_string(store_callbacks_.pending()) +
                                 " write(s) of stopped connections";
-    log_.Log(LogTime(std::chrono::system_clock::now()) + waiting +
+    log_.Log(LogTime(std::chrono::system_clock::now()) + " " + waiting +
              "; the server waits for them before it goes");
     if (store_callbacks_.AwaitNone(start + kStoreCallbacksBound)) return;
     std::fprintf(stderr, "%s after %lld s; aborting\n", waiting.c_str(),

@@ -14,7 +14,6 @@ namespace fencekit::httpapi {
 
 // Thread safety: safe for concurrent use.
 class StoreCallbacks {
- public:
   // One callback's count, copied with it: the callback is pending while any copy lives.
   class Ticket {
    public:
@@ -33,6 +32,7 @@ class StoreCallbacks {
     StoreCallbacks* callbacks_;
   };
 
+ public:
   // `f`, counted while it lives (any copy of it). It is destroyed before its ticket, so that
   // what it holds (a connection) goes while the server still waits. A null `callbacks` counts
   // nothing.
