@@ -226,6 +226,9 @@ void Writer::WriterLoop() {
   // administration or a probe: those wait for a turn with nothing in flight).
   const Engine::TakeNext take_next = [&](std::int64_t* now_ms) -> std::vector<Pending>* {
     {
+      // Nor, after a batch of several writes, while the shared linger applies or its look is
+      // due: the loop's turn does both.
+      if (last_writes > 1 && SharedTurnDue()) return nullptr;
       MutexLock lock(mu_);
       if (queue_.empty() || !admin_.empty() || !probes_.empty()) return nullptr;
       last_writes = TakeWrites(next);
@@ -284,11 +287,16 @@ void Writer::WriterLoop() {
   }
 }
 
+bool Writer::SharedTurnDue() const {
+  if (options_.batch_linger.count() > 0 || options_.shared_linger.count() == 0) return false;
+  return shared_.load(std::memory_order_relaxed) || clock_->Now() - shared_checked_ >= kSharedLook;
+}
+
 std::chrono::microseconds Writer::Linger() {
   if (options_.batch_linger.count() > 0) return options_.batch_linger;
   if (options_.shared_linger.count() == 0) return options_.shared_linger;
   const auto now = clock_->Now();
-  if (now - shared_checked_ >= std::chrono::milliseconds(250)) {
+  if (now - shared_checked_ >= kSharedLook) {
     shared_checked_ = now;
     // A failed look changes nothing: the next commit reports the database's trouble.
     auto shared = engine_->AnotherWriterActive();

@@ -84,8 +84,12 @@ class Writer {
   std::unique_ptr<Engine> engine_;
 
   // The linger before the next transaction: batch_linger, else shared_linger while the engine
-  // sees another writer (looked at again once `shared_checked_` is 250ms old).
+  // sees another writer (looked at again once `shared_checked_` is kSharedLook old).
   std::chrono::microseconds Linger();
+  // Whether the next batch waits for the loop's turn rather than going behind the last commit:
+  // while the shared linger applies, or once its look is due.
+  bool SharedTurnDue() const;
+  static constexpr std::chrono::milliseconds kSharedLook{250};
   std::chrono::steady_clock::time_point shared_checked_{};
   std::atomic<bool> shared_{false};
 

@@ -5,17 +5,19 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "fencedstore/pg_open_batch.h"
 #include "fencekit/fencedstore/store.h"
 #include "support/servers/pg_client.h"
 #include "support/servers/store_engines.h"
 #include "support/test_support.h"
-#include "fencedstore/pg_open_batch.h"
 
 namespace fencekit {
 namespace {
@@ -83,6 +85,76 @@ TEST(PostgresStoreTest, AStoreSeesAnotherStoreWritingToItsDatabaseOnlyWhileItWri
     write(*a);
     return !a->Stats().database_shared;
   }));
+}
+
+// Keeps `outstanding` writes in `store`: each answer submits the next one at once, on the writer
+// thread, so writes are queued whenever a batch's COMMIT goes out and each batch can be sent
+// behind the last commit. Stopping moves the store's `clock` on, so that a linger ends.
+class SteadyLoad {
+ public:
+  SteadyLoad(FencedStore& store, FakeClock& clock, int outstanding) : store_(store), clock_(clock) {
+    for (int i = 0; i < outstanding; ++i) Next(i);
+  }
+  ~SteadyLoad() {
+    stop_ = true;
+    EXPECT_TRUE(testing::WaitFor([&] {
+      clock_.Advance(std::chrono::milliseconds(1));
+      return in_flight_ == 0;
+    }));
+  }
+
+ private:
+  void Next(int i) {
+    ++in_flight_;
+    store_.Submit({.lock = "L", .token = T(1), .key = "k" + std::to_string(i), .value = "v"},
+                  [this, i](Result<WriteReceipt> r) {
+                    EXPECT_TRUE(r.ok()) << r.status().ToString();
+                    if (r.ok() && !stop_) Next(i);
+                    --in_flight_;
+                  });
+  }
+
+  FencedStore& store_;
+  FakeClock& clock_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> in_flight_{0};
+};
+
+// Under steady load every batch could go behind the last commit; the writer still looks for
+// another store's writer once its last look is 250ms old on the store's clock, and not before.
+TEST(PostgresStoreTest, AStoreUnderSteadyLoadLooksForAnotherWriterEvery250ms) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  FakeClock clock;
+  StoreOptions options{.path = db};
+  options.clock = &clock;
+  options.max_batch = 8;  // the 32 writes fill a batch at once: a linger need not wait the clock
+  auto a = Open(options);
+  std::optional<SteadyLoad> load(std::in_place, *a, clock, 32);
+  // a's first look, with nothing else writing, and then batches behind the commits.
+  ASSERT_TRUE(testing::WaitFor([&] { return a->Stats().commits >= 20; }));
+  EXPECT_FALSE(a->Stats().database_shared);
+  auto b = Open({.path = db});
+  std::atomic<bool> writing{true};
+  std::thread b_writes([&] {
+    for (int i = 0; writing; ++i) {
+      BatchRequest batch{.lock = "L", .token = T(1)};
+      batch.writes.push_back({.key = "b" + std::to_string(i % 64), .value = "v"});
+      batch.writes.push_back({.key = "c" + std::to_string(i % 64), .value = "v"});
+      auto done = b->WriteBatch(std::move(batch));
+      EXPECT_TRUE(done.ok()) << done.status().ToString();
+    }
+  });
+  // b writes (and sees a writing); a, whose clock stands still, does not look yet.
+  EXPECT_TRUE(testing::WaitFor([&] { return b->Stats().database_shared; }));
+  const std::uint64_t commits = a->Stats().commits;
+  EXPECT_TRUE(testing::WaitFor([&] { return a->Stats().commits >= commits + 50; }));
+  EXPECT_FALSE(a->Stats().database_shared);
+  clock.Advance(std::chrono::milliseconds(250));
+  EXPECT_TRUE(testing::WaitFor([&] { return a->Stats().database_shared; }));
+  writing = false;
+  b_writes.join();
+  load.reset();
 }
 
 TEST(PostgresStoreTest, ConcurrentStoresNeverAcceptATokenBelowAnAcceptedOne) {

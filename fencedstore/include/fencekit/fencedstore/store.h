@@ -80,7 +80,8 @@ struct StoreOptions {
   std::size_t history_limit = 10000;
   // Largest accepted key and lock name, in bytes. Names follow CheckName (common/names.h).
   std::size_t max_key_bytes = 1024;
-  // Time source for history records. Null means Clock::Real(). Not owned.
+  // Time source for history records and the shared linger's looks. Null means Clock::Real().
+  // Not owned.
   Clock* clock = nullptr;
   // PostgreSQL: the longest wait for the database in one exchange (a batch's commit, a read).
   // Past it the connection is dropped and the writes fail with kUnavailable, unacknowledged.
