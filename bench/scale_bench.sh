@@ -230,6 +230,7 @@ COMMIT;
 VACUUM (ANALYZE) fencekit.objects;
 VACUUM (ANALYZE) fencekit.fences;
 VACUUM (ANALYZE) fencekit.history;
+VACUUM (ANALYZE) fencekit.history_runs;
 CHECKPOINT;
 SQL
   fi
@@ -411,7 +412,8 @@ store_size() {
     read -r total objects history < <(query pg "$store" "SELECT
       (SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = 'fencekit' AND c.relkind = 'r'),
-      pg_total_relation_size('fencekit.objects'), pg_total_relation_size('fencekit.history')" | tr '|' ' ')
+      pg_total_relation_size('fencekit.objects'),
+      pg_total_relation_size('fencekit.history') + pg_total_relation_size('fencekit.history_runs')" | tr '|' ' ')
   fi
   rec "$bench" "$db" "$point" size "$total"
   rec "$bench" "$db" "$point" size_objects "$objects"

@@ -1,6 +1,7 @@
 // What is particular to the PostgreSQL engine, on a real PostgreSQL server: several stores on one
-// database, a lost or stalled connection, the schema's ownership and version, and secrets kept
-// out of messages. (The rules themselves run on both engines in fencedstore_*_test.)
+// database, a lost or stalled connection, the history's runs, the schema's ownership, and
+// secrets kept out of messages. (The rules themselves run on both engines in fencedstore_*_test;
+// the schema's migrations in pg_schema_test.cc.)
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -206,6 +207,35 @@ TEST(PostgresStoreTest, ConcurrentStoresNeverAcceptATokenBelowAnAcceptedOne) {
   EXPECT_EQ(retries, 0u);
 }
 
+// A group commit's decisions are one row of fencekit.history_runs; the trim (every 64 commits)
+// removes whole runs once their last decision is past the limit, and the history reads the
+// rest in order.
+TEST(PostgresStoreTest, TheHistorysRunsAreTrimmedToItsLimit) {
+  std::string db = testing::NewPostgresDatabase();
+  ASSERT_FALSE(db.empty());
+  auto store = Open({.path = db, .history_limit = 100});
+  constexpr int kRounds = 130, kWrites = 16;  // at least 130 commits: two trims or more
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::future<Result<WriteReceipt>>> writes;
+    for (int i = 0; i < kWrites; ++i) {
+      writes.push_back(std::async(std::launch::async, [&, i] {
+        return store->Put("L", T(1), "k" + std::to_string(i), std::to_string(round));
+      }));
+    }
+    for (auto& w : writes) ASSERT_TRUE(w.get().ok());
+  }
+  auto runs = QuerySql(db, "SELECT count(*) > 0 FROM fencekit.history_runs");
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  EXPECT_EQ(*runs, std::vector<std::string>{"t"});
+  auto all = store->History(100000);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_GE(all->size(), 100u);
+  EXPECT_LE(all->size(), 100u + 64u * kWrites) << "of " << kRounds * kWrites << " decisions";
+  for (std::size_t i = 1; i < all->size(); ++i) EXPECT_LT((*all)[i - 1].seq, (*all)[i].seq);
+  EXPECT_EQ(all->back().op, "put");
+  EXPECT_TRUE(all->back().accepted);
+}
+
 TEST(PostgresStoreTest, WritesAtTheFencesTokenDoNotWaitForEachOthersCommits) {
   std::string db = testing::NewPostgresDatabase();
   ASSERT_FALSE(db.empty());
@@ -342,81 +372,6 @@ TEST(PostgresStoreTest, AStalledServerFailsTheWriteWithinTheTimeoutAndTheStoreRe
   EXPECT_LT(took, std::chrono::seconds(5));
   auto again = store->Put("L", T(3), "k", "v3");
   EXPECT_TRUE(again.ok()) << again.status().ToString();
-}
-
-TEST(PostgresStoreTest, ConcurrentOpensOfANewDatabaseMigrateOnce) {
-  std::string db = testing::NewPostgresDatabase();
-  ASSERT_FALSE(db.empty());
-  std::vector<std::future<Status>> opens;
-  for (int i = 0; i < 4; ++i) {
-    opens.push_back(std::async(std::launch::async, [&] {
-      auto s = FencedStore::Open({.path = db});
-      return s.ok() ? Status::Ok() : s.status();
-    }));
-  }
-  for (auto& f : opens) EXPECT_TRUE(f.get().ok());
-  auto version = QuerySql(db, "SELECT version FROM fencekit.schema_version");
-  ASSERT_TRUE(version.ok());
-  EXPECT_EQ(*version, std::vector<std::string>{"2"});
-}
-
-TEST(PostgresStoreTest, MigratesASchemaVersion1StoreNumberingAboveItsVersions) {
-  std::string db = testing::NewPostgresDatabase();
-  ASSERT_FALSE(db.empty());
-  {
-    auto store = Open({.path = db});
-    ASSERT_NE(store, nullptr);
-    ASSERT_TRUE(store->Put("L", T(1), "k", "v").ok());
-  }
-  // Back to schema 1's shape: versions counted per key (here 41), no sequence, no batches, and
-  // fencekit.write with version 1's result (no o_prior), which CREATE OR REPLACE cannot change.
-  auto v1 = QuerySql(
-      db,
-      "DROP FUNCTION fencekit.write_batch; DROP FUNCTION fencekit.write; "
-      "DROP SEQUENCE fencekit.versions; "
-      "CREATE FUNCTION fencekit.write(p_delete boolean, p_lock bytea, p_token bigint, p_key "
-      "bytea, p_value bytea, p_service text, p_prefix_lock bytea, p_verify integer, p_refusal "
-      "text, p_strict boolean, p_unguarded boolean, p_now_ms bigint, p_principal bytea, "
-      "p_record boolean, OUT o_outcome text, OUT o_highest bigint, OUT o_version bigint, OUT "
-      "o_bound_lock bytea, OUT o_fence_service text, OUT o_seq bigint) LANGUAGE sql AS "
-      "$$SELECT 'accepted', 0::bigint, 0::bigint, NULL::bytea, NULL::text, 0::bigint$$; "
-      "UPDATE fencekit.objects SET version = 41; "
-      "UPDATE fencekit.schema_version SET version = 1");
-  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
-  auto store = Open({.path = db});
-  ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->Get("k")->version, 41);
-  auto next = store->Put("L", T(1), "k", "w");
-  ASSERT_TRUE(next.ok()) << next.status().ToString();
-  EXPECT_EQ(next->version, 42);
-  EXPECT_EQ(store->Put("L", T(1), "new", "w")->version, 43);
-  auto batch = store->WriteBatch({"L", T(1), {}, {}, {ObjectWrite{false, "b", "v", kIfAbsent}}});
-  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
-  EXPECT_EQ(QuerySql(db, "SELECT version FROM fencekit.schema_version").value(),
-            std::vector<std::string>{"2"});
-}
-
-TEST(PostgresStoreTest, RefusesASchemaNamedFencekitThatIsNotAStore) {
-  std::string db = testing::NewPostgresDatabase();
-  ASSERT_FALSE(db.empty());
-  ASSERT_TRUE(QuerySql(db, "CREATE SCHEMA fencekit; CREATE TABLE fencekit.mine(x int)").ok());
-  auto s = FencedStore::Open({.path = db});
-  ASSERT_FALSE(s.ok());
-  EXPECT_TRUE(s.status().IsInvalidArgument()) << s.status().ToString();
-  EXPECT_NE(s.status().message().find("not a fencekit store"), std::string::npos);
-  EXPECT_TRUE(QuerySql(db, "SELECT x FROM fencekit.mine").ok());
-}
-
-TEST(PostgresStoreTest, RefusesAStoreWrittenByANewerVersion) {
-  std::string db = testing::NewPostgresDatabase();
-  ASSERT_FALSE(db.empty());
-  ASSERT_TRUE(Open({.path = db}) != nullptr);
-  ASSERT_TRUE(QuerySql(db, "UPDATE fencekit.schema_version SET version = 99").ok());
-  auto s = FencedStore::Open({.path = db});
-  ASSERT_FALSE(s.ok());
-  EXPECT_TRUE(s.status().IsInvalidArgument());
-  EXPECT_NE(s.status().message().find("newer fencekit"), std::string::npos)
-      << s.status().ToString();
 }
 
 TEST(PostgresStoreTest, AnUnreachableDatabaseFailsClearlyWithoutItsPassword) {

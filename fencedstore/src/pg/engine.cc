@@ -347,12 +347,17 @@ PostgresEngine::Sent PostgresEngine::Build(const std::vector<Pending>& batch, st
     // lower bound makes it a scan of the index over the rows to delete (about 64 batches'),
     // not of the whole table, dead rows and all. At most the 4,096 oldest rows go per trim: a
     // history far over its limit (a lower --history than before) shrinks over several trims,
-    // not in one long delete.
+    // not in one long delete. A run goes whole, once its last decision is to go.
     txn.Add(
-        Command{"DELETE FROM fencekit.history WHERE seq <= "
-                "least((SELECT max(seq) FROM fencekit.history) - $1::int8, "
-                "(SELECT min(seq) FROM fencekit.history) + 4095) AND "
-                "seq >= (SELECT min(seq) FROM fencekit.history)"}
+        Command{"WITH b AS (SELECT least(greatest((SELECT max(seq) FROM fencekit.history), "
+                "(SELECT max(last_seq) FROM fencekit.history_runs)) - $1::int8, "
+                "o.oldest + 4095) AS upto, o.oldest FROM (SELECT least("
+                "(SELECT min(seq) FROM fencekit.history), "
+                "(SELECT min(last_seq) FROM fencekit.history_runs)) AS oldest) AS o), "
+                "rows AS (DELETE FROM fencekit.history "
+                "WHERE seq <= (SELECT upto FROM b) AND seq >= (SELECT oldest FROM b)) "
+                "DELETE FROM fencekit.history_runs "
+                "WHERE last_seq <= (SELECT upto FROM b) AND last_seq >= (SELECT oldest FROM b)"}
             .Int(static_cast<std::int64_t>(options_.history_limit)));
   }
   return sent;

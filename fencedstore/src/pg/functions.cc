@@ -349,14 +349,20 @@ BEGIN
                          THEN 'accepted' END AS outcome,
                   d.version, CASE WHEN d.ok THEN coalesce(d.prior, 0) ELSE 0 END AS prior
              FROM d),
+         -- One row of fencekit.history_runs for the call's decisions, its arrays in the call's
+         -- order: the writes' own arrays, and a seq and an outcome for each write decided here
+         -- (NULL for one decided below, which fencekit.write records). The seqs are drawn in
+         -- that order, while the fences are locked, as a row each would have drawn them.
          recorded AS (
-           INSERT INTO fencekit.history(time_ms, op, lock, token, key, accepted, highest,
-                                        reason, principal)
-             SELECT p_now_ms, 'put', p_locks[i], p_tokens[i], p_keys[i],
-                    outcome = 'accepted', highest, nullif(outcome, 'accepted'), p_principals[i]
-               FROM decided
-               WHERE p_record AND outcome IS NOT NULL
-               ORDER BY i)
+           INSERT INTO fencekit.history_runs(last_seq, time_ms, seqs, locks, tokens, keys,
+                                             outcomes, highests, principals)
+             SELECT max(s.seq), p_now_ms, array_agg(s.seq), p_locks, p_tokens, p_keys,
+                    array_agg(s.outcome), array_agg(s.highest), p_principals
+               FROM (SELECT CASE WHEN o.outcome IS NOT NULL
+                                 THEN nextval('fencekit.history_seq_seq') END AS seq,
+                            o.outcome, o.highest
+                       FROM (SELECT outcome, highest FROM decided ORDER BY i) AS o) AS s
+               HAVING p_record AND count(s.seq) > 0)
     SELECT array_agg(outcome ORDER BY i), array_agg(highest ORDER BY i),
            array_agg(CASE WHEN outcome = 'accepted' THEN version ELSE 0 END ORDER BY i),
            array_agg(prior ORDER BY i)

@@ -100,8 +100,20 @@ Result<std::optional<FenceState>> PostgresReads::Fence(std::string_view lock) {
 
 Result<std::vector<Decision>> PostgresReads::History(std::size_t limit) {
   auto r =
+      // The latest of each table: every run holds a decision above those of the runs below its
+      // last_seq, so the `limit` latest runs hold the `limit` latest decisions of runs.
       Run(pg::Command{"SELECT seq, time_ms, op, lock, token, key, accepted, highest, reason, "
-                      "principal FROM fencekit.history ORDER BY seq DESC LIMIT $1::int8"}
+                      "principal FROM ("
+                      "(SELECT seq, time_ms, op, lock, token, key, accepted, highest, reason, "
+                      "principal FROM fencekit.history ORDER BY seq DESC LIMIT $1::int8) "
+                      "UNION ALL "
+                      "(SELECT u.seq, r.time_ms, 'put', u.lock, u.token, u.key, "
+                      "u.outcome = 'accepted', u.highest, nullif(u.outcome, 'accepted'), "
+                      "u.principal FROM (SELECT * FROM fencekit.history_runs "
+                      "ORDER BY last_seq DESC LIMIT $1::int8) AS r, "
+                      "unnest(r.seqs, r.locks, r.tokens, r.keys, r.outcomes, r.highests, "
+                      "r.principals) AS u(seq, lock, token, key, outcome, highest, principal) "
+                      "WHERE u.seq IS NOT NULL)) AS h ORDER BY seq DESC LIMIT $1::int8"}
               .Int(static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX))));
   if (!r.ok()) return r.status();
   const PGresult* res = r->get();
