@@ -89,8 +89,8 @@ TEST(PostgresStoreTest, MigratesASchemaVersion2StoreKeepingItsHistoryInOrder) {
   ASSERT_TRUE(v2.ok()) << v2.status().ToString();
   auto store = Open({.path = db});
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Put("L", T(2), "new1", "v").ok());  // a run of one decision
-  ASSERT_TRUE(store->SetFence("L", T(5), "admin", false).ok());  // a row
+  ASSERT_TRUE(store->Put("L", T(2), "new1", "v").ok());                     // a run of one decision
+  ASSERT_TRUE(store->SetFence("L", T(5), "admin", false).ok());             // a row
   EXPECT_TRUE(store->Put("L", T(3), "new2", "v").status().IsStaleToken());  // a run
   ASSERT_TRUE(store->Delete("L", T(5), "new1").ok());  // a row (fencekit.write)
   auto h = store->History(100);
