@@ -12,7 +12,7 @@
 #      each wrk with holders (locks) and keys of its own (bench/put_prefixed.lua)
 #   cs. the same, but both wrk with put.lua: the same two holders write through both fenced.
 #       With fenced's default --batch-linger auto, each fenced, seeing the other commit to the
-#       database, waits up to 200us after a transaction of several writes for more to join the
+#       database, waits up to 100us after a transaction of several writes for more to join the
 #       next, so that the two commit batches as large as one fenced does
 #   cs0. as cs, but each of its two fenced (their own, started for it) with --batch-linger 0:
 #       what the linger buys two fenced

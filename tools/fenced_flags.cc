@@ -82,7 +82,7 @@ po::options_description Describe(Flags& f) {
       ("batch-linger", po::value(&f.batch_linger)->default_value("auto"),
        "after a transaction of several writes, wait up to this long (e.g. 200us) for more to "
        "join the next: larger transactions for several fenced sharing a database server's CPU; "
-       "each write may wait this long more. auto: 200us while another fenced writes to the same "
+       "each write may wait this long more. auto: 100us while another fenced writes to the same "
        "PostgreSQL database, else none; 0: never wait")
       ("history", po::value(&f.history)->default_value(10000),
        "decisions kept in the audit history (0 disables it)")

@@ -119,7 +119,7 @@ struct StoreOptions {
   // database (PostgreSQL: looked at every 250ms at most, from the writer thread between
   // transactions; StoreStats::database_shared). Two fenced sharing a server then commit batches
   // as large as one does, and one fenced alone never waits. 0 never waits.
-  std::chrono::microseconds shared_linger{200};
+  std::chrono::microseconds shared_linger{100};
   // Threads calling `verify`, and the most distinct (lock, token) verifications waiting for
   // one; a write needing one more is answered kTimeout at once.
   unsigned verify_threads = 4;
