@@ -16,6 +16,7 @@
 
 #include "fencedstore/pg_open_batch.h"
 #include "fencekit/fencedstore/store.h"
+#include "support/open_store.h"
 #include "support/servers/pg_client.h"
 #include "support/servers/store_engines.h"
 #include "support/test_support.h"
@@ -25,11 +26,8 @@ namespace {
 
 using testing::QuerySql;
 
-FencingToken T(std::int64_t v) { return FencingToken::FromInt(v).value(); }
-
-std::unique_ptr<FencedStore> Open(StoreOptions o) {
-  return testing::ValueOrThrow(FencedStore::Open(o), "opening the store");
-}
+constexpr auto T = testing::TokenOf;
+constexpr auto Open = testing::OpenStore;
 
 // The backends of fencekit's connections (application_name "fencekit") to the database at
 // `uri`: the server is shared with other tests' databases.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fencekit/fencedstore/store.h"
+#include "support/open_store.h"
 #include "support/servers/pg_client.h"
 #include "support/servers/store_engines.h"
 #include "support/test_support.h"
@@ -21,12 +22,8 @@ namespace {
 
 using testing::QuerySql;
 
-FencingToken T(std::int64_t v) { return FencingToken::FromInt(v).value(); }
-
-std::unique_ptr<FencedStore> Open(StoreOptions o) {
-  return testing::ValueOrThrow(FencedStore::Open(o), "opening the store");
-}
-
+constexpr auto T = testing::TokenOf;
+constexpr auto Open = testing::OpenStore;
 
 // True once a backend of the store at `uri` waits for a row lock another transaction holds.
 bool AStoreWaitsForALock(const std::string& uri) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fencekit/fencedstore/store.h"
+#include "support/open_store.h"
 #include "support/servers/pg_client.h"
 #include "support/servers/store_engines.h"
 #include "support/test_support.h"
@@ -16,11 +17,8 @@ namespace {
 
 using testing::QuerySql;
 
-FencingToken T(std::int64_t v) { return FencingToken::FromInt(v).value(); }
-
-std::unique_ptr<FencedStore> Open(StoreOptions o) {
-  return testing::ValueOrThrow(FencedStore::Open(o), "opening the store");
-}
+constexpr auto T = testing::TokenOf;
+constexpr auto Open = testing::OpenStore;
 
 TEST(PostgresStoreTest, ConcurrentOpensOfANewDatabaseMigrateOnce) {
   std::string db = testing::NewPostgresDatabase();

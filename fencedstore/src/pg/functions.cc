@@ -349,10 +349,8 @@ BEGIN
                          THEN 'accepted' END AS outcome,
                   d.version, CASE WHEN d.ok THEN coalesce(d.prior, 0) ELSE 0 END AS prior
              FROM d),
-         -- One row of fencekit.history_runs for the call's decisions, its arrays in the call's
-         -- order: the writes' own arrays, and a seq and an outcome for each write decided here
-         -- (NULL for one decided below, which fencekit.write records). The seqs are drawn in
-         -- that order, while the fences are locked, as a row each would have drawn them.
+         -- One row of fencekit.history_runs, in the call's order: a seq (drawn in that order,
+         -- the fences locked) and an outcome per write decided here, NULL for one left below.
          recorded AS (
            INSERT INTO fencekit.history_runs(last_seq, time_ms, seqs, locks, tokens, keys,
                                              outcomes, highests, principals)

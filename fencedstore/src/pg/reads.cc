@@ -99,9 +99,9 @@ Result<std::optional<FenceState>> PostgresReads::Fence(std::string_view lock) {
 }
 
 Result<std::vector<Decision>> PostgresReads::History(std::size_t limit) {
+  // The latest of each table: every run holds a decision above those of the runs below its
+  // last_seq, so the `limit` latest runs hold the `limit` latest decisions of runs.
   auto r =
-      // The latest of each table: every run holds a decision above those of the runs below its
-      // last_seq, so the `limit` latest runs hold the `limit` latest decisions of runs.
       Run(pg::Command{"SELECT seq, time_ms, op, lock, token, key, accepted, highest, reason, "
                       "principal FROM ("
                       "(SELECT seq, time_ms, op, lock, token, key, accepted, highest, reason, "
