@@ -175,6 +175,39 @@ TEST_F(HttpTest, PipelinedRequestsAreAnsweredInOrder) {
   }
 }
 
+TEST_F(HttpTest, ARequestArrivingAByteAtATimeIsAnswered) {
+  // Each byte its own segment (the connection does not delay small sends): the server parses
+  // the header and the body across many reads, then the request pipelined behind them.
+  RawConnection c(server_->port());
+  const std::string put = Request("PUT", "/v1/objects/k", {{"Fencing-Token", "3"}}, "0123456789");
+  for (char byte : put) c.Send(std::string_view(&byte, 1));
+  c.Send(Request("GET", "/v1/objects/k"));
+  EXPECT_EQ(c.Read().status, 201);
+  auto r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "0123456789");
+}
+
+TEST_F(HttpTest, AConnectionEndedInsideABodyIsClosedAndStoresNothing) {
+  StartServer({.read_timeout = std::chrono::seconds(60)});  // closed by the EOF, not the timeout
+  RawConnection c(server_->port());
+  c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\nContent-Length: 10\r\n\r\n");
+  c.Send("abc");
+  c.ShutdownWrite();
+  EXPECT_TRUE(c.ClosedByPeer(std::chrono::seconds(10)));
+  EXPECT_EQ(Call("GET", "/v1/objects/k").status, 404);
+}
+
+TEST_F(HttpTest, AConnectionEndedInsideAHeaderGets400) {
+  StartServer({.read_timeout = std::chrono::seconds(60)});
+  RawConnection c(server_->port());
+  c.Send("PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nFencing-To");
+  c.ShutdownWrite();
+  EXPECT_EQ(c.Read().status, 400);
+  EXPECT_TRUE(c.ClosedByPeer(std::chrono::seconds(10)));
+  EXPECT_EQ(Call("GET", "/v1/objects/k").status, 404);
+}
+
 TEST_F(HttpTest, WritesOnManyConnectionsOverSeveralIoThreadsEachGetTheirOwnAnswer) {
   // The answers of one commit come back together (AnswerOutbox) and then go to each
   // connection's strand: none may reach another connection, or be lost.

@@ -81,6 +81,10 @@ void RawConnection::Send(std::string_view bytes) {
   }
 }
 
+void RawConnection::ShutdownWrite() {
+  if (shutdown(fd_, SHUT_WR) != 0) ADD_FAILURE() << "shutdown failed: " << strerror(errno);
+}
+
 bool RawConnection::Fill(std::chrono::milliseconds timeout) {
   pollfd p{fd_, POLLIN, 0};
   if (poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;

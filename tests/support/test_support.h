@@ -59,6 +59,8 @@ class RawConnection {
   ~RawConnection();
   bool connected() const { return fd_ >= 0; }
   void Send(std::string_view bytes);
+  // Ends the sending side (the server reads EOF); answers can still be read.
+  void ShutdownWrite();
   // Reads one response; status 0 when the connection closed or timed out first. Interim
   // (1xx) responses are skipped unless `return_interim`.
   RawResponse Read(std::chrono::milliseconds timeout = std::chrono::seconds(10),

@@ -1,9 +1,9 @@
 #include "net/session.h"
 
 #include <algorithm>
+#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/empty_body.hpp>
-#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
 #include "fencekit/common/mutex.h"
@@ -44,14 +44,15 @@ std::vector<std::shared_ptr<SessionBase>> SessionRegistry::Collect(
 template <class Stream>
 void Session<Stream>::Handshake() {
   if constexpr (kTls) {
-    // Counted against the connection limit already (registered); bounded by the read timeout.
+    // Counted against the connection limit already (registered); bounded by the read timeout,
+    // as a request's read is (the server's read watchdog).
     idle_ = true;
-    Tcp().expires_after(host_.options->read_timeout);
+    ReadStarted();
     stream_.async_handshake(net::ssl::stream_base::server, [self = Self()](beast::error_code ec) {
+      self->ReadDone();
       // A failed handshake (plain HTTP on the TLS port, no shared version or cipher, a stalled
       // peer) has nobody to answer: close.
       if (ec) return self->Close();
-      self->Tcp().expires_never();  // from here the read watchdog bounds each request's read
       self->ReadHeader();
     });
   }
@@ -71,9 +72,46 @@ void Session<Stream>::ReadHeader() {
   parser_->body_limit(host_.options->max_body_bytes);
   idle_ = buffer_.size() == 0;
   ReadStarted();  // the server's read watchdog closes the connection past --read-timeout
-  http::async_read_header(
-      stream_, buffer_, *parser_,
-      [self = Self()](beast::error_code ec, std::size_t) { self->OnHeader(ec); });
+  Parse(/*whole=*/false);
+}
+
+template <class Stream>
+void Session<Stream>::Parse(bool whole) {
+  beast::error_code ec;
+  while (!(whole ? parser_->is_done() : parser_->is_header_done())) {
+    if (buffer_.size() != 0) {
+      const std::size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more) {
+        ec = {};
+      } else if (ec) {
+        break;
+      }
+      if (used != 0) continue;
+    }
+    const std::size_t room = beast::read_size(buffer_, 65536);
+    if (room == 0) {  // the buffer is full of a line (or a trailer) that has not ended
+      ec = http::error::buffer_overflow;
+      break;
+    }
+    return stream_.async_read_some(buffer_.prepare(room),
+                                   [self = Self(), whole](beast::error_code ec, std::size_t n) {
+                                     self->buffer_.commit(n);
+                                     if (ec == net::error::eof) {
+                                       // As Beast's reads say it: a message cut short, or no
+                                       // message at all.
+                                       if (self->parser_->got_some()) {
+                                         ec = {};
+                                         self->parser_->put_eof(ec);
+                                       } else {
+                                         ec = http::error::end_of_stream;
+                                       }
+                                     }
+                                     if (!ec) return self->Parse(whole);
+                                     whole ? self->OnBody(ec) : self->OnHeader(ec);
+                                   });
+  }
+  whole ? OnBody(ec) : OnHeader(ec);
 }
 
 template <class Stream>
@@ -124,7 +162,6 @@ void Session<Stream>::OnHeader(beast::error_code ec) {
   if (beast::iequals(req[http::field::expect], "100-continue") && !parser_->is_done()) {
     auto cont =
         std::make_shared<http::response<http::empty_body>>(http::status::continue_, req.version());
-    Tcp().expires_never();
     WriteStarted();
     return http::async_write(stream_, *cont,
                              [self = Self(), cont](beast::error_code ec, std::size_t) {
@@ -139,8 +176,7 @@ void Session<Stream>::OnHeader(beast::error_code ec) {
 template <class Stream>
 void Session<Stream>::ReadBody() {
   ReadStarted();
-  http::async_read(stream_, buffer_, *parser_,
-                   [self = Self()](beast::error_code ec, std::size_t) { self->OnBody(ec); });
+  Parse(/*whole=*/true);
 }
 
 template <class Stream>
@@ -339,7 +375,7 @@ void Session<Stream>::WaitForEvents() {
 
 template <class Stream>
 bool Session<Stream>::PeerStalled(std::chrono::steady_clock::time_point now) {
-  auto state = ReadTcpSendState(Tcp().socket().native_handle());
+  auto state = ReadTcpSendState(Tcp().native_handle());
   if (!state) return false;  // the kernel does not say: the write watchdog alone applies
   if (state->queued == 0 || state->acked != peer_acked_) {
     peer_acked_ = state->acked;
@@ -388,7 +424,7 @@ void Session<Stream>::LogAccess() {
                     std::chrono::steady_clock::now() - started_)
                     .count();
   beast::error_code ec;
-  auto peer = Tcp().socket().remote_endpoint(ec);
+  auto peer = Tcp().remote_endpoint(ec);
   std::string line = LogTime(std::chrono::system_clock::now());
   line += " fenced: access peer=";
   if (ec) {
@@ -444,11 +480,10 @@ template <class Stream>
 void Session<Stream>::RefuseAndClose(wire::Error error, std::string message) {
   host_.metrics->CountRefused(error);
   unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
-  Tcp().expires_never();  // the read deadline no longer applies; the write watchdog does
   Write(Handler::ErrorResponse(error, message, version, /*keep_alive=*/false));
 }
 
-template class Session<beast::tcp_stream>;
-template class Session<beast::ssl_stream<beast::tcp_stream>>;
+template class Session<tcp::socket>;
+template class Session<beast::ssl_stream<tcp::socket>>;
 
 }  // namespace fencekit::httpapi

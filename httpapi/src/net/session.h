@@ -10,7 +10,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
@@ -126,14 +125,15 @@ class SessionBase : public std::enable_shared_from_this<SessionBase> {
   std::atomic<std::chrono::steady_clock::rep> read_started_{0};
 };
 
-// One connection over `Stream`: beast::tcp_stream (plain HTTP) or
-// beast::ssl_stream<beast::tcp_stream> (HTTPS, which first runs the TLS handshake within the
-// read timeout). Both are instantiated in session.cc. Thread safety: every method runs on (or
-// posts to) the session's strand.
+// One connection over `Stream`: tcp::socket (plain HTTP) or beast::ssl_stream<tcp::socket>
+// (HTTPS, which first runs the TLS handshake within the read timeout). A socket, not
+// beast::tcp_stream: the server's watchdogs bound every read and write, and the stream's own
+// timeouts cost a timer check and an executor copy in every operation. Both are instantiated in
+// session.cc. Thread safety: every method runs on (or posts to) the session's strand.
 template <class Stream>
 class Session final : public SessionBase {
  public:
-  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+  static constexpr bool kTls = !std::is_same_v<Stream, tcp::socket>;
 
   // `stream_args` construct the stream: the socket, and for TLS the server's ssl::context.
   // The read buffer holds twice --max-header: a header section is refused at --max-header
@@ -167,9 +167,14 @@ class Session final : public SessionBase {
 
  private:
   std::shared_ptr<Session> Self() { return std::static_pointer_cast<Session>(shared_from_this()); }
-  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
+  tcp::socket& Tcp() { return beast::get_lowest_layer(stream_); }
   void Handshake();
   void ReadHeader();
+  // Parses what the read buffer holds and reads until the request's header (`whole`: the
+  // whole request) is parsed, then calls OnHeader (OnBody). No operation runs for what the
+  // buffer already holds (a body that came with its header); each read is one socket read,
+  // without Beast's composed operations around it.
+  void Parse(bool whole);
   void OnHeader(beast::error_code ec);
   void ReadBody();
   void OnBody(beast::error_code ec);
@@ -214,8 +219,8 @@ class Session final : public SessionBase {
   // response (Content-Length) loses nothing, and a close never waits on the peer.
   void Close() {
     beast::error_code ec;
-    Tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
-    Tcp().close();
+    Tcp().shutdown(tcp::socket::shutdown_both, ec);
+    Tcp().close(ec);
   }
 
   Stream stream_;
@@ -251,9 +256,9 @@ class Session final : public SessionBase {
   std::size_t reserved_ = 0;
 };
 
-using PlainSession = Session<beast::tcp_stream>;
-using TlsSession = Session<beast::ssl_stream<beast::tcp_stream>>;
-extern template class Session<beast::tcp_stream>;
-extern template class Session<beast::ssl_stream<beast::tcp_stream>>;
+using PlainSession = Session<tcp::socket>;
+using TlsSession = Session<beast::ssl_stream<tcp::socket>>;
+extern template class Session<tcp::socket>;
+extern template class Session<beast::ssl_stream<tcp::socket>>;
 
 }  // namespace fencekit::httpapi
