@@ -263,15 +263,33 @@ TEST_F(StoreRulesTest, MigratesASchemaVersion1Store) {
   sqlite3_stmt* st = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(st, 0), 3);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 4);
   sqlite3_finalize(st);
   sqlite3_close(db);
   auto store = Open({.path = path});  // a migrated store opens as it is
   EXPECT_EQ((*store->Fence("lock"))->service, "redis:0123");
   auto h = History(*store);
   ASSERT_EQ(h.size(), 4u);
+  // The old history's row, then the new decisions (a row each: a commit each), in seq order.
+  for (std::size_t i = 0; i < h.size(); ++i) EXPECT_EQ(h[i].seq, static_cast<std::int64_t>(i + 1));
+  EXPECT_EQ(h[0].op, "put");
+  EXPECT_EQ(h[0].key, "k");
+  EXPECT_EQ(h[0].time, std::chrono::system_clock::time_point(std::chrono::milliseconds(1000)));
+  EXPECT_FALSE(h[1].accepted);  // wrong lock
+  EXPECT_EQ(h[1].lock, "other");
   EXPECT_EQ(h[2].reason, "stale_token");
   EXPECT_EQ(h[2].principal, "bob");
+  EXPECT_EQ(h[2].highest, 5);
+  EXPECT_TRUE(h[3].accepted);
+  EXPECT_EQ(h[3].token, 6);
+  // A limit takes the newest, across both tables.
+  auto last_two = store->History(2);
+  ASSERT_TRUE(last_two.ok());
+  ASSERT_EQ(last_two->size(), 2u);
+  EXPECT_EQ((*last_two)[0].seq, 3);
+  auto four = store->History(4);
+  ASSERT_TRUE(four.ok());
+  EXPECT_EQ(four->front().seq, 1);
 }
 
 }  // namespace

@@ -80,13 +80,21 @@ Status SqliteEngine::Prepare(sqlite::Db db, sqlite::TxnStatements txn) {
        "ON CONFLICT(key) DO UPDATE SET value = excluded.value, lock = excluded.lock, "
        "token = excluded.token, version = excluded.version"},
       {&e->delete_object_, "DELETE FROM objects WHERE key = ?1"},
-      {&e->insert_history_,
-       "INSERT INTO history(time_ms, op, lock, token, key, accepted, highest, reason, principal) "
-       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
-      // At most 4,096 of the oldest rows per trim: a history far over its limit (a lower
-      // --history than before) shrinks over several commits, not in one long delete.
+      // A transaction's decisions, one row (history_run.h); their seqs follow the last one given,
+      // in a run or in a row of the history table of schemas before 4.
+      {&e->insert_run_,
+       "INSERT INTO history_runs(last_seq, time_ms, decisions) VALUES(?1, ?2, ?3)"},
+      {&e->read_last_seq_,
+       "SELECT max(coalesce((SELECT max(last_seq) FROM history_runs), 0),"
+       " coalesce((SELECT max(seq) FROM history), 0))"},
+      // At most 4,096 seqs of the oldest per trim: a history far over its limit (a lower
+      // --history than before) shrinks over several commits, not in one long delete. A run
+      // goes whole, once its last decision is past the limit.
       {&e->trim_history_,
        "DELETE FROM history WHERE seq <= min(?1, (SELECT min(seq) FROM history) + 4095)"},
+      {&e->trim_runs_,
+       "DELETE FROM history_runs "
+       "WHERE last_seq <= min(?1, (SELECT min(last_seq) FROM history_runs) + 4095)"},
       {&e->set_fence_,
        "INSERT INTO fences(lock, highest, service, confirmed) VALUES(?1, ?2, NULL, 0) "
        "ON CONFLICT(lock) DO UPDATE SET highest = excluded.highest, confirmed = 0, "
@@ -142,6 +150,7 @@ Status SqliteEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now_m
   if (auto s = RecoverIfSuspect(); !s.ok()) return s;
   Status failure = Status::Ok();
   passed_.Clear();
+  run_.Clear();
   auto txn = sqlite::Transaction::Begin(txn_);
   if (!txn.ok()) failure = txn.status();
   if (failure.ok()) {
@@ -163,15 +172,17 @@ Status SqliteEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now_m
     write_counter_.BindInt(1, last_version_);
     failure = Run(write_counter_, "writing the version counter");
   }
+  if (failure.ok()) failure = InsertRun(now_ms, last_seq);
   if (failure.ok() && untrimmed_ >= 64 &&
       last_seq > static_cast<std::int64_t>(options_.history_limit)) {
     // Trimming every 64 records or more keeps the history bounded without a delete per commit.
     // Records, not batches: a client's batch records a decision per write.
     untrimmed_ = 0;
-    trim_history_.BindInt(1, last_seq - static_cast<std::int64_t>(options_.history_limit));
-    int rc = trim_history_.Step();
-    if (rc != SQLITE_DONE) failure = sqlite::Error(db_.get(), rc, "trimming the history");
-    trim_history_.Reset();
+    const std::int64_t cut = last_seq - static_cast<std::int64_t>(options_.history_limit);
+    trim_runs_.BindInt(1, cut);
+    failure = Run(trim_runs_, "trimming the history");
+    trim_history_.BindInt(1, cut);
+    if (failure.ok()) failure = Run(trim_history_, "trimming the history");
   }
   bool at_commit = false;
   if (failure.ok()) {
@@ -242,9 +253,7 @@ Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
   }
   if (p.outcome == Outcome::kAccepted) {
     for (const auto& w : p.writes) {
-      if (auto s = Record(w, true, p.highest, StatusCode::kOk, now_ms, last_seq); !s.ok()) {
-        return s;
-      }
+      if (auto s = Record(w, true, p.highest, StatusCode::kOk, last_seq); !s.ok()) return s;
     }
     p.result = std::move(receipts);
     return Status::Ok();
@@ -255,7 +264,7 @@ Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
   std::string service;
   p.highest = 0;
   if (auto s = ReadFence(p.grant().lock, &exists, &p.highest, &service); !s.ok()) return s;
-  return Record(p.writes[p.culprit], false, p.highest, p.result.status().code(), now_ms, last_seq);
+  return Record(p.writes[p.culprit], false, p.highest, p.result.status().code(), last_seq);
 }
 
 Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, WriteReceipt* receipt) {
@@ -422,23 +431,35 @@ Status SqliteEngine::ReadFence(const std::string& lock, bool* exists, std::int64
 }
 
 Status SqliteEngine::Record(const WriteRequest& w, bool accepted, std::int64_t highest,
-                            StatusCode why, std::int64_t now_ms, std::int64_t& last_seq) {
+                            StatusCode why, std::int64_t& last_seq) {
+  return AddToRun(w.kind == WriteRequest::Kind::kPut ? "put" : "delete", w.lock, w.token.value(),
+                  w.key, accepted, highest, accepted ? std::string_view() : StatusCodeName(why),
+                  w.principal, &last_seq);
+}
+
+Status SqliteEngine::AddToRun(std::string_view op, std::string_view lock, std::int64_t token,
+                              std::string_view key, bool accepted, std::int64_t highest,
+                              std::string_view reason, std::string_view principal,
+                              std::int64_t* seq) {
   if (options_.history_limit == 0) return Status::Ok();
-  sqlite::ResetOnExit reset(insert_history_);
-  insert_history_.BindInt(1, now_ms);
-  insert_history_.BindText(2, w.kind == WriteRequest::Kind::kPut ? "put" : "delete");
-  insert_history_.BindBlob(3, w.lock);
-  insert_history_.BindInt(4, w.token.value());
-  insert_history_.BindBlob(5, w.key);
-  insert_history_.BindInt(6, accepted ? 1 : 0);
-  insert_history_.BindInt(7, highest);
-  BindTextOrNull(insert_history_, 8, accepted ? std::string_view() : StatusCodeName(why));
-  BindTextOrNull(insert_history_, 9, w.principal);
-  int rc = insert_history_.Step();
-  if (rc != SQLITE_DONE) return sqlite::Error(db_.get(), rc, "recording the decision");
-  last_seq = sqlite3_last_insert_rowid(db_.get());
+  if (run_.size() == 0) {
+    sqlite::ResetOnExit reset(read_last_seq_);
+    int rc = read_last_seq_.Step();
+    if (rc != SQLITE_ROW) return sqlite::Error(db_.get(), rc, "reading the history's last seq");
+    run_start_ = read_last_seq_.ColumnInt(0);
+  }
+  run_.Add(op, lock, token, key, accepted, highest, reason, principal);
+  *seq = run_start_ + static_cast<std::int64_t>(run_.size());
   ++untrimmed_;
   return Status::Ok();
+}
+
+Status SqliteEngine::InsertRun(std::int64_t now_ms, std::int64_t last_seq) {
+  if (run_.size() == 0) return Status::Ok();
+  insert_run_.BindInt(1, last_seq);
+  insert_run_.BindInt(2, now_ms);
+  insert_run_.BindBlob(3, run_.bytes());
+  return Run(insert_run_, "recording the decisions");
 }
 
 Result<Decision> SqliteEngine::SetFence(const AdminOp& op, std::int64_t now_ms) {
@@ -455,21 +476,11 @@ Result<Decision> SqliteEngine::SetFence(const AdminOp& op, std::int64_t now_ms) 
     int rc = set_fence_.Step();
     if (rc != SQLITE_DONE) failure = sqlite::Error(db, rc, "setting the fence");
   }
-  if (failure.ok() && options_.history_limit > 0) {
-    sqlite::ResetOnExit reset(insert_history_);
-    insert_history_.BindInt(1, now_ms);
-    insert_history_.BindText(2, d.op);
-    insert_history_.BindBlob(3, op.lock);
-    insert_history_.BindInt(4, d.token);
-    insert_history_.BindBlob(5, "");
-    insert_history_.BindInt(6, 1);
-    insert_history_.BindInt(7, d.highest);
-    BindTextOrNull(insert_history_, 8, "");
-    BindTextOrNull(insert_history_, 9, op.principal);
-    int rc = insert_history_.Step();
-    if (rc != SQLITE_DONE) failure = sqlite::Error(db, rc, "recording the decision");
-    d.seq = sqlite3_last_insert_rowid(db);
+  run_.Clear();
+  if (failure.ok()) {
+    failure = AddToRun(d.op, op.lock, d.token, "", true, d.highest, "", op.principal, &d.seq);
   }
+  if (failure.ok()) failure = InsertRun(now_ms, d.seq);
   bool at_commit = false;
   if (failure.ok()) {
     failure = txn->Commit();
@@ -489,9 +500,10 @@ Result<Decision> SqliteEngine::SetFence(const AdminOp& op, std::int64_t now_ms) 
 void SqliteEngine::Close() {
   // Statements must be finalized before their connection closes.
   txn_ = sqlite::TxnStatements();
-  for (Stmt* st : {&advance_fence_, &read_fence_, &insert_fence_, &read_object_, &upsert_object_,
-                   &delete_object_, &insert_history_, &trim_history_, &set_fence_, &savepoint_,
-                   &rollback_to_, &release_, &read_counter_, &write_counter_, &bump_probe_}) {
+  for (Stmt* st :
+       {&advance_fence_, &read_fence_, &insert_fence_, &read_object_, &upsert_object_,
+        &delete_object_, &insert_run_, &read_last_seq_, &trim_history_, &trim_runs_, &set_fence_,
+        &savepoint_, &rollback_to_, &release_, &read_counter_, &write_counter_, &bump_probe_}) {
     *st = Stmt();
   }
   db_ = sqlite::Db();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sqlite/history_run.h"
 #include "sqlite/passed_fences.h"
 #include "sqlite/sqlite_util.h"
 #include "sqlite/transaction.h"
@@ -55,8 +56,15 @@ class SqliteEngine final : public Engine {
   // The fence of `lock`: false in `*exists` when it has none.
   Status ReadFence(const std::string& lock, bool* exists, std::int64_t* highest,
                    std::string* service);
+  // Records the decision on `w` in the transaction's run; its seq in `last_seq`.
   Status Record(const WriteRequest& w, bool accepted, std::int64_t highest, StatusCode why,
-                std::int64_t now_ms, std::int64_t& last_seq);
+                std::int64_t& last_seq);
+  // Adds a decision to the transaction's run (none without a history); its seq in `*seq`.
+  Status AddToRun(std::string_view op, std::string_view lock, std::int64_t token,
+                  std::string_view key, bool accepted, std::int64_t highest,
+                  std::string_view reason, std::string_view principal, std::int64_t* seq);
+  // Inserts the transaction's run, whose last decision has seq `last_seq`, if it has one.
+  Status InsertRun(std::int64_t now_ms, std::int64_t last_seq);
   // Steps `stmt`, which returns no row.
   Status Run(sqlite::Stmt& stmt, std::string_view doing);
   // Decide's step 2: whether the fence lets write `i` of `p` through (`*through`), moving or
@@ -70,11 +78,15 @@ class SqliteEngine final : public Engine {
   sqlite::Db db_;
   sqlite::TxnStatements txn_;
   sqlite::Stmt advance_fence_, read_fence_, insert_fence_, read_object_, upsert_object_,
-      delete_object_, insert_history_, trim_history_, set_fence_, savepoint_, rollback_to_,
-      release_, read_counter_, write_counter_, bump_probe_;
+      delete_object_, insert_run_, read_last_seq_, trim_history_, trim_runs_, set_fence_,
+      savepoint_, rollback_to_, release_, read_counter_, write_counter_, bump_probe_;
   // The store-wide version counter (fencekit/fencedstore/types.h): the last version given, read at the
   // start of each transaction and written back at its end when it moved.
   std::int64_t last_version_ = 0;
+  // The decisions of the open transaction, inserted as one row before it commits; the seq
+  // before its first.
+  HistoryRun run_;
+  std::int64_t run_start_ = 0;
   // History records made since the last trim (also in transactions rolled back since: the trim
   // then comes a little early).
   std::int64_t untrimmed_ = 0;

@@ -7,8 +7,9 @@
 #include <cstdint>
 
 #include "fencekit/common/mutex.h"
-#include "sqlite/sqlite_util.h"
 #include "sqlite/connection.h"
+#include "sqlite/history_run.h"
+#include "sqlite/sqlite_util.h"
 
 namespace fencekit::fencedstore {
 
@@ -16,7 +17,7 @@ using sqlite::Stmt;
 
 struct SqliteReads::Reader {
   sqlite::Db db;
-  Stmt get, fence, history;
+  Stmt get, fence, runs, history;
   // A listing's scan: [inclusive][bounded above], so that each uses the key's index as a range.
   Stmt list[2][2];
 };
@@ -104,26 +105,50 @@ Result<std::optional<FenceState>> SqliteReads::Fence(std::string_view lock) {
 
 Result<std::vector<Decision>> SqliteReads::History(std::size_t limit) {
   return WithReader([&](Reader& r) -> Result<std::vector<Decision>> {
-    sqlite::ResetOnExit reset(r.history);
-    r.history.BindInt(1, static_cast<sqlite3_int64>(std::min<std::size_t>(limit, INT64_MAX)));
-    std::vector<Decision> out;
-    int rc;
-    while ((rc = r.history.Step()) == SQLITE_ROW) {
-      Decision d;
-      d.seq = r.history.ColumnInt(0);
-      d.time =
-          std::chrono::system_clock::time_point(std::chrono::milliseconds(r.history.ColumnInt(1)));
-      d.op = r.history.ColumnBytes(2);
-      d.lock = r.history.ColumnBytes(3);
-      d.token = r.history.ColumnInt(4);
-      d.key = r.history.ColumnBytes(5);
-      d.accepted = r.history.ColumnInt(6) != 0;
-      d.highest = r.history.ColumnInt(7);
-      d.reason = r.history.ColumnBytes(8);
-      d.principal = r.history.ColumnBytes(9);
-      out.push_back(std::move(d));
+    std::vector<Decision> out;  // newest first, until reversed at the end
+    // The runs (schema 4) hold the newest decisions; the history table only older ones.
+    {
+      sqlite::ResetOnExit reset(r.runs);
+      std::vector<Decision> run;
+      int rc = SQLITE_DONE;
+      while (out.size() < limit && (rc = r.runs.Step()) == SQLITE_ROW) {
+        run.clear();
+        auto time =
+            std::chrono::system_clock::time_point(std::chrono::milliseconds(r.runs.ColumnInt(1)));
+        if (auto s = DecodeHistoryRun(r.runs.ColumnBytes(2), r.runs.ColumnInt(0), time, &run);
+            !s.ok()) {
+          return s;
+        }
+        for (auto d = run.rbegin(); d != run.rend() && out.size() < limit; ++d) {
+          out.push_back(std::move(*d));
+        }
+      }
+      if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        return sqlite::Error(r.db.get(), rc, "reading the history");
+      }
     }
-    if (rc != SQLITE_DONE) return sqlite::Error(r.db.get(), rc, "reading the history");
+    if (out.size() < limit) {
+      sqlite::ResetOnExit reset(r.history);
+      r.history.BindInt(1, static_cast<sqlite3_int64>(std::min<std::size_t>(
+                               limit - out.size(), static_cast<std::size_t>(INT64_MAX))));
+      int rc;
+      while ((rc = r.history.Step()) == SQLITE_ROW) {
+        Decision d;
+        d.seq = r.history.ColumnInt(0);
+        d.time = std::chrono::system_clock::time_point(
+            std::chrono::milliseconds(r.history.ColumnInt(1)));
+        d.op = r.history.ColumnBytes(2);
+        d.lock = r.history.ColumnBytes(3);
+        d.token = r.history.ColumnInt(4);
+        d.key = r.history.ColumnBytes(5);
+        d.accepted = r.history.ColumnInt(6) != 0;
+        d.highest = r.history.ColumnInt(7);
+        d.reason = r.history.ColumnBytes(8);
+        d.principal = r.history.ColumnBytes(9);
+        out.push_back(std::move(d));
+      }
+      if (rc != SQLITE_DONE) return sqlite::Error(r.db.get(), rc, "reading the history");
+    }
     std::reverse(out.begin(), out.end());
     return out;
   });
@@ -146,6 +171,7 @@ Result<std::unique_ptr<SqliteReads::Reader>> SqliteReads::MakeReader() {
   } stmts[] = {
       {&r->get, "SELECT value, lock, token, version FROM objects WHERE key = ?1"},
       {&r->fence, "SELECT highest, service FROM fences WHERE lock = ?1"},
+      {&r->runs, "SELECT last_seq, time_ms, decisions FROM history_runs ORDER BY last_seq DESC"},
       {&r->history,
        "SELECT seq, time_ms, op, lock, token, key, accepted, highest, reason, principal "
        "FROM history "

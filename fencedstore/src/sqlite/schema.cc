@@ -42,6 +42,12 @@ constexpr const char* kMigrations[] = {
     // known: the counter starts above every version still stored.
     ("CREATE TABLE counters(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID;"
      "INSERT INTO counters VALUES('version', (SELECT coalesce(max(version), 0) FROM objects));"),
+    // 3 -> 4: a transaction's decisions as one row (sqlite/history_run.h). The history table
+    // keeps the decisions recorded before, which are trimmed as before.
+    "CREATE TABLE history_runs("
+    "  last_seq INTEGER PRIMARY KEY,"
+    "  time_ms INTEGER NOT NULL,"
+    "  decisions BLOB NOT NULL);",
 };
 constexpr int kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
