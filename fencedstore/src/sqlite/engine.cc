@@ -74,11 +74,13 @@ Status SqliteEngine::Prepare(sqlite::Db db, sqlite::TxnStatements txn) {
       {&e->read_fence_, "SELECT highest, service FROM fences WHERE lock = ?1"},
       {&e->insert_fence_,
        "INSERT INTO fences(lock, highest, service, confirmed) VALUES(?1, ?2, ?3, ?4)"},
-      {&e->read_object_, "SELECT version, lock FROM objects WHERE key = ?1"},
-      {&e->upsert_object_,
-       "INSERT INTO objects(key, value, lock, token, version) VALUES(?1, ?2, ?3, ?4, ?5) "
-       "ON CONFLICT(key) DO UPDATE SET value = excluded.value, lock = excluded.lock, "
-       "token = excluded.token, version = excluded.version"},
+      // A key stored already is rewritten by its rowid, read with it: one lookup in the table,
+      // none in the key's index (which the write does not change).
+      {&e->read_object_, "SELECT version, lock, rowid FROM objects WHERE key = ?1"},
+      {&e->insert_object_,
+       "INSERT INTO objects(key, value, lock, token, version) VALUES(?1, ?2, ?3, ?4, ?5)"},
+      {&e->update_object_,
+       "UPDATE objects SET value = ?2, lock = ?3, token = ?4, version = ?5 WHERE rowid = ?1"},
       {&e->delete_object_, "DELETE FROM objects WHERE key = ?1"},
       // A transaction's decisions, one row (history_run.h); their seqs follow the last one given,
       // in a run or in a row of the history table of schemas before 4.
@@ -280,13 +282,15 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
   }
 
   // 1. The key's lock: lock_for's for its prefix, else the lock of the write that created it.
-  std::int64_t version = 0;
+  std::int64_t version = 0;  // 0: no such key
+  std::int64_t rowid = 0;
   std::string key_lock;
   read_object_.BindBlob(1, w.key);
   int rc = read_object_.Step();
   if (rc == SQLITE_ROW) {
     version = read_object_.ColumnInt(0);
     if (prefix_lock == nullptr) key_lock = read_object_.ColumnBytes(1);
+    rowid = read_object_.ColumnInt(2);
   }
   read_object_.Reset();
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
@@ -324,13 +328,18 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
   if (w.kind == WriteRequest::Kind::kPut) {
     created = version == 0;
     version = ++last_version_;
-    upsert_object_.BindBlob(1, w.key);
-    upsert_object_.BindBlob(2, w.value);
-    upsert_object_.BindBlob(3, w.lock);
-    upsert_object_.BindInt(4, w.token.value());
-    upsert_object_.BindInt(5, version);
-    rc = upsert_object_.Step();
-    upsert_object_.Reset();
+    Stmt& write = created ? insert_object_ : update_object_;
+    if (created) {
+      write.BindBlob(1, w.key);
+    } else {
+      write.BindInt(1, rowid);
+    }
+    write.BindBlob(2, w.value);
+    write.BindBlob(3, w.lock);
+    write.BindInt(4, w.token.value());
+    write.BindInt(5, version);
+    rc = write.Step();
+    write.Reset();
     if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "writing the object");
   } else if (old_version != 0) {
     delete_object_.BindBlob(1, w.key);
@@ -468,10 +477,10 @@ Result<Decision> SqliteEngine::SetFence(const AdminOp& op, std::int64_t now_ms) 
 void SqliteEngine::Close() {
   // Statements must be finalized before their connection closes.
   txn_ = sqlite::TxnStatements();
-  for (Stmt* st :
-       {&advance_fence_, &read_fence_, &insert_fence_, &read_object_, &upsert_object_,
-        &delete_object_, &insert_run_, &read_last_seq_, &trim_history_, &trim_runs_, &set_fence_,
-        &savepoint_, &rollback_to_, &release_, &read_counter_, &write_counter_, &bump_probe_}) {
+  for (Stmt* st : {&advance_fence_, &read_fence_, &insert_fence_, &read_object_, &insert_object_,
+                   &update_object_, &delete_object_, &insert_run_, &read_last_seq_, &trim_history_,
+                   &trim_runs_, &set_fence_, &savepoint_, &rollback_to_, &release_, &read_counter_,
+                   &write_counter_, &bump_probe_}) {
     *st = Stmt();
   }
   db_ = sqlite::Db();

@@ -2,7 +2,6 @@
 // (history_run.h) and inserted as one row of history_runs before its commit.
 #include <sqlite3.h>
 
-#include "refusals.h"
 #include "sqlite/engine.h"
 
 namespace fencekit::fencedstore {
