@@ -168,7 +168,7 @@ Status SqliteEngine::CommitBatch(std::vector<Pending>& batch, std::int64_t now_m
   std::int64_t last_seq = 0;
   for (auto& p : batch) {
     if (!failure.ok()) break;
-    failure = Apply(p, now_ms, verifier, last_seq);
+    failure = Apply(p, verifier, last_seq);
   }
   if (failure.ok() && last_version_ != first_version) {
     write_counter_.BindInt(1, last_version_);
@@ -232,8 +232,7 @@ Status SqliteEngine::Run(Stmt& stmt, std::string_view doing) {
   return rc == SQLITE_DONE ? Status::Ok() : sqlite::Error(db_.get(), rc, doing);
 }
 
-Status SqliteEngine::Apply(Pending& p, std::int64_t now_ms, Verifier* verifier,
-                           std::int64_t& last_seq) {
+Status SqliteEngine::Apply(Pending& p, Verifier* verifier, std::int64_t& last_seq) {
   const bool atomic = p.atomic();
   if (atomic) {
     if (auto s = Run(savepoint_, "opening a savepoint"); !s.ok()) return s;

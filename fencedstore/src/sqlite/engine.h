@@ -45,9 +45,10 @@ class SqliteEngine final : public Engine {
   Status RecoverIfSuspect();
 
   // Decides `p` (every write of a batch, in a savepoint when atomic) and applies it inside the
-  // open transaction, recording the decision; a storage error is returned (the group commit
-  // then fails), a decision is left in `p`.
-  Status Apply(Pending& p, std::int64_t now_ms, Verifier* verifier, std::int64_t& last_seq);
+  // open transaction, recording the decision in the transaction's run (the last seq given in
+  // `last_seq`); a storage error is returned (the group commit then fails), a decision is left
+  // in `p`.
+  Status Apply(Pending& p, Verifier* verifier, std::int64_t& last_seq);
   // Decides write `i` of `p` and applies it when accepted (its receipt in `*receipt`), without
   // recording it. A refusal or a deferral is left in `p`.
   Status Decide(Pending& p, std::size_t i, Verifier* verifier, WriteReceipt* receipt);
