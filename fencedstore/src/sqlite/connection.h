@@ -9,8 +9,10 @@
 namespace fencekit::fencedstore {
 
 // Opens `o.path` (created unless `read_only`) with extended result codes, a 5 s busy timeout and
-// the synchronous level of `o.durability`; a `read_only` connection is also query_only. Fails
-// with kIoError naming the path.
+// the synchronous level of `o.durability`; a `read_only` connection is also query_only. The
+// writer's connection (not `read_only`) checkpoints every 4,000 WAL pages and, under
+// Durability::kFull, writes its WAL through WalWriteBatchingVfs. Fails with kIoError naming the
+// path.
 Result<sqlite::Db> OpenConnection(const StoreOptions& o, bool read_only);
 
 }  // namespace fencekit::fencedstore
