@@ -1,6 +1,6 @@
-// The SQLite engine (engine.h): how one write, or one fence administration, is decided
-// and recorded inside the writer's transaction: the key's lock, the fence (token, service,
-// confirmation), the object, the history.
+// The SQLite engine (engine.h): how a batch is decided and recorded inside the writer's
+// transaction: the key's lock, the fence (engine_fence.cc), the object, the history
+// (engine_history.cc).
 #include "sqlite/engine.h"
 
 #include <sqlite3.h>
@@ -14,15 +14,6 @@
 namespace fencekit::fencedstore {
 
 using sqlite::Stmt;
-
-namespace {
-
-// SQL NULL for an empty text: a write without a service or a principal stores NULL.
-void BindTextOrNull(Stmt& st, int i, std::string_view text) {
-  st.BindText(i, text.empty() ? std::string_view() : text);
-}
-
-}  // namespace
 
 Result<std::unique_ptr<Engine>> SqliteEngine::Make(const StoreOptions& options, sqlite::Db db,
                                                    sqlite::TxnStatements txn) {
@@ -82,6 +73,10 @@ Status SqliteEngine::Prepare(sqlite::Db db, sqlite::TxnStatements txn) {
       {&e->update_object_,
        "UPDATE objects SET value = ?2, lock = ?3, token = ?4, version = ?5 WHERE rowid = ?1"},
       {&e->delete_object_, "DELETE FROM objects WHERE key = ?1"},
+      // A put to a key of the lock whose fence this transaction already passed at the token:
+      // one statement, no read first (Decide's step 0).
+      {&e->rewrite_object_,
+       "UPDATE objects SET value = ?2, token = ?4, version = ?5 WHERE key = ?1 AND lock = ?3"},
       // A transaction's decisions, one row (history_run.h); their seqs follow the last one given,
       // in a run or in a row of the history table of schemas before 4.
       {&e->insert_run_,
@@ -280,6 +275,29 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
     return Refuse(p, std::move(mismatch));
   }
 
+  // 0. A put with nothing to check but the key's lock, once the fence let the lock through at
+  // this token in this transaction: rewritten where the key is stored under the lock. Else (no
+  // such key, or another lock's) decided from step 1 as any write.
+  if (prefix_lock == nullptr && !w.if_version && w.kind == WriteRequest::Kind::kPut &&
+      passed_.Passed(w.lock, w.token.value(), service)) {
+    const std::int64_t next_version = last_version_ + 1;
+    rewrite_object_.BindBlob(1, w.key);
+    rewrite_object_.BindBlob(2, w.value);
+    rewrite_object_.BindBlob(3, w.lock);
+    rewrite_object_.BindInt(4, w.token.value());
+    rewrite_object_.BindInt(5, next_version);
+    int rc = rewrite_object_.Step();
+    rewrite_object_.Reset();
+    if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "writing the object");
+    if (sqlite3_changes(db) == 1) {
+      last_version_ = next_version;
+      p.highest = w.token.value();
+      p.outcome = Outcome::kAccepted;
+      *receipt = WriteReceipt{w.key, w.lock, w.token, next_version, false};
+      return Status::Ok();
+    }
+  }
+
   // 1. The key's lock: lock_for's for its prefix, else the lock of the write that created it.
   std::int64_t version = 0;  // 0: no such key
   std::int64_t rowid = 0;
@@ -351,135 +369,13 @@ Status SqliteEngine::Decide(Pending& p, std::size_t i, Verifier* verifier, Write
   return Status::Ok();
 }
 
-// Advances the fence iff the token is new enough, of the fence's service, and (under verify)
-// confirmed when it moves the fence up; or creates it. Decides the write again from the top
-// when the verifier has its answer already.
-Status SqliteEngine::PassFence(Pending& p, std::size_t i, Verifier* verifier,
-                               std::string_view service, bool verified, WriteReceipt* receipt,
-                               bool* through) {
-  sqlite3* db = db_.get();
-  const WriteRequest& w = p.writes[i];
-  advance_fence_.BindBlob(1, w.lock);
-  advance_fence_.BindInt(2, w.token.value());
-  BindTextOrNull(advance_fence_, 3, service);
-  if (options_.verify && !options_.unguarded) advance_fence_.BindInt(4, verified ? 1 : 0);
-  int rc = advance_fence_.Step();
-  advance_fence_.Reset();
-  if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "checking the fence");
-  const bool accepted = sqlite3_changes(db) == 1;
-  if (!accepted || options_.unguarded) {
-    bool exists = false;
-    std::string fence_service;
-    if (auto s = ReadFence(w.lock, &exists, &p.highest, &fence_service); !s.ok()) return s;
-    if (!accepted && exists) {
-      if (!service.empty() && !fence_service.empty() && fence_service != service) {
-        return Refuse(p, FenceServiceStatus(p, fence_service, service));
-      }
-      if (w.token.value() < p.highest || (options_.strict && w.token.value() == p.highest) ||
-          options_.unguarded) {
-        return Refuse(p, StaleTokenStatus(p, p.highest, options_.strict));
-      }
-    }
-    if (!accepted && (exists || (verifier != nullptr && !verified && !options_.unguarded))) {
-      // The token would move the fence up (or create it) and the lock service has not confirmed
-      // it yet.
-      p.highest = exists ? p.highest : 0;
-      if (verifier == nullptr) {  // unreachable: without verify the fence takes such a token
-        p.outcome = Outcome::kFailed;
-        p.result = Status::Internal("the fence refused a token above it; nothing was written");
-        return Status::Ok();
-      }
-      if (p.verdict == nullptr) {
-        p.verdict = verifier->Answer(w.lock, w.token);
-        if (p.verdict != nullptr) return Decide(p, i, verifier, receipt);  // from the top
-        p.outcome = Outcome::kDeferred;  // not recorded: it comes back with the answer
-        return Status::Ok();
-      }
-      if (!p.verdict->ok()) {  // fail closed: nothing changed, nothing recorded
-        p.outcome = Outcome::kFailed;
-        p.result = p.verdict->status();
-        return Status::Ok();
-      }
-      return Refuse(p, UnverifiedStatus(p));
-    }
-    if (!accepted) {  // the lock's first write
-      insert_fence_.BindBlob(1, w.lock);
-      insert_fence_.BindInt(2, w.token.value());
-      BindTextOrNull(insert_fence_, 3, service);
-      insert_fence_.BindInt(4, verified ? 1 : 0);
-      rc = insert_fence_.Step();
-      insert_fence_.Reset();
-      if (rc != SQLITE_DONE) return sqlite::Error(db, rc, "creating the fence");
-      p.highest = w.token.value();
-    }
-  }
-  *through = true;
-  return Status::Ok();
-}
-
-Status SqliteEngine::Refuse(Pending& p, Status refusal) {
-  p.outcome = Outcome::kRefused;
-  p.result = std::move(refusal);
-  return Status::Ok();
-}
-
-Status SqliteEngine::ReadFence(const std::string& lock, bool* exists, std::int64_t* highest,
-                               std::string* service) {
-  sqlite::ResetOnExit reset(read_fence_);
-  read_fence_.BindBlob(1, lock);
-  int rc = read_fence_.Step();
-  *exists = rc == SQLITE_ROW;
-  if (rc == SQLITE_ROW) {
-    *highest = read_fence_.ColumnInt(0);
-    *service = read_fence_.ColumnBytes(1);
-  } else if (rc != SQLITE_DONE) {
-    return sqlite::Error(db_.get(), rc, "reading the fence");
-  }
-  return Status::Ok();
-}
-
-Result<Decision> SqliteEngine::SetFence(const AdminOp& op, std::int64_t now_ms) {
-  sqlite3* db = db_.get();
-  Decision d = SetFenceDecision(op, now_ms);
-  if (auto s = RecoverIfSuspect(); !s.ok()) return s;
-  auto txn = sqlite::Transaction::Begin(txn_);
-  Status failure = txn.status();
-  if (failure.ok()) {
-    sqlite::ResetOnExit reset(set_fence_);
-    set_fence_.BindBlob(1, op.lock);
-    set_fence_.BindInt(2, op.highest.value());
-    set_fence_.BindInt(3, op.unbind ? 1 : 0);
-    int rc = set_fence_.Step();
-    if (rc != SQLITE_DONE) failure = sqlite::Error(db, rc, "setting the fence");
-  }
-  run_.Clear();
-  if (failure.ok()) {
-    failure = AddToRun(d.op, op.lock, d.token, "", true, d.highest, "", op.principal, &d.seq);
-  }
-  if (failure.ok()) failure = InsertRun(now_ms, d.seq);
-  bool at_commit = false;
-  if (failure.ok()) {
-    failure = txn->Commit();
-    at_commit = !failure.ok();  // as in CommitBatch: the WAL may hold it whole
-  }
-  if (!failure.ok()) {
-    if (txn.ok()) txn->Rollback();
-    suspect_ = failure.message();
-    Status s = Status::IoError(
-        (at_commit ? "the fence may or may not have been set: " : "the fence was not set: ") +
-        failure.message() + ". Read it, or set it again");
-    return failure.IsUnavailable() ? Status::Unavailable(s.message()) : s;
-  }
-  return d;
-}
-
 void SqliteEngine::Close() {
   // Statements must be finalized before their connection closes.
   txn_ = sqlite::TxnStatements();
   for (Stmt* st : {&advance_fence_, &read_fence_, &insert_fence_, &read_object_, &insert_object_,
-                   &update_object_, &delete_object_, &insert_run_, &read_last_seq_, &trim_history_,
-                   &trim_runs_, &set_fence_, &savepoint_, &rollback_to_, &release_, &read_counter_,
-                   &write_counter_, &bump_probe_}) {
+                   &update_object_, &rewrite_object_, &delete_object_, &insert_run_,
+                   &read_last_seq_, &trim_history_, &trim_runs_, &set_fence_, &savepoint_,
+                   &rollback_to_, &release_, &read_counter_, &write_counter_, &bump_probe_}) {
     *st = Stmt();
   }
   db_ = sqlite::Db();

@@ -79,8 +79,9 @@ class SqliteEngine final : public Engine {
   sqlite::Db db_;
   sqlite::TxnStatements txn_;
   sqlite::Stmt advance_fence_, read_fence_, insert_fence_, read_object_, insert_object_,
-      update_object_, delete_object_, insert_run_, read_last_seq_, trim_history_, trim_runs_,
-      set_fence_, savepoint_, rollback_to_, release_, read_counter_, write_counter_, bump_probe_;
+      update_object_, rewrite_object_, delete_object_, insert_run_, read_last_seq_, trim_history_,
+      trim_runs_, set_fence_, savepoint_, rollback_to_, release_, read_counter_, write_counter_,
+      bump_probe_;
   // The store-wide version counter (fencekit/fencedstore/types.h): the last version given, read at the
   // start of each transaction and written back at its end when it moved.
   std::int64_t last_version_ = 0;
