@@ -7,15 +7,17 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <string>
 
 #include "fencekit/common/mutex.h"
+#include "sqlite/forwarding_file.h"
 
 namespace fencekit::fencedstore {
 
 namespace {
 
 // What a WAL file was handed and has not yet written: bytes from `start`, one run.
-struct Pending {
+struct HeldRun {
   std::string bytes;
   sqlite3_int64 start = 0;
 };
@@ -24,24 +26,23 @@ struct Pending {
 // write's shortfall for a full disk.
 constexpr std::size_t kMaxPending = std::size_t{64} << 10;
 
-// A WAL file: the real file just past this struct. Files that are not a WAL are opened in place
-// with the real VFS's methods and never reach the functions below.
+// A WAL file. Files that are not a WAL are opened in place with the base VFS's methods and
+// never reach the functions below.
 struct WalFile {
-  sqlite3_file base;
-  sqlite3_file* real;
-  Pending* pending;
+  sqlite::ForwardingFile forwarding;
+  HeldRun* pending;
 };
 
-sqlite3_file* Real(sqlite3_file* f) { return reinterpret_cast<WalFile*>(f)->real; }
+HeldRun* HeldBy(sqlite3_file* f) { return reinterpret_cast<WalFile*>(f)->pending; }
 
-// Writes the held run, if any; SQLITE_OK or the real write's error (the run is dropped either
+// Writes the held run, if any; SQLITE_OK or the inner write's error (the run is dropped either
 // way: SQLite rolls back a transaction whose write failed).
 int Flush(sqlite3_file* f) {
-  Pending* p = reinterpret_cast<WalFile*>(f)->pending;
+  HeldRun* p = HeldBy(f);
   if (p->bytes.empty()) return SQLITE_OK;
-  sqlite3_file* real = Real(f);
+  sqlite3_file* inner = sqlite::Inner(f);
   int rc =
-      real->pMethods->xWrite(real, p->bytes.data(), static_cast<int>(p->bytes.size()), p->start);
+      inner->pMethods->xWrite(inner, p->bytes.data(), static_cast<int>(p->bytes.size()), p->start);
   p->bytes.clear();
   return rc;
 }
@@ -51,15 +52,16 @@ int Close(sqlite3_file* f) {
   auto* w = reinterpret_cast<WalFile*>(f);
   delete w->pending;
   w->pending = nullptr;
-  int rc = w->real->pMethods != nullptr ? w->real->pMethods->xClose(w->real) : SQLITE_OK;
+  sqlite3_file* inner = sqlite::Inner(f);
+  int rc = inner->pMethods != nullptr ? inner->pMethods->xClose(inner) : SQLITE_OK;
   return flushed != SQLITE_OK ? flushed : rc;
 }
 int Read(sqlite3_file* f, void* out, int n, sqlite3_int64 off) {
   if (int rc = Flush(f); rc != SQLITE_OK) return rc;
-  return Real(f)->pMethods->xRead(Real(f), out, n, off);
+  return sqlite::Inner(f)->pMethods->xRead(sqlite::Inner(f), out, n, off);
 }
 int Write(sqlite3_file* f, const void* data, int n, sqlite3_int64 off) {
-  Pending* p = reinterpret_cast<WalFile*>(f)->pending;
+  HeldRun* p = HeldBy(f);
   if (!p->bytes.empty() && (off != p->start + static_cast<sqlite3_int64>(p->bytes.size()) ||
                             p->bytes.size() + static_cast<std::size_t>(n) > kMaxPending)) {
     if (int rc = Flush(f); rc != SQLITE_OK) return rc;
@@ -70,64 +72,38 @@ int Write(sqlite3_file* f, const void* data, int n, sqlite3_int64 off) {
 }
 int Truncate(sqlite3_file* f, sqlite3_int64 size) {
   if (int rc = Flush(f); rc != SQLITE_OK) return rc;
-  return Real(f)->pMethods->xTruncate(Real(f), size);
+  return sqlite::Inner(f)->pMethods->xTruncate(sqlite::Inner(f), size);
 }
 int Sync(sqlite3_file* f, int flags) {
   if (int rc = Flush(f); rc != SQLITE_OK) return rc;
-  return Real(f)->pMethods->xSync(Real(f), flags);
+  return sqlite::Inner(f)->pMethods->xSync(sqlite::Inner(f), flags);
 }
 int FileSize(sqlite3_file* f, sqlite3_int64* size) {
   if (int rc = Flush(f); rc != SQLITE_OK) return rc;
-  return Real(f)->pMethods->xFileSize(Real(f), size);
-}
-int Lock(sqlite3_file* f, int l) { return Real(f)->pMethods->xLock(Real(f), l); }
-int Unlock(sqlite3_file* f, int l) { return Real(f)->pMethods->xUnlock(Real(f), l); }
-int CheckReservedLock(sqlite3_file* f, int* out) {
-  return Real(f)->pMethods->xCheckReservedLock(Real(f), out);
+  return sqlite::Inner(f)->pMethods->xFileSize(sqlite::Inner(f), size);
 }
 int FileControl(sqlite3_file* f, int op, void* arg) {
   if (int rc = Flush(f); rc != SQLITE_OK) return rc;
-  return Real(f)->pMethods->xFileControl(Real(f), op, arg);
+  return sqlite::Inner(f)->pMethods->xFileControl(sqlite::Inner(f), op, arg);
 }
-int SectorSize(sqlite3_file* f) { return Real(f)->pMethods->xSectorSize(Real(f)); }
-int DeviceCharacteristics(sqlite3_file* f) {
-  return Real(f)->pMethods->xDeviceCharacteristics(Real(f));
-}
-int ShmMap(sqlite3_file* f, int region, int size, int extend, void volatile** out) {
-  return Real(f)->pMethods->xShmMap(Real(f), region, size, extend, out);
-}
-int ShmLock(sqlite3_file* f, int offset, int n, int flags) {
-  return Real(f)->pMethods->xShmLock(Real(f), offset, n, flags);
-}
-void ShmBarrier(sqlite3_file* f) { Real(f)->pMethods->xShmBarrier(Real(f)); }
-int ShmUnmap(sqlite3_file* f, int del) { return Real(f)->pMethods->xShmUnmap(Real(f), del); }
 int Fetch(sqlite3_file* f, sqlite3_int64 off, int n, void** out) {
   if (int rc = Flush(f); rc != SQLITE_OK) return rc;
-  return Real(f)->pMethods->xFetch(Real(f), off, n, out);
-}
-int Unfetch(sqlite3_file* f, sqlite3_int64 off, void* p) {
-  return Real(f)->pMethods->xUnfetch(Real(f), off, p);
+  return sqlite::Inner(f)->pMethods->xFetch(sqlite::Inner(f), off, n, out);
 }
 
-const sqlite3_io_methods kWalMethods = {3,
-                                        Close,
-                                        Read,
-                                        Write,
-                                        Truncate,
-                                        Sync,
-                                        FileSize,
-                                        Lock,
-                                        Unlock,
-                                        CheckReservedLock,
-                                        FileControl,
-                                        SectorSize,
-                                        DeviceCharacteristics,
-                                        ShmMap,
-                                        ShmLock,
-                                        ShmBarrier,
-                                        ShmUnmap,
-                                        Fetch,
-                                        Unfetch};
+// Every call that reads the file, or its size, or syncs it, writes the held run first.
+const sqlite3_io_methods kWalMethods = [] {
+  sqlite3_io_methods m{};
+  m.xClose = Close;
+  m.xRead = Read;
+  m.xWrite = Write;
+  m.xTruncate = Truncate;
+  m.xSync = Sync;
+  m.xFileSize = FileSize;
+  m.xFileControl = FileControl;
+  m.xFetch = Fetch;
+  return sqlite::ForwardingMethods(m);
+}();
 
 sqlite3_vfs* Base(sqlite3_vfs* vfs) { return static_cast<sqlite3_vfs*>(vfs->pAppData); }
 
@@ -135,17 +111,17 @@ int Open(sqlite3_vfs* vfs, sqlite3_filename name, sqlite3_file* f, int flags, in
   sqlite3_vfs* base = Base(vfs);
   if ((flags & SQLITE_OPEN_WAL) == 0) return base->xOpen(base, name, f, flags, out_flags);
   auto* w = reinterpret_cast<WalFile*>(f);
-  w->base.pMethods = nullptr;
-  w->real = reinterpret_cast<sqlite3_file*>(w + 1);
-  w->pending = new (std::nothrow) Pending;
+  w->forwarding.base.pMethods = nullptr;
+  w->forwarding.inner = reinterpret_cast<sqlite3_file*>(w + 1);
+  w->pending = new (std::nothrow) HeldRun;
   if (w->pending == nullptr) return SQLITE_NOMEM;
-  int rc = base->xOpen(base, name, w->real, flags, out_flags);
-  if (rc != SQLITE_OK || w->real->pMethods == nullptr) {
+  int rc = base->xOpen(base, name, w->forwarding.inner, flags, out_flags);
+  if (rc != SQLITE_OK || w->forwarding.inner->pMethods == nullptr) {
     delete w->pending;
     w->pending = nullptr;
     return rc;
   }
-  w->base.pMethods = &kWalMethods;
+  w->forwarding.base.pMethods = &kWalMethods;
   return SQLITE_OK;
 }
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "fencekit/common/mutex.h"
+#include "sqlite/forwarding_file.h"
 
 namespace fencekit::testing {
 
@@ -42,12 +43,11 @@ std::atomic<std::uint64_t> io_calls{0};
 std::atomic<std::uint64_t> crash_at{0};
 
 struct FaultFile {
-  sqlite3_file base;
-  sqlite3_file* real;  // points just past this struct
-  DiskState* disk;     // null for a file without a name
+  sqlite::ForwardingFile forwarding;  // the real file just past this struct
+  DiskState* disk;                    // null for a file without a name
 };
 
-sqlite3_file* Real(sqlite3_file* f) { return reinterpret_cast<FaultFile*>(f)->real; }
+sqlite3_file* Real(sqlite3_file* f) { return sqlite::Inner(f); }
 
 // Counts a write or sync call of the power-loss model; false once the power is lost.
 bool PowerOn() {
@@ -92,10 +92,6 @@ void BeforeChange(sqlite3_file* f, std::int64_t from, std::int64_t to) {
   disk->last_write_end = to;
 }
 
-int Close(sqlite3_file* f) { return Real(f)->pMethods->xClose(Real(f)); }
-int Read(sqlite3_file* f, void* p, int n, sqlite3_int64 off) {
-  return Real(f)->pMethods->xRead(Real(f), p, n, off);
-}
 int Write(sqlite3_file* f, const void* p, int n, sqlite3_int64 off) {
   if (!PowerOn()) return SQLITE_IOERR_WRITE;
   if (FaultVfs::disk_full.load()) return SQLITE_FULL;
@@ -130,24 +126,6 @@ int Sync(sqlite3_file* f, int flags) {
   }
   return SQLITE_OK;
 }
-int FileSize(sqlite3_file* f, sqlite3_int64* size) {
-  return Real(f)->pMethods->xFileSize(Real(f), size);
-}
-int Lock(sqlite3_file* f, int l) { return Real(f)->pMethods->xLock(Real(f), l); }
-int Unlock(sqlite3_file* f, int l) { return Real(f)->pMethods->xUnlock(Real(f), l); }
-int CheckReservedLock(sqlite3_file* f, int* out) {
-  return Real(f)->pMethods->xCheckReservedLock(Real(f), out);
-}
-int FileControl(sqlite3_file* f, int op, void* arg) {
-  return Real(f)->pMethods->xFileControl(Real(f), op, arg);
-}
-int SectorSize(sqlite3_file* f) { return Real(f)->pMethods->xSectorSize(Real(f)); }
-int DeviceCharacteristics(sqlite3_file* f) {
-  return Real(f)->pMethods->xDeviceCharacteristics(Real(f));
-}
-int ShmMap(sqlite3_file* f, int region, int size, int extend, void volatile** out) {
-  return Real(f)->pMethods->xShmMap(Real(f), region, size, extend, out);
-}
 int ShmLock(sqlite3_file* f, int offset, int n, int flags) {
   // Only taking a lock waits: releasing one never does.
   while ((flags & SQLITE_SHM_LOCK) != 0 && FaultVfs::stall.load()) {
@@ -155,40 +133,22 @@ int ShmLock(sqlite3_file* f, int offset, int n, int flags) {
   }
   return Real(f)->pMethods->xShmLock(Real(f), offset, n, flags);
 }
-void ShmBarrier(sqlite3_file* f) { Real(f)->pMethods->xShmBarrier(Real(f)); }
-int ShmUnmap(sqlite3_file* f, int del) { return Real(f)->pMethods->xShmUnmap(Real(f), del); }
-int Fetch(sqlite3_file* f, sqlite3_int64 off, int n, void** out) {
-  return Real(f)->pMethods->xFetch(Real(f), off, n, out);
-}
-int Unfetch(sqlite3_file* f, sqlite3_int64 off, void* p) {
-  return Real(f)->pMethods->xUnfetch(Real(f), off, p);
-}
 
-const sqlite3_io_methods kMethods = {3,
-                                     Close,
-                                     Read,
-                                     Write,
-                                     Truncate,
-                                     Sync,
-                                     FileSize,
-                                     Lock,
-                                     Unlock,
-                                     CheckReservedLock,
-                                     FileControl,
-                                     SectorSize,
-                                     DeviceCharacteristics,
-                                     ShmMap,
-                                     ShmLock,
-                                     ShmBarrier,
-                                     ShmUnmap,
-                                     Fetch,
-                                     Unfetch};
+// The calls of the power-loss model and of the faults; the others go to the real file.
+const sqlite3_io_methods kMethods = [] {
+  sqlite3_io_methods m{};
+  m.xWrite = Write;
+  m.xTruncate = Truncate;
+  m.xSync = Sync;
+  m.xShmLock = ShmLock;
+  return sqlite::ForwardingMethods(m);
+}();
 
 int Open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int* out_flags) {
   auto* ff = reinterpret_cast<FaultFile*>(f);
-  ff->real = reinterpret_cast<sqlite3_file*>(ff + 1);
-  int rc = real_vfs->xOpen(real_vfs, name, ff->real, flags, out_flags);
-  ff->base.pMethods = ff->real->pMethods != nullptr ? &kMethods : nullptr;
+  ff->forwarding.inner = reinterpret_cast<sqlite3_file*>(ff + 1);
+  int rc = real_vfs->xOpen(real_vfs, name, ff->forwarding.inner, flags, out_flags);
+  ff->forwarding.base.pMethods = ff->forwarding.inner->pMethods != nullptr ? &kMethods : nullptr;
   ff->disk = nullptr;
   if (name != nullptr) {
     MutexLock lock(model_mu);
